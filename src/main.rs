@@ -1,1 +1,113 @@
-fn main() {}
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::Parser;
+use sluice::cli::{Cli, Command};
+use sluice::config::{self, ProcessEnv};
+
+/// Exit codes (contract): 0 ok, 2 usage or config error, 1 runtime failure.
+const CONFIG_ERROR: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::DemoServer => run(sluice::demo_server::run(), "demo-server"),
+        Command::Check { config } => match config::load(&config, &ProcessEnv) {
+            Ok(loaded) => match sluice::app::check_supported(&loaded.config) {
+                Ok(()) => {
+                    print!("{}", config::describe(&loaded));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("sluice: {e}");
+                    ExitCode::from(CONFIG_ERROR)
+                }
+            },
+            Err(e) => {
+                eprintln!("sluice: config error:\n{e}");
+                ExitCode::from(CONFIG_ERROR)
+            }
+        },
+        Command::Serve { config, listen } => {
+            init_logging();
+            let loaded = match &config {
+                Some(path) => config::load(path, &ProcessEnv).map(|l| l.config),
+                None => match std::env::current_exe() {
+                    Ok(exe) => Ok(config::demo(exe)),
+                    Err(e) => {
+                        eprintln!("sluice: cannot find own executable: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                },
+            };
+            let mut cfg = match loaded {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("sluice: config error:\n{e}");
+                    return ExitCode::from(CONFIG_ERROR);
+                }
+            };
+            if let Some(addr) = listen
+                && let Err(e) = cfg.set_listen(addr)
+            {
+                eprintln!("sluice: config error:\n{e}");
+                return ExitCode::from(CONFIG_ERROR);
+            }
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("sluice: cannot start runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let result = runtime.block_on(sluice::app::serve(cfg, |addr| {
+                // The readiness line tests and scripts wait for.
+                println!("sluice listening on {addr}");
+                let _ = std::io::stdout().flush();
+            }));
+            // Backends are stopped; don't wait on stray blocking tasks.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("sluice: {e}");
+                    if e.is_config() {
+                        ExitCode::from(CONFIG_ERROR)
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn run(fut: impl std::future::Future<Output = std::io::Result<()>>, what: &str) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => match rt.block_on(fut) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sluice {what}: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("sluice {what}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr (stdout carries the readiness line, and for
+/// demo-server the protocol). `SLUICE_LOG` takes an env-filter directive.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

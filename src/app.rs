@@ -1,0 +1,194 @@
+//! Wires the gateway together, front -> sessions -> router -> upstream, and
+//! runs it until a signal, then shuts down in order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Isolation, SessionMode, Transport};
+use crate::front::{self, Front, Policy};
+use crate::metrics::Metrics;
+use crate::router::Router;
+use crate::sessions::{Limits, Sessions};
+use crate::upstream::Backend;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A configured feature this build does not serve yet (exit 2).
+    #[error("backend `{backend}`: {what} is not supported yet")]
+    Unsupported { backend: String, what: &'static str },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("server failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ServeError {
+    pub fn is_config(&self) -> bool {
+        matches!(self, ServeError::Unsupported { .. })
+    }
+}
+
+/// Refuses, before anything starts, what would otherwise silently misbehave.
+pub fn check_supported(config: &Config) -> Result<(), ServeError> {
+    for b in &config.backends {
+        let what = match (&b.transport, b.isolation) {
+            (Transport::Http { .. }, _) => Some("transport = \"http\""),
+            (Transport::Sse { .. }, _) => Some("transport = \"sse\""),
+            (Transport::Stdio { .. }, Isolation::PerSession) => Some("isolation = \"per-session\""),
+            (Transport::Stdio { .. }, Isolation::Shared) => None,
+        };
+        if let Some(what) = what {
+            return Err(ServeError::Unsupported {
+                backend: b.name.to_string(),
+                what,
+            });
+        }
+    }
+    if config.server.session_ids == crate::config::SessionIdMode::Sealed {
+        return Err(ServeError::Unsupported {
+            backend: "(server)".into(),
+            what: "session_ids = \"sealed\"",
+        });
+    }
+    Ok(())
+}
+
+/// Runs the gateway until SIGINT/SIGTERM. `on_listening` gets the bound
+/// address once connections are accepted.
+pub async fn serve(
+    config: Config,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    check_supported(&config)?;
+    let metrics = Arc::new(Metrics::new());
+    let stop_backends = CancellationToken::new();
+    let stopping = CancellationToken::new();
+
+    // upstream: one supervised backend per configured server.
+    let mut supervisors = Vec::new();
+    let backends: Vec<Arc<Backend>> = config
+        .backends
+        .iter()
+        .map(|b| {
+            let (backend, task) = Backend::start(b, metrics.clone(), stop_backends.child_token());
+            supervisors.push(task);
+            backend
+        })
+        .collect();
+    // router: namespaces over those backends.
+    let router = Router::new(&config, &backends);
+    // sessions: the bounded table and its one reaper.
+    let sessions = Sessions::new(
+        Limits {
+            max_sessions: config.server.max_sessions,
+            max_per_principal: config.server.max_sessions_per_principal,
+            idle_ttl: config.server.session_idle_ttl,
+        },
+        metrics.clone(),
+    );
+    sessions.spawn_reaper(stopping.clone());
+    // front: HTTP in.
+    let front = Arc::new(Front {
+        policy: Policy {
+            tokens: config.auth.as_ref().map(|a| a.tokens.clone()),
+            allowed_origins: config.server.allowed_origins.clone(),
+            loopback_host_only: config.auth.is_none(),
+            max_body_bytes: config.server.max_body_bytes,
+            stateless: config.server.sessions == SessionMode::Stateless,
+        },
+        sessions: sessions.clone(),
+        router,
+        backends: backends.clone(),
+        metrics: metrics.clone(),
+        metrics_token: config.metrics.token.clone(),
+        stopping: stopping.clone(),
+    });
+    let app = front::routes(front, &config.metrics.path);
+
+    let addr = config.server.listen;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let local = listener.local_addr()?;
+    spawn_summary(
+        metrics.clone(),
+        config.metrics.summary_interval,
+        stopping.clone(),
+    );
+    tracing::info!(%local, backends = backends.len(), "sluice listening");
+    on_listening(local);
+
+    // SSE streams can be written faster without Nagle (a 30x difference).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let shutdown = stopping.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        shutdown.cancel();
+    });
+    let server = tokio::spawn(async move { server.await });
+    stopping.cancelled().await;
+    // In-flight requests get the grace period; streams end on `stopping`.
+    if tokio::time::timeout(config.server.shutdown_grace, server)
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight requests did not finish within the grace period");
+    }
+    sessions.close_all();
+    stop_backends.cancel();
+    let all = futures_util::future::join_all(supervisors);
+    if tokio::time::timeout(Duration::from_secs(10), all)
+        .await
+        .is_err()
+    {
+        tracing::warn!("some backends did not stop in time");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+fn spawn_summary(metrics: Arc<Metrics>, every: Duration, stop: CancellationToken) {
+    if every.is_zero() {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {
+                    if let Some(line) = metrics.summary() {
+                        tracing::info!("{line}");
+                    }
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,309 @@
+//! Stage two: file types (with environment overrides applied) to runtime
+//! types. Every check records an `Issue` and carries on with a default, so
+//! one run reports every problem; the result is `Ok` only when none was
+//! found. Secrets and `${VAR}` references are resolved here, through `Env`.
+
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+
+use super::duration::FileDuration;
+use super::env::Env;
+
+mod backend;
+use super::error::{At, Issue, dotted};
+use super::file::{
+    self, File, FileAuth, FileBackend, FileMetrics, FileNamespace, FileServer, FileTransport,
+};
+use super::{
+    AuthSettings, BackendConfig, BackendName, Config, Isolation, MetricsSettings, NamespaceConfig,
+    NamespaceName, Prefix, Secret, ServerSettings, SessionIdMode, SessionMode, Source, ToolFilter,
+    Transport,
+};
+
+pub(super) const LOOPBACK_ONLY: &str =
+    "without [auth] the gateway must listen on loopback (add [auth] or use 127.0.0.1 / [::1])";
+
+/// Which surface syntax the file used, so messages name keys as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Syntax {
+    Toml,
+    Desktop,
+}
+
+impl Syntax {
+    fn backends(self) -> &'static str {
+        match self {
+            Self::Toml => "backends",
+            Self::Desktop => "mcpServers",
+        }
+    }
+
+    fn transport(self) -> &'static str {
+        match self {
+            Self::Toml => "transport",
+            Self::Desktop => "type",
+        }
+    }
+}
+
+pub(super) fn build(
+    file: File,
+    syntax: Syntax,
+    env: &dyn Env,
+    provenance: &[(String, Source)],
+    issues: Vec<Issue>,
+) -> Result<Config, Vec<Issue>> {
+    let mut b = Builder {
+        env,
+        syntax,
+        provenance,
+        issues,
+    };
+    let server = b.server(file.server);
+    let has_auth = file.auth.is_some();
+    let auth = file.auth.and_then(|a| b.auth(a));
+    let metrics = b.metrics(file.metrics);
+    if !has_auth && !server.listen.ip().is_loopback() {
+        b.setting(
+            "server.listen",
+            format!("{}: {LOOPBACK_ONLY}", server.listen),
+        );
+    }
+
+    if file.backends.is_empty() {
+        b.issues.push(Issue {
+            at: At::Nowhere,
+            message: match syntax {
+                Syntax::Toml => "no backends configured (add a [backends.<name>] table)".to_owned(),
+                Syntax::Desktop => "no enabled servers in `mcpServers`".to_owned(),
+            },
+        });
+    }
+    let backends: Vec<BackendConfig> = file
+        .backends
+        .iter()
+        .filter_map(|(name, fb)| b.backend(name, fb, server.request_timeout))
+        .collect();
+    let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
+
+    if b.issues.is_empty() {
+        Ok(Config {
+            server,
+            auth,
+            metrics,
+            backends,
+            namespaces,
+        })
+    } else {
+        Err(b.issues)
+    }
+}
+
+struct Builder<'a> {
+    env: &'a dyn Env,
+    syntax: Syntax,
+    provenance: &'a [(String, Source)],
+    issues: Vec<Issue>,
+}
+
+impl Builder<'_> {
+    fn at_key(&mut self, path: &[&str], message: impl Display) {
+        self.issues.push(Issue {
+            at: At::Key(path.iter().map(|s| (*s).to_owned()).collect()),
+            message: format!("`{}`: {message}", dotted(path)),
+        });
+    }
+
+    /// A problem with one array element; `shown` is how the message names it.
+    fn at_item(&mut self, path: &[&str], index: usize, shown: impl Display, message: impl Display) {
+        let mut at: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
+        at.push(index.to_string());
+        self.issues.push(Issue {
+            at: At::Key(at),
+            message: format!("`{shown}`: {message}"),
+        });
+    }
+
+    /// A problem with a [server]/[auth]/[metrics] value, blamed on the
+    /// environment variable when one set it.
+    fn setting(&mut self, key: &str, message: impl Display) {
+        let var = self.provenance.iter().find_map(|(k, s)| match s {
+            Source::Env(var) if k == key => Some(var.clone()),
+            _ => None,
+        });
+        match var {
+            Some(var) => self.issues.push(Issue {
+                at: At::Nowhere,
+                message: format!("`{key}` (set by environment variable `{var}`): {message}"),
+            }),
+            None => self.at_key(&key.split('.').collect::<Vec<_>>(), message),
+        }
+    }
+
+    fn nonzero(&mut self, key: &str, value: Option<FileDuration>, default: Duration) -> Duration {
+        match value {
+            Some(FileDuration(d)) if d.is_zero() => {
+                self.setting(key, "must not be zero");
+                default
+            }
+            Some(FileDuration(d)) => d,
+            None => default,
+        }
+    }
+
+    fn positive(&mut self, key: &str, value: Option<usize>, default: usize) -> usize {
+        match value {
+            Some(0) => {
+                self.setting(key, "must be greater than zero");
+                default
+            }
+            Some(n) => n,
+            None => default,
+        }
+    }
+
+    fn server(&mut self, s: FileServer) -> ServerSettings {
+        let d = ServerSettings::default();
+        let listen = match s.listen {
+            None => d.listen,
+            Some(text) => text.parse::<SocketAddr>().unwrap_or_else(|_| {
+                self.setting(
+                    "server.listen",
+                    format!("`{text}` is not an IP address and port (e.g. 127.0.0.1:7400)"),
+                );
+                d.listen
+            }),
+        };
+        let allowed_origins = s.allowed_origins.unwrap_or_default();
+        for origin in &allowed_origins {
+            if !is_origin(origin) {
+                self.setting(
+                    "server.allowed_origins",
+                    format!("`{origin}` is not an origin (expected scheme://host[:port])"),
+                );
+            }
+        }
+        ServerSettings {
+            listen,
+            sessions: match s.sessions {
+                Some(file::FileSessionMode::Stateless) => SessionMode::Stateless,
+                Some(file::FileSessionMode::Auto) | None => SessionMode::Auto,
+            },
+            session_ids: match s.session_ids {
+                Some(file::FileSessionIdMode::Sealed) => SessionIdMode::Sealed,
+                Some(file::FileSessionIdMode::Table) | None => SessionIdMode::Table,
+            },
+            session_idle_ttl: self.nonzero(
+                "server.session_idle_ttl",
+                s.session_idle_ttl,
+                d.session_idle_ttl,
+            ),
+            max_sessions: self.positive("server.max_sessions", s.max_sessions, d.max_sessions),
+            max_sessions_per_principal: self.positive(
+                "server.max_sessions_per_principal",
+                s.max_sessions_per_principal,
+                d.max_sessions_per_principal,
+            ),
+            max_body_bytes: self.positive(
+                "server.max_body_bytes",
+                s.max_body_bytes,
+                d.max_body_bytes,
+            ),
+            allowed_origins,
+            request_timeout: self.nonzero(
+                "server.request_timeout",
+                s.request_timeout,
+                d.request_timeout,
+            ),
+            shutdown_grace: s
+                .shutdown_grace
+                .map_or(d.shutdown_grace, |FileDuration(d)| d),
+        }
+    }
+
+    fn auth(&mut self, a: FileAuth) -> Option<AuthSettings> {
+        let Some(var) = a.bearer_tokens_env.filter(|v| !v.trim().is_empty()) else {
+            self.setting(
+                "auth.bearer_tokens_env",
+                "[auth] needs the name of the environment variable holding the bearer tokens",
+            );
+            return None;
+        };
+        let Some(value) = self.env.var(&var) else {
+            self.setting(
+                "auth.bearer_tokens_env",
+                format!("environment variable `{var}` is not set"),
+            );
+            return None;
+        };
+        let tokens: Vec<Secret> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(Secret::new)
+            .collect();
+        if tokens.is_empty() {
+            self.setting(
+                "auth.bearer_tokens_env",
+                format!("environment variable `{var}` holds no tokens"),
+            );
+            return None;
+        }
+        Some(AuthSettings { tokens })
+    }
+
+    fn metrics(&mut self, m: FileMetrics) -> MetricsSettings {
+        let d = MetricsSettings::default();
+        let path = m.path.unwrap_or(d.path);
+        if !path.starts_with('/') {
+            self.setting("metrics.path", format!("`{path}` must start with `/`"));
+        } else if ["/mcp", "/healthz", "/readyz"].contains(&path.as_str())
+            || path.starts_with("/ns/")
+        {
+            self.setting(
+                "metrics.path",
+                format!("`{path}` is one of the gateway's own routes"),
+            );
+        }
+        let token = match m.token_env.filter(|v| !v.trim().is_empty()) {
+            None => None,
+            Some(var) => match self.env.var(&var).map(|t| t.trim().to_owned()) {
+                Some(t) if !t.is_empty() => Some(Secret::new(t)),
+                Some(_) => {
+                    self.setting(
+                        "metrics.token_env",
+                        format!("environment variable `{var}` is empty"),
+                    );
+                    None
+                }
+                None => {
+                    self.setting(
+                        "metrics.token_env",
+                        format!("environment variable `{var}` is not set"),
+                    );
+                    None
+                }
+            },
+        };
+        MetricsSettings {
+            path,
+            token,
+            summary_interval: m
+                .summary_interval
+                .map_or(d.summary_interval, |FileDuration(d)| d),
+        }
+    }
+}
+
+fn is_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    !rest.is_empty() && !rest.contains(['/', '?', '#', ' '])
+}

@@ -1,0 +1,260 @@
+//! Backends and namespaces: transports, their keys, `${VAR}` interpolation
+//! and tool filters; namespace membership.
+
+use std::time::Duration;
+
+use indexmap::IndexMap;
+
+use super::super::duration::FileDuration;
+use super::super::env::interpolate;
+use super::super::error::dotted;
+use super::super::file::{self, FileBackend, FileNamespace, FileTransport};
+use super::super::{
+    BackendConfig, BackendName, Isolation, NamespaceConfig, NamespaceName, Prefix, Secret,
+    ToolFilter, Transport,
+};
+use super::Builder;
+
+impl Builder<'_> {
+    fn backend(
+        &mut self,
+        name: &str,
+        b: &FileBackend,
+        default_timeout: Duration,
+    ) -> Option<BackendConfig> {
+        let section = self.syntax.backends();
+        let name_ok = BackendName::new(name)
+            .map_err(|e| self.at_key(&[section, name], e))
+            .ok();
+        let kind = match (b.transport, &b.command, &b.url) {
+            (Some(kind), _, _) => kind,
+            (None, Some(_), None) => FileTransport::Stdio,
+            (None, None, Some(_)) => FileTransport::Http,
+            _ => {
+                self.at_key(
+                    &[section, name],
+                    format!("missing `{}` (stdio, http or sse)", self.syntax.transport()),
+                );
+                return None;
+            }
+        };
+        let transport = self.transport(name, kind, b);
+        let max_sessions = match b.max_sessions {
+            Some(0) => {
+                self.at_key(
+                    &[section, name, "max_sessions"],
+                    "must be greater than zero",
+                );
+                0
+            }
+            n => n.unwrap_or(file::DEFAULT_BACKEND_MAX_SESSIONS),
+        };
+        let mut duration = |key: &str, value: Option<FileDuration>, default: Duration| match value {
+            Some(FileDuration(d)) if d.is_zero() => {
+                self.at_key(&[section, name, key], "must not be zero");
+                d
+            }
+            Some(FileDuration(d)) => d,
+            None => default,
+        };
+        let idle_ttl = duration("idle_ttl", b.idle_ttl, file::DEFAULT_BACKEND_IDLE_TTL);
+        let request_timeout = duration("request_timeout", b.request_timeout, default_timeout);
+        let tools = match &b.tools {
+            None => Some(ToolFilter::all()),
+            Some(t) => ToolFilter::new(
+                t.include.clone().unwrap_or_else(|| vec!["*".to_owned()]),
+                t.exclude.clone(),
+                t.rename
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+            .map_err(|e| {
+                for problem in e.0 {
+                    self.at_key(&[section, name, "tools"], problem);
+                }
+            })
+            .ok(),
+        };
+        Some(BackendConfig {
+            name: name_ok?,
+            transport: transport?,
+            isolation: match b.isolation {
+                Some(file::FileIsolation::PerSession) => Isolation::PerSession,
+                Some(file::FileIsolation::Shared) | None => Isolation::Shared,
+            },
+            max_sessions,
+            idle_ttl,
+            request_timeout,
+            tools: tools?,
+        })
+    }
+
+    fn transport(&mut self, name: &str, kind: FileTransport, b: &FileBackend) -> Option<Transport> {
+        let section = self.syntax.backends();
+        let foreign: &[(&str, bool)] = match kind {
+            FileTransport::Stdio => &[("url", b.url.is_some()), ("headers", b.headers.is_some())],
+            FileTransport::Http | FileTransport::Sse => &[
+                ("command", b.command.is_some()),
+                ("args", b.args.is_some()),
+                ("env", b.env.is_some()),
+                ("cwd", b.cwd.is_some()),
+            ],
+        };
+        let which = format!("{} = \"{}\"", self.syntax.transport(), kind.as_str());
+        for (key, present) in foreign {
+            if *present {
+                self.at_key(&[section, name, key], format!("not allowed with {which}"));
+            }
+        }
+        if kind == FileTransport::Stdio {
+            let command = b.command.clone().filter(|c| !c.trim().is_empty());
+            if command.is_none() {
+                self.at_key(
+                    &[section, name, "command"],
+                    format!("required with {which}"),
+                );
+            }
+            let args: Vec<Option<String>> = b
+                .args
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, arg)| self.expand_item(&[section, name, "args"], i, arg))
+                .collect();
+            let mut env = Vec::new();
+            for (key, value) in b.env.iter().flatten() {
+                let path = [section, name, "env", key.as_str()];
+                if key.is_empty() || key.contains(['=', '\0']) {
+                    self.at_key(&path, "not a valid environment variable name");
+                }
+                env.push(self.expand(&path, value).map(|v| (key.clone(), v)));
+            }
+            return Some(Transport::Stdio {
+                command: command?,
+                args: args.into_iter().collect::<Option<_>>()?,
+                env: env.into_iter().collect::<Option<_>>()?,
+                cwd: b.cwd.clone(),
+            });
+        }
+        let url = b.url.clone();
+        match &url {
+            None => self.at_key(&[section, name, "url"], format!("required with {which}")),
+            Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+                self.at_key(
+                    &[section, name, "url"],
+                    format!("`{u}` must start with http:// or https://"),
+                );
+            }
+            Some(_) => {}
+        }
+        let headers = self.headers(name, b.headers.as_ref());
+        let (url, headers) = (url?, headers?);
+        Some(match kind {
+            FileTransport::Sse => Transport::Sse { url, headers },
+            _ => Transport::Http { url, headers },
+        })
+    }
+
+    fn headers(
+        &mut self,
+        name: &str,
+        headers: Option<&IndexMap<String, String>>,
+    ) -> Option<Vec<(String, Secret)>> {
+        let section = self.syntax.backends();
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (key, value) in headers.into_iter().flatten() {
+            let path = [section, name, "headers", key.as_str()];
+            if !is_header_name(key) {
+                self.at_key(&path, "not a valid HTTP header name");
+                ok = false;
+            }
+            match self.expand(&path, value) {
+                Some(v) if v.contains(['\r', '\n', '\0']) => {
+                    // The value may be a secret: say what is wrong, not what it is.
+                    self.at_key(&path, "value contains a line break or NUL");
+                    ok = false;
+                }
+                Some(v) => out.push((key.clone(), Secret::new(v))),
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
+    }
+
+    fn expand(&mut self, path: &[&str], value: &str) -> Option<String> {
+        interpolate(value, self.env)
+            .map_err(|e| self.at_key(path, e))
+            .ok()
+    }
+
+    fn expand_item(&mut self, path: &[&str], index: usize, value: &str) -> Option<String> {
+        interpolate(value, self.env)
+            .map_err(|e| self.at_item(path, index, format_args!("{}[{index}]", dotted(path)), e))
+            .ok()
+    }
+
+    fn namespaces(
+        &mut self,
+        written: &IndexMap<String, FileNamespace>,
+        declared: &IndexMap<String, FileBackend>,
+        backends: &[BackendConfig],
+    ) -> Vec<NamespaceConfig> {
+        if written.is_empty() {
+            return vec![NamespaceConfig {
+                name: NamespaceName::trusted(file::DEFAULT_NAMESPACE),
+                backends: backends.iter().map(|b| b.name.clone()).collect(),
+                prefix: Prefix::Always,
+            }];
+        }
+        let mut out = Vec::new();
+        for (ns, n) in written {
+            let name = NamespaceName::new(ns)
+                .map_err(|e| self.at_key(&["namespaces", ns], e))
+                .ok();
+            if n.backends.is_empty() {
+                self.at_key(
+                    &["namespaces", ns, "backends"],
+                    format!("namespace `{ns}` has no backends"),
+                );
+            }
+            let mut members: Vec<BackendName> = Vec::new();
+            for (i, member) in n.backends.iter().enumerate() {
+                let path = ["namespaces", ns.as_str(), "backends"];
+                let shown = dotted(&path);
+                if !declared.contains_key(member) {
+                    let known: Vec<&str> = declared.keys().map(String::as_str).collect();
+                    let message = format!(
+                        "namespace `{ns}` names unknown backend `{member}` (known: {})",
+                        known.join(", ")
+                    );
+                    self.at_item(&path, i, shown, message);
+                } else if members.iter().any(|m| m.as_str() == member) {
+                    let message = format!("namespace `{ns}` lists backend `{member}` twice");
+                    self.at_item(&path, i, shown, message);
+                } else if let Some(b) = backends.iter().find(|b| b.name.as_str() == member) {
+                    members.push(b.name.clone());
+                }
+            }
+            if let Some(name) = name {
+                out.push(NamespaceConfig {
+                    name,
+                    backends: members,
+                    prefix: match n.prefix {
+                        Some(file::FilePrefix::Never) => Prefix::Never,
+                        Some(file::FilePrefix::Always) | None => Prefix::Always,
+                    },
+                });
+            }
+        }
+        out
+    }
+}
+
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}

@@ -1,0 +1,207 @@
+//! `sluice check` output: the effective config and where each server
+//! setting came from. It must never print a secret: tokens and header
+//! values are not shown, stdio `env` shows keys only, arguments are counted
+//! (they may hold interpolated `${VAR}` values), and URLs lose their
+//! userinfo and query.
+
+use std::fmt::{self, Write as _};
+
+use super::duration::format as dur;
+use super::{Isolation, Loaded, Prefix, SessionIdMode, SessionMode, Source, Transport};
+
+pub fn describe(loaded: &Loaded) -> String {
+    let c = &loaded.config;
+    let s = &c.server;
+    let mut text = String::from("settings:\n");
+    let mut line = |key: &str, value: String| {
+        let source = loaded
+            .provenance
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or(Source::Default, |(_, s)| s.clone());
+        let _ = writeln!(text, "  {key:<34} {value:<24} ({source})");
+    };
+    line("server.listen", s.listen.to_string());
+    let sessions = match s.sessions {
+        SessionMode::Auto => "auto",
+        SessionMode::Stateless => "stateless",
+    };
+    line("server.sessions", sessions.to_owned());
+    let session_ids = match s.session_ids {
+        SessionIdMode::Table => "table",
+        SessionIdMode::Sealed => "sealed",
+    };
+    line("server.session_ids", session_ids.to_owned());
+    line("server.session_idle_ttl", dur(s.session_idle_ttl));
+    line("server.max_sessions", s.max_sessions.to_string());
+    line(
+        "server.max_sessions_per_principal",
+        s.max_sessions_per_principal.to_string(),
+    );
+    line("server.max_body_bytes", s.max_body_bytes.to_string());
+    line(
+        "server.allowed_origins",
+        format!("[{}]", s.allowed_origins.join(", ")),
+    );
+    line("server.request_timeout", dur(s.request_timeout));
+    line("server.shutdown_grace", dur(s.shutdown_grace));
+    match &c.auth {
+        Some(a) => line(
+            "auth.bearer_tokens_env",
+            format!("{} token(s)", a.tokens.len()),
+        ),
+        // Not configured: nothing to attribute, and loopback was enforced.
+        None => line("auth", "none (loopback only)".to_owned()),
+    }
+    line("metrics.path", c.metrics.path.clone());
+    let token = if c.metrics.token.is_some() {
+        "token set"
+    } else {
+        "no token"
+    };
+    line("metrics.token_env", token.to_owned());
+    let interval = if c.metrics.summary_interval.is_zero() {
+        "off".to_owned()
+    } else {
+        dur(c.metrics.summary_interval)
+    };
+    line("metrics.summary_interval", interval);
+
+    text.push_str("backends:\n");
+    for b in &c.backends {
+        let _ = writeln!(text, "  {}: {}", b.name, transport(&b.transport));
+        let isolation = match b.isolation {
+            Isolation::Shared => "shared",
+            Isolation::PerSession => "per-session",
+        };
+        let _ = writeln!(
+            text,
+            "    isolation {isolation}, max_sessions {}, idle_ttl {}, request_timeout {}",
+            b.max_sessions,
+            dur(b.idle_ttl),
+            dur(b.request_timeout)
+        );
+        let (include, exclude, rename) = b.tools.parts();
+        let mut tools = format!("    tools: include [{}]", include.join(", "));
+        if !exclude.is_empty() {
+            let _ = write!(tools, ", exclude [{}]", exclude.join(", "));
+        }
+        for (from, to) in rename {
+            let _ = write!(tools, ", {from} -> {to}");
+        }
+        let _ = writeln!(text, "{tools}");
+    }
+    text.push_str("namespaces:\n");
+    for n in &c.namespaces {
+        let route = if n.name.as_str() == super::file::DEFAULT_NAMESPACE {
+            "/mcp".to_owned()
+        } else {
+            format!("/ns/{}/mcp", n.name)
+        };
+        let prefix = match n.prefix {
+            Prefix::Always => "always",
+            Prefix::Never => "never",
+        };
+        let members: Vec<&str> = n.backends.iter().map(|b| b.as_str()).collect();
+        let _ = writeln!(
+            text,
+            "  {} ({route}): [{}], prefix {prefix}",
+            n.name,
+            members.join(", ")
+        );
+    }
+    text
+}
+
+fn transport(t: &Transport) -> String {
+    match t {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut s = format!("stdio `{command}` with {} arg(s)", args.len());
+            if !env.is_empty() {
+                let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+                let _ = write!(s, ", env keys [{}]", keys.join(", "));
+            }
+            if let Some(cwd) = cwd {
+                let _ = write!(s, ", cwd {}", cwd.display());
+            }
+            s
+        }
+        Transport::Http { url, headers } | Transport::Sse { url, headers } => {
+            let kind = if matches!(t, Transport::Sse { .. }) {
+                "sse"
+            } else {
+                "http"
+            };
+            let mut s = format!("{kind} {}", redact_url(url));
+            if !headers.is_empty() {
+                let names: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+                let _ = write!(s, ", headers [{}]", names.join(", "));
+            }
+            s
+        }
+    }
+}
+
+/// Drops what may carry credentials: `user:pass@` and the query string.
+pub(super) fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let userinfo = if authority.contains('@') { "***@" } else { "" };
+    let tail = match tail.find(['?', '#']) {
+        Some(i) => format!("{}?…", &tail[..i]),
+        None => tail.to_owned(),
+    };
+    if scheme.is_empty() {
+        format!("{userinfo}{host}{tail}")
+    } else {
+        format!("{scheme}://{userinfo}{host}{tail}")
+    }
+}
+
+/// Written by hand so that `{:?}` of a config, easy to reach for in a log
+/// line, follows the same rules as `sluice check`.
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", &format_args!("<{} redacted>", args.len()))
+                .field("env", &RedactedValues(env))
+                .field("cwd", cwd)
+                .finish(),
+            Self::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", &redact_url(url))
+                .field("headers", headers)
+                .finish(),
+            Self::Sse { url, headers } => f
+                .debug_struct("Sse")
+                .field("url", &redact_url(url))
+                .field("headers", headers)
+                .finish(),
+        }
+    }
+}
+
+struct RedactedValues<'a>(&'a [(String, String)]);
+
+impl fmt::Debug for RedactedValues<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, _)| (k, format_args!("<redacted>"))))
+            .finish()
+    }
+}

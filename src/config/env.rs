@@ -1,0 +1,87 @@
+//! The environment as an input. Loading reads variables only through `Env`,
+//! so tests pass a map and never depend on (or mutate) the process
+//! environment.
+
+use std::collections::HashMap;
+
+pub trait Env {
+    fn var(&self, name: &str) -> Option<String>;
+    fn vars(&self) -> Vec<(String, String)>;
+}
+
+/// The real process environment. Variables whose name or value is not valid
+/// UTF-8 are treated as unset: config values are UTF-8 text.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
+    fn vars(&self) -> Vec<(String, String)> {
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect()
+    }
+}
+
+impl Env for HashMap<String, String> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
+
+    fn vars(&self) -> Vec<(String, String)> {
+        self.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+/// Why `${VAR}` interpolation failed; rendered after the key it occurred in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum InterpolateError {
+    Unset(String),
+    Unterminated,
+    EmptyName,
+}
+
+impl std::fmt::Display for InterpolateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unset(var) => write!(f, "environment variable `{var}` is not set"),
+            Self::Unterminated => f.write_str("unterminated `${` (write `$$` for a literal `$`)"),
+            Self::EmptyName => f.write_str("empty variable name in `${}`"),
+        }
+    }
+}
+
+/// Replaces `${VAR}` with the variable's value and `$$` with `$`. A `$`
+/// followed by anything else is kept as written, so values such as `$HOME`
+/// or a trailing `$` pass through unchanged.
+pub(super) fn interpolate(value: &str, env: &dyn Env) -> Result<String, InterpolateError> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix('{') {
+            let end = tail.find('}').ok_or(InterpolateError::Unterminated)?;
+            let name = &tail[..end];
+            if name.is_empty() {
+                return Err(InterpolateError::EmptyName);
+            }
+            let v = env
+                .var(name)
+                .ok_or_else(|| InterpolateError::Unset(name.to_owned()))?;
+            out.push_str(&v);
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}

@@ -1,0 +1,270 @@
+//! Config problems. Stages collect `Issue`s (a message plus where it points:
+//! a key path, a line, or nowhere) and keep going, so one `sluice check`
+//! run shows every problem; only at the end are key paths turned into line
+//! numbers against the parsed TOML document.
+
+use std::fmt;
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+/// Every problem found in one config, each rendered as
+/// `origin[:line]: message` on its own line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    origin: String,
+    problems: Vec<Problem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Problem {
+    line: Option<usize>,
+    message: String,
+}
+
+impl ConfigError {
+    /// The file name (or other origin) problems are reported against.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// One rendered line per problem, in the order they were found.
+    pub fn lines(&self) -> impl Iterator<Item = String> + '_ {
+        self.problems.iter().map(|p| match p.line {
+            Some(line) => format!("{}:{line}: {}", self.origin, p.message),
+            None => format!("{}: {}", self.origin, p.message),
+        })
+    }
+
+    pub(super) fn single(origin: &str, line: Option<usize>, message: String) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            problems: vec![Problem { line, message }],
+        }
+    }
+
+    pub(super) fn resolve(origin: &str, issues: Vec<Issue>, doc: Option<Document<'_>>) -> Self {
+        let problems = issues
+            .into_iter()
+            .map(|issue| Problem {
+                line: match issue.at {
+                    At::Key(path) => doc.and_then(|d| d.line_of_key(&path)),
+                    At::Line(line) => Some(line),
+                    At::Nowhere => None,
+                },
+                message: issue.message,
+            })
+            .collect();
+        Self {
+            origin: origin.to_owned(),
+            problems,
+        }
+    }
+
+    /// Converts a TOML syntax or deserialization error: the span gives the
+    /// line, and the parsed table (absent for syntax errors) the key path.
+    pub(super) fn from_toml(
+        origin: &str,
+        err: &toml::de::Error,
+        text: &str,
+        table: Option<&DeTable<'_>>,
+    ) -> Self {
+        let pos = err.span().map(|s| s.start);
+        let line = pos.map(|pos| line_of(text, pos));
+        let path = match (pos, table) {
+            (Some(pos), Some(table)) => {
+                let mut path = Vec::new();
+                find_path(table, pos, &mut path).then_some(path)
+            }
+            _ => None,
+        };
+        let mut message = describe_serde(err.message(), path.as_deref());
+        // Syntax errors such as "duplicate key" do not say which key.
+        if let (None, Some(span)) = (table, err.span()) {
+            let snippet = text.get(span).unwrap_or_default();
+            if !snippet.is_empty() && snippet.len() <= 60 && !snippet.contains('\n') {
+                message.push_str(&format!(" at `{snippet}`"));
+            }
+        }
+        Self::single(origin, line, message)
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, line) in self.lines().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            f.write_str(&line)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A problem found by a stage, before it is tied to a line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Issue {
+    pub(super) at: At,
+    pub(super) message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum At {
+    /// The line of the deepest part of this key path present in the file.
+    Key(Vec<String>),
+    Line(usize),
+    Nowhere,
+}
+
+/// The source text and its parsed table, for turning spans into lines.
+#[derive(Clone, Copy)]
+pub(super) struct Document<'a> {
+    pub(super) text: &'a str,
+    pub(super) table: &'a DeTable<'a>,
+}
+
+impl Document<'_> {
+    fn line_of_key(&self, path: &[String]) -> Option<usize> {
+        let mut best = None;
+        let mut table = self.table;
+        let mut array = None;
+        for seg in path {
+            let value: &Spanned<DeValue<'_>> = if let Some(items) = array.take() {
+                let items: &[Spanned<DeValue<'_>>] = items;
+                let Some(item) = seg.parse::<usize>().ok().and_then(|i| items.get(i)) else {
+                    break;
+                };
+                best = Some(item.span().start);
+                item
+            } else {
+                let Some((k, v)) = table.iter().find(|(k, _)| k.get_ref() == seg) else {
+                    break;
+                };
+                best = Some(k.span().start);
+                v
+            };
+            match value.get_ref() {
+                DeValue::Table(t) => table = t,
+                DeValue::Array(a) => array = Some(&**a),
+                _ => break,
+            }
+        }
+        best.map(|pos| line_of(self.text, pos))
+    }
+}
+
+fn line_of(text: &str, pos: usize) -> usize {
+    let end = pos.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Finds the key path whose key or (scalar) value covers `pos`.
+fn find_path(table: &DeTable<'_>, pos: usize, path: &mut Vec<String>) -> bool {
+    for (k, v) in table {
+        path.push(k.get_ref().to_string());
+        if covers(k.span(), pos) || find_in_value(v, pos, path) {
+            return true;
+        }
+        path.pop();
+    }
+    false
+}
+
+fn find_in_value(v: &Spanned<DeValue<'_>>, pos: usize, path: &mut Vec<String>) -> bool {
+    match v.get_ref() {
+        DeValue::Table(t) if find_path(t, pos, path) => return true,
+        DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(i.to_string());
+                if find_in_value(item, pos, path) {
+                    return true;
+                }
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+    covers(v.span(), pos)
+}
+
+fn covers(span: std::ops::Range<usize>, pos: usize) -> bool {
+    span.start <= pos && pos < span.end.max(span.start + 1)
+}
+
+/// Renders a key path as TOML would spell it, quoting segments that are not
+/// bare keys.
+pub(super) fn dotted<S: AsRef<str>>(path: &[S]) -> String {
+    let mut out = String::new();
+    for (i, seg) in path.iter().enumerate() {
+        let seg = seg.as_ref();
+        if i > 0 {
+            out.push('.');
+        }
+        let bare = !seg.is_empty()
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if bare {
+            out.push_str(seg);
+        } else {
+            out.push_str(&format!("{seg:?}"));
+        }
+    }
+    out
+}
+
+/// Rewrites serde's wording into the config's: "field" becomes "key",
+/// "variant" becomes "value", and the message names the key it is about.
+pub(super) fn describe_serde(message: &str, path: Option<&[String]>) -> String {
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let key = rest.split('`').next().unwrap_or_default();
+        let table = match path {
+            Some([parent @ .., _]) if !parent.is_empty() => format!("in [{}]", dotted(parent)),
+            _ => "at the top level".to_owned(),
+        };
+        let hint = suggest(key, rest)
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        return format!("unknown key `{key}` {table}{hint}");
+    }
+    let message = message.replace("unknown variant", "unknown value");
+    match path {
+        Some(path) if !path.is_empty() => format!("`{}`: {message}", dotted(path)),
+        _ => message,
+    }
+}
+
+/// Picks the closest expected key from serde's "expected one of `a`, `b`"
+/// list, if one is a plausible typo of `key`.
+fn suggest<'a>(key: &str, rest: &'a str) -> Option<&'a str> {
+    let (_, expected) = rest.split_once("expected")?;
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|cand| (edit_distance(key, cand), cand))
+        .filter(|&(d, _)| d <= 2)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, cand)| cand)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

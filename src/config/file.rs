@@ -1,0 +1,154 @@
+//! Stage one: what the operator wrote. Every field is optional so that the
+//! build stage can tell "absent" (default) from "written" (provenance) and
+//! can report a missing key by name instead of serde's generic message.
+//! Unknown keys are rejected here; no I/O and no environment access happen
+//! in this stage.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+
+use super::duration::FileDuration;
+
+pub(super) const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 7400));
+pub(super) const DEFAULT_SESSION_IDLE_TTL: Duration = Duration::from_secs(30 * 60);
+pub(super) const DEFAULT_MAX_SESSIONS: usize = 10_000;
+pub(super) const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 1_000;
+pub(super) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+pub(super) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_METRICS_PATH: &str = "/metrics";
+pub(super) const DEFAULT_SUMMARY_INTERVAL: Duration = Duration::from_secs(15 * 60);
+pub(super) const DEFAULT_BACKEND_MAX_SESSIONS: usize = 64;
+pub(super) const DEFAULT_BACKEND_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
+pub(super) const DEFAULT_NAMESPACE: &str = "default";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct File {
+    #[serde(default)]
+    pub(super) server: FileServer,
+    pub(super) auth: Option<FileAuth>,
+    #[serde(default)]
+    pub(super) metrics: FileMetrics,
+    #[serde(default)]
+    pub(super) backends: IndexMap<String, FileBackend>,
+    #[serde(default)]
+    pub(super) namespaces: IndexMap<String, FileNamespace>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileServer {
+    pub(super) listen: Option<String>,
+    pub(super) sessions: Option<FileSessionMode>,
+    pub(super) session_ids: Option<FileSessionIdMode>,
+    pub(super) session_idle_ttl: Option<FileDuration>,
+    pub(super) max_sessions: Option<usize>,
+    pub(super) max_sessions_per_principal: Option<usize>,
+    pub(super) max_body_bytes: Option<usize>,
+    pub(super) allowed_origins: Option<Vec<String>>,
+    pub(super) request_timeout: Option<FileDuration>,
+    pub(super) shutdown_grace: Option<FileDuration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileAuth {
+    pub(super) bearer_tokens_env: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileMetrics {
+    pub(super) path: Option<String>,
+    pub(super) token_env: Option<String>,
+    pub(super) summary_interval: Option<FileDuration>,
+}
+
+/// Holds the keys of every transport; the build stage rejects the keys that
+/// do not belong to the chosen one with a message naming both.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileBackend {
+    pub(super) transport: Option<FileTransport>,
+    pub(super) command: Option<String>,
+    pub(super) args: Option<Vec<String>>,
+    pub(super) env: Option<IndexMap<String, String>>,
+    pub(super) cwd: Option<PathBuf>,
+    pub(super) url: Option<String>,
+    pub(super) headers: Option<IndexMap<String, String>>,
+    pub(super) isolation: Option<FileIsolation>,
+    pub(super) max_sessions: Option<usize>,
+    pub(super) idle_ttl: Option<FileDuration>,
+    pub(super) request_timeout: Option<FileDuration>,
+    pub(super) tools: Option<FileTools>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileTools {
+    pub(super) include: Option<Vec<String>>,
+    #[serde(default)]
+    pub(super) exclude: Vec<String>,
+    #[serde(default)]
+    pub(super) rename: IndexMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileNamespace {
+    #[serde(default)]
+    pub(super) backends: Vec<String>,
+    pub(super) prefix: Option<FilePrefix>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum FileSessionMode {
+    Auto,
+    Stateless,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum FileSessionIdMode {
+    Table,
+    Sealed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum FileTransport {
+    Stdio,
+    Http,
+    Sse,
+}
+
+impl FileTransport {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Self::Stdio => "stdio",
+            Self::Http => "http",
+            Self::Sse => "sse",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum FileIsolation {
+    Shared,
+    PerSession,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum FilePrefix {
+    Always,
+    Never,
+}

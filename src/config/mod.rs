@@ -1,0 +1,330 @@
+//! Configuration, built in two stages (ripgrep's lowargs → hiargs):
+//!
+//! 1. `file` / `desktop`: what the operator wrote, deserialized with unknown
+//!    keys rejected; then `overrides` applies `SLUICE_<SECTION>__<KEY>`
+//!    environment variables to that same layer.
+//! 2. `build`: validates everything, collecting every problem before
+//!    failing, reads secrets and `${VAR}` references through [`Env`], and
+//!    produces the runtime types below.
+//!
+//! Runtime types never depend on serde, and nothing outside this module sees
+//! the file-stage types. Secrets are read once, here, and travel as
+//! [`Secret`], whose `Debug` never prints them.
+
+mod build;
+mod describe;
+mod desktop;
+mod duration;
+mod env;
+mod error;
+mod file;
+mod names;
+mod overrides;
+mod tools;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use describe::describe;
+pub use env::{Env, ProcessEnv};
+pub use error::ConfigError;
+pub use names::{BackendName, InvalidName, NamespaceName};
+pub use tools::{InvalidToolFilter, ToolFilter};
+
+use build::Syntax;
+use error::{Document, Issue};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: ServerSettings,
+    pub auth: Option<AuthSettings>,
+    pub metrics: MetricsSettings,
+    /// In file order.
+    pub backends: Vec<BackendConfig>,
+    /// Never empty: without configured namespaces there is one `default`
+    /// namespace holding every backend, prefixed.
+    pub namespaces: Vec<NamespaceConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSettings {
+    pub listen: SocketAddr,
+    pub sessions: SessionMode,
+    pub session_ids: SessionIdMode,
+    /// Never zero: sessions are always bounded in time.
+    pub session_idle_ttl: Duration,
+    pub max_sessions: usize,
+    pub max_sessions_per_principal: usize,
+    pub max_body_bytes: usize,
+    pub allowed_origins: Vec<String>,
+    pub request_timeout: Duration,
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionMode {
+    Auto,
+    Stateless,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionIdMode {
+    Table,
+    Sealed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthSettings {
+    /// Never empty; each token is one principal.
+    pub tokens: Vec<Secret>,
+}
+
+/// A value read from the environment that must never reach a log line.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Compares without an early exit on the first differing byte, so the
+    /// time taken does not reveal how much of a guessed token was right.
+    pub fn matches(&self, candidate: &str) -> bool {
+        let (a, b) = (self.0.as_bytes(), candidate.as_bytes());
+        let mut diff = a.len() ^ b.len();
+        for (i, x) in a.iter().enumerate() {
+            diff |= usize::from(x ^ b.get(i).copied().unwrap_or(!x));
+        }
+        diff == 0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// Starts with `/`.
+    pub path: String,
+    pub token: Option<Secret>,
+    /// Zero disables the summary log line.
+    pub summary_interval: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendConfig {
+    pub name: BackendName,
+    pub transport: Transport,
+    pub isolation: Isolation,
+    pub max_sessions: usize,
+    pub idle_ttl: Duration,
+    pub request_timeout: Duration,
+    pub tools: ToolFilter,
+}
+
+/// `Debug` (in `describe.rs`) hides argument and `env` values and URL
+/// credentials: they may hold interpolated secrets.
+#[derive(Clone, PartialEq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, Secret)>,
+    },
+    /// The deprecated 2024-11-05 HTTP+SSE transport.
+    Sse {
+        url: String,
+        headers: Vec<(String, Secret)>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    Shared,
+    PerSession,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceConfig {
+    pub name: NamespaceName,
+    pub backends: Vec<BackendName>,
+    pub prefix: Prefix,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefix {
+    Always,
+    Never,
+}
+
+/// A loaded config and where each [server], [auth] and [metrics] value came
+/// from, keyed `"section.key"`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub config: Config,
+    pub provenance: Vec<(String, Source)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File,
+    /// The environment variable that set the value.
+    Env(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::File => f.write_str("file"),
+            Self::Env(var) => write!(f, "env {var}"),
+        }
+    }
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            listen: file::DEFAULT_LISTEN,
+            sessions: SessionMode::Auto,
+            session_ids: SessionIdMode::Table,
+            session_idle_ttl: file::DEFAULT_SESSION_IDLE_TTL,
+            max_sessions: file::DEFAULT_MAX_SESSIONS,
+            max_sessions_per_principal: file::DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+            max_body_bytes: file::DEFAULT_MAX_BODY_BYTES,
+            allowed_origins: Vec::new(),
+            request_timeout: file::DEFAULT_REQUEST_TIMEOUT,
+            shutdown_grace: file::DEFAULT_SHUTDOWN_GRACE,
+        }
+    }
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        Self {
+            path: file::DEFAULT_METRICS_PATH.to_owned(),
+            token: None,
+            summary_interval: file::DEFAULT_SUMMARY_INTERVAL,
+        }
+    }
+}
+
+impl Config {
+    pub fn backend(&self, name: &str) -> Option<&BackendConfig> {
+        self.backends.iter().find(|b| b.name.as_str() == name)
+    }
+
+    pub fn namespace(&self, name: &str) -> Option<&NamespaceConfig> {
+        self.namespaces.iter().find(|n| n.name.as_str() == name)
+    }
+
+    /// Applies `--listen`, which outranks the file and the environment but
+    /// not the rule that an unauthenticated gateway stays on loopback.
+    pub fn set_listen(&mut self, listen: SocketAddr) -> Result<(), ConfigError> {
+        if self.auth.is_none() && !listen.ip().is_loopback() {
+            return Err(ConfigError::single(
+                "--listen",
+                None,
+                format!("{listen}: {}", build::LOOPBACK_ONLY),
+            ));
+        }
+        self.server.listen = listen;
+        Ok(())
+    }
+}
+
+/// Reads and loads a config file: the `mcpServers` JSON form when the file
+/// name ends in `.json` or the content starts with `{`, TOML otherwise.
+pub fn load(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::single(&origin, None, format!("cannot read config file: {e}")))?;
+    let json = path
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("json"))
+        || text.trim_start().starts_with('{');
+    if json {
+        parse_desktop(&text, &origin, env)
+    } else {
+        parse_toml(&text, &origin, env)
+    }
+}
+
+/// Loads TOML text; `origin` names it in messages.
+pub fn parse_toml(text: &str, origin: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
+    let table = toml::de::DeTable::parse(text)
+        .map_err(|e| ConfigError::from_toml(origin, &e, text, None))?;
+    let file = file::File::deserialize(toml::Deserializer::from(table.clone()))
+        .map_err(|e| ConfigError::from_toml(origin, &e, text, Some(table.get_ref())))?;
+    let doc = Document {
+        text,
+        table: table.get_ref(),
+    };
+    finish(file, Syntax::Toml, env)
+        .map_err(|issues| ConfigError::resolve(origin, issues, Some(doc)))
+}
+
+/// Loads the `mcpServers` JSON that desktop MCP clients use; `origin` names
+/// it in messages.
+pub fn parse_desktop(text: &str, origin: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
+    let file = desktop::parse(text).map_err(|issues| ConfigError::resolve(origin, issues, None))?;
+    finish(file, Syntax::Desktop, env).map_err(|issues| ConfigError::resolve(origin, issues, None))
+}
+
+fn finish(mut file: file::File, syntax: Syntax, env: &dyn Env) -> Result<Loaded, Vec<Issue>> {
+    let mut issues = Vec::new();
+    let provenance = overrides::apply(&mut file, env, &mut issues);
+    let config = build::build(file, syntax, env, &provenance, issues)?;
+    Ok(Loaded { config, provenance })
+}
+
+/// The built-in config used without `--config`: the gateway's own demo
+/// server as backend `demo`, everything else at its default.
+pub fn demo(exe: PathBuf) -> Config {
+    let name = BackendName::trusted("demo");
+    Config {
+        server: ServerSettings::default(),
+        auth: None,
+        metrics: MetricsSettings::default(),
+        backends: vec![BackendConfig {
+            name: name.clone(),
+            transport: Transport::Stdio {
+                command: exe.to_string_lossy().into_owned(),
+                args: vec!["demo-server".to_owned()],
+                env: Vec::new(),
+                cwd: None,
+            },
+            isolation: Isolation::Shared,
+            max_sessions: file::DEFAULT_BACKEND_MAX_SESSIONS,
+            idle_ttl: file::DEFAULT_BACKEND_IDLE_TTL,
+            request_timeout: file::DEFAULT_REQUEST_TIMEOUT,
+            tools: ToolFilter::all(),
+        }],
+        namespaces: vec![NamespaceConfig {
+            name: NamespaceName::trusted(file::DEFAULT_NAMESPACE),
+            backends: vec![name],
+            prefix: Prefix::Always,
+        }],
+    }
+}

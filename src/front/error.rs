@@ -1,0 +1,169 @@
+//! Every way the front refuses a request, and the one place that maps each
+//! to an HTTP status and a JSON-RPC error body.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::jsonrpc::{self, ParseError};
+use crate::protocol::LegacyVersion;
+
+#[derive(Debug)]
+pub enum Reject {
+    Unauthorized,
+    ForbiddenOrigin,
+    ForbiddenHost,
+    NotAcceptable(&'static str),
+    UnsupportedMediaType,
+    PayloadTooLarge(usize),
+    BodyUnreadable,
+    Parse(ParseError),
+    BatchNotAllowed,
+    InitializeInBatch,
+    MissingSession,
+    SessionNotFound,
+    BadProtocolVersion,
+    /// A 2026-07-28 request: this gateway serves only the legacy revisions yet.
+    UnsupportedModernVersion(String),
+    MethodNotAllowed,
+    UnknownNamespace,
+    StreamConflict,
+    Busy,
+    ShuttingDown,
+}
+
+impl Reject {
+    fn parts(&self) -> (StatusCode, i64, String) {
+        use Reject::*;
+        match self {
+            Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                jsonrpc::TRANSPORT_ERROR,
+                "Unauthorized: a valid bearer token is required".into(),
+            ),
+            ForbiddenOrigin => (
+                StatusCode::FORBIDDEN,
+                jsonrpc::TRANSPORT_ERROR,
+                "Forbidden: Origin not allowed".into(),
+            ),
+            ForbiddenHost => (
+                StatusCode::FORBIDDEN,
+                jsonrpc::TRANSPORT_ERROR,
+                "Forbidden: Host not allowed".into(),
+            ),
+            NotAcceptable(what) => (
+                StatusCode::NOT_ACCEPTABLE,
+                jsonrpc::TRANSPORT_ERROR,
+                format!("Not Acceptable: Accept must include {what}"),
+            ),
+            UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                jsonrpc::TRANSPORT_ERROR,
+                "Unsupported Media Type: Content-Type must be application/json".into(),
+            ),
+            PayloadTooLarge(max) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                jsonrpc::TRANSPORT_ERROR,
+                format!("Payload Too Large: the limit is {max} bytes"),
+            ),
+            BodyUnreadable => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::TRANSPORT_ERROR,
+                "Bad Request: body could not be read".into(),
+            ),
+            Parse(e) => (StatusCode::BAD_REQUEST, e.code(), e.to_string()),
+            BatchNotAllowed => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: batches exist only in protocol 2025-03-26".into(),
+            ),
+            InitializeInBatch => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: initialize must not be batched".into(),
+            ),
+            MissingSession => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::TRANSPORT_ERROR,
+                "Bad Request: Mcp-Session-Id header is required".into(),
+            ),
+            SessionNotFound => (
+                StatusCode::NOT_FOUND,
+                jsonrpc::SESSION_NOT_FOUND,
+                "Session not found".into(),
+            ),
+            BadProtocolVersion => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::TRANSPORT_ERROR,
+                "Bad Request: Unsupported protocol version".into(),
+            ),
+            UnsupportedModernVersion(_) => (
+                StatusCode::BAD_REQUEST,
+                UNSUPPORTED_VERSION,
+                "Unsupported protocol version".into(),
+            ),
+            MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                jsonrpc::TRANSPORT_ERROR,
+                "Method Not Allowed".into(),
+            ),
+            UnknownNamespace => (
+                StatusCode::NOT_FOUND,
+                jsonrpc::TRANSPORT_ERROR,
+                "Not Found: no such namespace".into(),
+            ),
+            StreamConflict => (
+                StatusCode::CONFLICT,
+                jsonrpc::TRANSPORT_ERROR,
+                "Conflict: this session already has a GET stream".into(),
+            ),
+            Busy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                jsonrpc::TRANSPORT_ERROR,
+                "Service Unavailable: every session is busy; retry later".into(),
+            ),
+            ShuttingDown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                jsonrpc::TRANSPORT_ERROR,
+                "Service Unavailable: the gateway is shutting down".into(),
+            ),
+        }
+    }
+}
+
+/// 2026-07-28's UnsupportedProtocolVersionError.
+const UNSUPPORTED_VERSION: i64 = -32022;
+
+impl IntoResponse for Reject {
+    fn into_response(self) -> Response {
+        let (status, code, message) = self.parts();
+        let data = match &self {
+            Reject::UnsupportedModernVersion(requested) => Some(json!({
+                "supported": LegacyVersion::ALL.map(LegacyVersion::as_str),
+                "requested": requested,
+            })),
+            _ => None,
+        };
+        let null = jsonrpc::raw_null();
+        let body = jsonrpc::response(
+            &null,
+            &jsonrpc::Outcome::Error(jsonrpc::error_object(code, &message, data)),
+        );
+        let mut response =
+            (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        let headers = response.headers_mut();
+        match self {
+            Reject::Unauthorized => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            Reject::MethodNotAllowed => {
+                headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            }
+            Reject::Busy | Reject::ShuttingDown => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
+    }
+}

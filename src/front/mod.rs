@@ -1,0 +1,100 @@
+//! Front: the HTTP edge. Parses each request once, checks headers, Origin,
+//! auth and body size, picks the era, and writes statuses and SSE. Statuses
+//! for refusals come only from `error::Reject`.
+
+mod checks;
+mod error;
+mod ops;
+mod post;
+mod reply;
+mod stream;
+
+use std::sync::Arc;
+
+use axum::Router as HttpRouter;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{Method, Request};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use tokio_util::sync::CancellationToken;
+
+pub use checks::Policy;
+pub use error::Reject;
+
+use crate::config::Secret;
+use crate::metrics::{self, Metrics};
+use crate::router::Router;
+use crate::sessions::Sessions;
+use crate::upstream::Backend;
+
+/// Everything the front needs, shared by all connections.
+pub struct Front {
+    pub policy: Policy,
+    pub sessions: Arc<Sessions>,
+    pub router: Router,
+    pub backends: Vec<Arc<Backend>>,
+    pub metrics: Arc<Metrics>,
+    pub metrics_token: Option<Secret>,
+    /// Cancelled when the gateway begins to shut down.
+    pub stopping: CancellationToken,
+}
+
+pub fn routes(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
+    HttpRouter::new()
+        .route("/mcp", any(default_namespace))
+        .route("/ns/{namespace}/mcp", any(named_namespace))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route(metrics_path, get(ops::metrics))
+        .with_state(front)
+}
+
+async fn default_namespace(State(front): State<Arc<Front>>, req: Request<Body>) -> Response {
+    mcp(front, "default", req).await
+}
+
+async fn named_namespace(
+    State(front): State<Arc<Front>>,
+    Path(namespace): Path<String>,
+    req: Request<Body>,
+) -> Response {
+    mcp(front, &namespace, req).await
+}
+
+async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Response {
+    let method = req.method().clone();
+    let result = match method {
+        Method::POST => post::handle(&front, namespace, req).await,
+        Method::GET => stream::open(&front, namespace, req.headers()),
+        Method::DELETE => delete(&front, req.headers()),
+        _ => Err(Reject::MethodNotAllowed),
+    };
+    result.unwrap_or_else(|reject| {
+        let label = match method {
+            Method::GET => "GET",
+            Method::DELETE => "DELETE",
+            _ => "other",
+        };
+        front.metrics.request(
+            crate::protocol::Era::Legacy,
+            metrics::method_label(label),
+            metrics::Outcome::rejected,
+            0.0,
+        );
+        reject.into_response()
+    })
+}
+
+fn delete(front: &Front, headers: &axum::http::HeaderMap) -> Result<Response, Reject> {
+    let principal = front.policy.admit(headers)?;
+    if front.policy.stateless {
+        return Err(Reject::MethodNotAllowed);
+    }
+    let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
+    front
+        .sessions
+        .delete(&id, &principal)
+        .map_err(|_| Reject::SessionNotFound)?;
+    Ok(axum::http::StatusCode::OK.into_response())
+}

@@ -1,0 +1,71 @@
+//! Operator endpoints: liveness, readiness, metrics.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::Front;
+
+pub(super) async fn healthz() -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        r#"{"status":"ok"}"#,
+    )
+        .into_response()
+}
+
+/// 200 when every backend is healthy, else 503 naming the unhealthy ones.
+pub(super) async fn readyz(State(front): State<Arc<Front>>) -> Response {
+    let unhealthy: Vec<_> = front
+        .backends
+        .iter()
+        .filter_map(|b| {
+            b.problem()
+                .map(|p| json!({ "backend": b.name.as_str(), "problem": p }))
+        })
+        .collect();
+    let (status, body) = if unhealthy.is_empty() {
+        (StatusCode::OK, json!({ "status": "ready" }))
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "status": "not ready", "unhealthy": unhealthy }),
+        )
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
+    if let Some(token) = &front.metrics_token {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !presented.is_some_and(|p| token.matches(p)) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "",
+            )
+                .into_response();
+        }
+    }
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        front.metrics.render(),
+    )
+        .into_response()
+}

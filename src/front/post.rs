@@ -1,0 +1,268 @@
+//! POST: one JSON-RPC message (or a 2025-03-26 batch) from a client.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::future::join_all;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::Front;
+use super::checks;
+use super::error::Reject;
+use super::reply;
+use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
+use crate::protocol::{self, LegacyVersion};
+use crate::router::Namespace;
+use crate::sessions::{Active, Principal};
+
+pub(super) async fn handle(
+    front: &Arc<Front>,
+    namespace: &str,
+    req: Request<Body>,
+) -> Result<Response, Reject> {
+    let started = Instant::now();
+    if front.stopping.is_cancelled() {
+        return Err(Reject::ShuttingDown);
+    }
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    let principal = front.policy.admit(headers)?;
+    checks::json_content(headers)?;
+    checks::accepts(headers, &["application/json", "text/event-stream"])?;
+    let ns = front
+        .router
+        .namespace(namespace)
+        .ok_or(Reject::UnknownNamespace)?
+        .clone();
+    let bytes = read_body(body, headers, front.policy.max_body_bytes).await?;
+    let message = Message::parse_body(&bytes).map_err(Reject::Parse)?;
+
+    if let RpcBody::Single(Message::Request(r)) = &message {
+        if let Some(v) = modern_version(r.params.as_deref()) {
+            return Err(Reject::UnsupportedModernVersion(v));
+        }
+    }
+    let header_version = match checks::protocol_version(headers)? {
+        Some(v) => Some(LegacyVersion::parse(v).ok_or(Reject::BadProtocolVersion)?),
+        None => None,
+    };
+    if let RpcBody::Single(Message::Request(r)) = message {
+        if r.method == "initialize" {
+            return initialize(front, &ns, principal, r, started);
+        }
+        let active = begin(front, headers, &principal)?;
+        return Ok(reply::serve(front.clone(), ns, r, active, started).await);
+    }
+    let active = begin(front, headers, &principal)?;
+    match message {
+        RpcBody::Single(Message::Request(_)) => unreachable!("handled above"),
+        RpcBody::Single(Message::Notification(n)) => {
+            notification(active.as_ref(), &n);
+            Ok(StatusCode::ACCEPTED.into_response())
+        }
+        RpcBody::Single(Message::Response(r)) => {
+            if !ns.answer(&r.id, &r.outcome) {
+                tracing::debug!("client answered a request the gateway is not waiting for");
+            }
+            Ok(StatusCode::ACCEPTED.into_response())
+        }
+        RpcBody::Batch(items) => {
+            // Without a session (stateless) the header, else 2025-03-26, decides.
+            let version = active
+                .as_ref()
+                .map(|a| a.session().version)
+                .or(header_version)
+                .unwrap_or(LegacyVersion::V2025_03_26);
+            if !version.allows_batches() {
+                return Err(Reject::BatchNotAllowed);
+            }
+            batch(front, &ns, items, active).await
+        }
+    }
+}
+
+/// The client's session for a legacy request (None when stateless).
+fn begin(
+    front: &Front,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Result<Option<Active>, Reject> {
+    if front.policy.stateless {
+        return Ok(None);
+    }
+    let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
+    front
+        .sessions
+        .begin(&id, principal)
+        .map(Some)
+        .map_err(|_| Reject::SessionNotFound)
+}
+
+async fn read_body(body: Body, headers: &HeaderMap, max: usize) -> Result<bytes::Bytes, Reject> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(Reject::PayloadTooLarge(max));
+    }
+    axum::body::to_bytes(body, max).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            Reject::PayloadTooLarge(max)
+        } else {
+            Reject::BodyUnreadable
+        }
+    })
+}
+
+/// `params._meta["io.modelcontextprotocol/protocolVersion"]` when it names
+/// a 2026-07-28-or-later revision.
+fn modern_version(params: Option<&serde_json::value::RawValue>) -> Option<String> {
+    let params = params?;
+    // Cheap test first: almost every request lacks the key.
+    if !params.get().contains(protocol::META_PROTOCOL_VERSION) {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct P {
+        #[serde(rename = "_meta")]
+        meta: Option<std::collections::HashMap<String, serde_json::Value>>,
+    }
+    let p: P = serde_json::from_str(params.get()).ok()?;
+    let v = p.meta?.remove(protocol::META_PROTOCOL_VERSION)?;
+    let v = v.as_str()?;
+    protocol::is_modern(v).then(|| v.to_owned())
+}
+
+fn initialize(
+    front: &Front,
+    ns: &Namespace,
+    principal: Principal,
+    req: jsonrpc::Request,
+    started: Instant,
+) -> Result<Response, Reject> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: String,
+    }
+    let Some(params) = req
+        .params
+        .as_deref()
+        .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+    else {
+        let err = jsonrpc::error_object(
+            jsonrpc::INVALID_PARAMS,
+            "initialize requires params.protocolVersion",
+            None,
+        );
+        return Ok(json_response(
+            jsonrpc::response(&req.id, &Outcome::Error(err)),
+            None,
+        ));
+    };
+    let version = LegacyVersion::negotiate(&params.protocol_version);
+    let mut result = json!({
+        "protocolVersion": version.as_str(),
+        "capabilities": ns.capabilities(),
+        "serverInfo": { "name": "sluice", "version": env!("CARGO_PKG_VERSION") },
+    });
+    if let Some(text) = ns.instructions() {
+        result["instructions"] = json!(text);
+    }
+    let body = jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result)));
+    // The session exists only once everything above has succeeded.
+    let session = if front.policy.stateless {
+        None
+    } else {
+        Some(
+            front
+                .sessions
+                .open(principal, version)
+                .map_err(|_| Reject::Busy)?,
+        )
+    };
+    front.metrics.request(
+        protocol::Era::Legacy,
+        "initialize",
+        crate::metrics::Outcome::ok,
+        started.elapsed().as_secs_f64(),
+    );
+    Ok(json_response(body, session.as_ref().map(|s| s.id.as_str())))
+}
+
+pub(super) fn json_response(body: String, session_id: Option<&str>) -> Response {
+    let mut response = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response();
+    if let Some(id) = session_id.and_then(|id| header::HeaderValue::from_str(id).ok()) {
+        response.headers_mut().insert("mcp-session-id", id);
+    }
+    response
+}
+
+fn notification(active: Option<&Active>, n: &Notification) {
+    if n.method != "notifications/cancelled" {
+        return;
+    }
+    #[derive(serde::Deserialize)]
+    struct Cancelled {
+        #[serde(rename = "requestId")]
+        request_id: Box<serde_json::value::RawValue>,
+    }
+    let Some(c) = n
+        .params
+        .as_deref()
+        .and_then(|p| serde_json::from_str::<Cancelled>(p.get()).ok())
+    else {
+        return;
+    };
+    if let Some(a) = active {
+        a.session().cancel(c.request_id.get());
+    }
+}
+
+async fn batch(
+    front: &Arc<Front>,
+    ns: &Arc<Namespace>,
+    items: Vec<Result<Message, jsonrpc::ParseError>>,
+    active: Option<Active>,
+) -> Result<Response, Reject> {
+    if items
+        .iter()
+        .any(|m| matches!(m, Ok(Message::Request(r)) if r.method == "initialize"))
+    {
+        return Err(Reject::InitializeInBatch);
+    }
+    let mut lines = Vec::new();
+    let mut calls = Vec::new();
+    for item in items {
+        match item {
+            Err(e) => lines.push(jsonrpc::error_response(None, e.code(), &e.to_string())),
+            Ok(Message::Request(r)) => calls.push(reply::outcome_line(
+                front.clone(),
+                ns.clone(),
+                r,
+                active.as_ref(),
+            )),
+            Ok(Message::Notification(n)) => notification(active.as_ref(), &n),
+            Ok(Message::Response(r)) => {
+                ns.answer(&r.id, &r.outcome);
+            }
+        }
+    }
+    lines.extend(join_all(calls).await.into_iter().flatten());
+    drop(active);
+    if lines.is_empty() {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    Ok(json_response(format!("[{}]", lines.join(",")), None))
+}

@@ -1,0 +1,96 @@
+//! The standalone GET stream: list-change notifications for one session.
+//!
+//! It counts as activity only while it is writable: each keep-alive comment
+//! is produced only when the previous write went through, and each one
+//! refreshes the session. A vanished client fails a write, the body is
+//! dropped, and the session ages out like any other.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use tokio_stream::wrappers::BroadcastStream;
+
+use super::Front;
+use super::checks;
+use super::error::Reject;
+use super::reply::KEEP_ALIVE;
+use crate::sessions::Session;
+
+pub(super) fn open(
+    front: &Arc<Front>,
+    namespace: &str,
+    headers: &HeaderMap,
+) -> Result<Response, Reject> {
+    let principal = front.policy.admit(headers)?;
+    checks::accepts(headers, &["text/event-stream"])?;
+    if front.policy.stateless {
+        return Err(Reject::MethodNotAllowed);
+    }
+    let ns = front
+        .router
+        .namespace(namespace)
+        .ok_or(Reject::UnknownNamespace)?;
+    let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
+    let session = front
+        .sessions
+        .begin(&id, &principal)
+        .map_err(|_| Reject::SessionNotFound)?
+        .session()
+        .clone();
+    if !session.claim_stream() {
+        return Err(Reject::StreamConflict);
+    }
+    let claim = StreamClaim(session.clone());
+    // A lagging stream skips missed changes: one list_changed says it all.
+    let changes = stream::select_all(
+        ns.subscribe_changes()
+            .into_iter()
+            .map(|rx| BroadcastStream::new(rx).filter_map(|r| std::future::ready(r.ok()))),
+    );
+    let sessions = front.sessions.clone();
+    let stopping = front.stopping.clone();
+    let mut tick = tokio::time::interval(KEEP_ALIVE);
+    tick.reset();
+    let events = stream::unfold(
+        (changes, claim, tick, sessions, stopping),
+        |(mut changes, claim, mut tick, sessions, stopping)| async move {
+            let ended = claim.0.ended().clone();
+            let event = tokio::select! {
+                _ = ended.cancelled() => return None,
+                _ = stopping.cancelled() => return None,
+                Some(method) = changes.next() => {
+                    Event::default().event("message").data(crate::jsonrpc::notification(&method, None))
+                }
+                _ = tick.tick() => {
+                    if !sessions.touch(&claim.0.id) {
+                        return None;
+                    }
+                    Event::default().comment("keep-alive")
+                }
+            };
+            Some((
+                Ok::<_, Infallible>(event),
+                (changes, claim, tick, sessions, stopping),
+            ))
+        },
+    );
+    let mut response = Sse::new(events).into_response();
+    response.headers_mut().insert(
+        "x-accel-buffering",
+        axum::http::HeaderValue::from_static("no"),
+    );
+    Ok(response)
+}
+
+/// Releases the session's one GET stream when the body is dropped.
+struct StreamClaim(Arc<Session>);
+
+impl Drop for StreamClaim {
+    fn drop(&mut self) {
+        self.0.release_stream();
+    }
+}

@@ -1,0 +1,241 @@
+//! The JSON-RPC 2.0 envelope, parsed once at the edge.
+//!
+//! Only the fields the gateway routes on are typed; `params`, `result` and
+//! `error` stay raw JSON so that whatever a client or backend sends travels
+//! byte for byte (typed SDK models drop unknown fields).
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// A JSON-RPC id exactly as the peer wrote it (number or string).
+pub type RawId = Box<RawValue>;
+
+/// One JSON-RPC message, classified.
+#[derive(Debug)]
+pub enum Message {
+    Request(Request),
+    Notification(Notification),
+    Response(Response),
+}
+
+#[derive(Debug)]
+pub struct Request {
+    pub id: RawId,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+}
+
+#[derive(Debug)]
+pub struct Notification {
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+}
+
+#[derive(Debug)]
+pub struct Response {
+    pub id: RawId,
+    pub outcome: Outcome,
+}
+
+/// A response's payload: the raw `result` or the raw `error` object.
+#[derive(Debug)]
+pub enum Outcome {
+    Result(Box<RawValue>),
+    Error(Box<RawValue>),
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(default)]
+    jsonrpc: Option<String>,
+    #[serde(default)]
+    id: Option<RawId>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Box<RawValue>>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<Box<RawValue>>,
+}
+
+/// Why a body is not a JSON-RPC message.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("parse error: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("invalid request: {0}")]
+    Invalid(&'static str),
+}
+
+impl ParseError {
+    pub fn code(&self) -> i64 {
+        match self {
+            ParseError::Json(_) => PARSE_ERROR,
+            ParseError::Invalid(_) => INVALID_REQUEST,
+        }
+    }
+}
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The TypeScript SDK's "Session not found"; spec clients re-initialize on the 404 it rides on.
+pub const SESSION_NOT_FOUND: i64 = -32001;
+/// Legacy transport-level error code used by the SDKs for header problems.
+pub const TRANSPORT_ERROR: i64 = -32000;
+
+impl Message {
+    pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
+        let wire: Wire = serde_json::from_slice(bytes)?;
+        Self::from_wire(wire)
+    }
+
+    fn from_wire(w: Wire) -> Result<Message, ParseError> {
+        if w.jsonrpc.as_deref() != Some("2.0") {
+            return Err(ParseError::Invalid("jsonrpc must be \"2.0\""));
+        }
+        if w.id.as_ref().is_some_and(|id| id.get() == "null") && w.method.is_some() {
+            return Err(ParseError::Invalid("request id must not be null"));
+        }
+        match (w.id, w.method, w.result, w.error) {
+            (Some(id), Some(method), None, None) => Ok(Message::Request(Request {
+                id,
+                method,
+                params: w.params,
+            })),
+            (None, Some(method), None, None) => Ok(Message::Notification(Notification {
+                method,
+                params: w.params,
+            })),
+            (Some(id), None, Some(result), None) => Ok(Message::Response(Response {
+                id,
+                outcome: Outcome::Result(result),
+            })),
+            (Some(id), None, None, Some(error)) => Ok(Message::Response(Response {
+                id,
+                outcome: Outcome::Error(error),
+            })),
+            _ => Err(ParseError::Invalid(
+                "not a request, notification or response",
+            )),
+        }
+    }
+
+    /// Parses a body that may be a batch (array) of messages.
+    pub fn parse_body(bytes: &[u8]) -> Result<Body, ParseError> {
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        if first == Some(&b'[') {
+            let raws: Vec<Box<RawValue>> = serde_json::from_slice(bytes)?;
+            if raws.is_empty() {
+                return Err(ParseError::Invalid("empty batch"));
+            }
+            let msgs = raws
+                .iter()
+                .map(|r| Message::parse(r.get().as_bytes()))
+                .collect();
+            Ok(Body::Batch(msgs))
+        } else {
+            Ok(Body::Single(Message::parse(bytes)?))
+        }
+    }
+}
+
+/// A POST body: one message, or (2025-03-26 only) a batch.
+pub enum Body {
+    Single(Message),
+    Batch(Vec<Result<Message, ParseError>>),
+}
+
+#[derive(Serialize)]
+struct WireOut<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a RawValue>,
+}
+
+fn to_line(w: &WireOut<'_>) -> String {
+    // Serialising borrowed raw values cannot fail.
+    serde_json::to_string(w).unwrap_or_default()
+}
+
+pub fn request(id: &RawValue, method: &str, params: Option<&RawValue>) -> String {
+    to_line(&WireOut {
+        jsonrpc: "2.0",
+        id: Some(id),
+        method: Some(method),
+        params,
+        result: None,
+        error: None,
+    })
+}
+
+pub fn notification(method: &str, params: Option<&RawValue>) -> String {
+    to_line(&WireOut {
+        jsonrpc: "2.0",
+        id: None,
+        method: Some(method),
+        params,
+        result: None,
+        error: None,
+    })
+}
+
+pub fn response(id: &RawValue, outcome: &Outcome) -> String {
+    let (result, error) = match outcome {
+        Outcome::Result(r) => (Some(&**r), None),
+        Outcome::Error(e) => (None, Some(&**e)),
+    };
+    to_line(&WireOut {
+        jsonrpc: "2.0",
+        id: Some(id),
+        method: None,
+        params: None,
+        result,
+        error,
+    })
+}
+
+/// Builds a raw JSON-RPC error object.
+pub fn error_object(code: i64, message: &str, data: Option<serde_json::Value>) -> Box<RawValue> {
+    let mut obj = serde_json::json!({ "code": code, "message": message });
+    if let Some(data) = data {
+        obj["data"] = data;
+    }
+    raw(&obj)
+}
+
+/// An error response with a null id, for bodies whose id is unknown.
+pub fn error_response(id: Option<&RawValue>, code: i64, message: &str) -> String {
+    let null = raw_null();
+    response(
+        id.unwrap_or(&null),
+        &Outcome::Error(error_object(code, message, None)),
+    )
+}
+
+pub fn raw<T: Serialize + ?Sized>(v: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(v).unwrap_or_else(|_| raw_null())
+}
+
+pub fn raw_null() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable!("null is JSON"))
+}
+
+pub fn raw_u64(n: u64) -> Box<RawValue> {
+    RawValue::from_string(n.to_string()).unwrap_or_else(|_| unreachable!("integers are JSON"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,63 @@
+use super::*;
+
+#[test]
+fn classifies_messages_and_keeps_raw_fields() {
+    let m = Message::parse(br#"{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"x","arguments":{"k":[1, 2]},"extra":true}}"#).unwrap();
+    let Message::Request(r) = m else {
+        panic!("not a request")
+    };
+    assert_eq!(r.id.get(), r#""a-1""#);
+    assert_eq!(
+        r.params.unwrap().get(),
+        r#"{"name":"x","arguments":{"k":[1, 2]},"extra":true}"#
+    );
+
+    let m = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+    assert!(matches!(m, Message::Notification(_)));
+    let m = Message::parse(br#"{"jsonrpc":"2.0","id":7,"result":{"z":1}}"#).unwrap();
+    assert!(matches!(
+        m,
+        Message::Response(Response {
+            outcome: Outcome::Result(_),
+            ..
+        })
+    ));
+}
+
+#[test]
+fn rejects_non_jsonrpc() {
+    assert_eq!(Message::parse(b"{nope").unwrap_err().code(), PARSE_ERROR);
+    assert_eq!(
+        Message::parse(br#"{"id":1,"method":"x"}"#)
+            .unwrap_err()
+            .code(),
+        INVALID_REQUEST
+    );
+    assert_eq!(
+        Message::parse(br#"{"jsonrpc":"2.0","id":1}"#)
+            .unwrap_err()
+            .code(),
+        INVALID_REQUEST
+    );
+    assert_eq!(Message::parse(br#"[1]"#).unwrap_err().code(), PARSE_ERROR);
+}
+
+#[test]
+fn batches_parse_each_member() {
+    let Body::Batch(items) =
+        Message::parse_body(br#" [{"jsonrpc":"2.0","method":"a"}, {"bad":1}]"#).unwrap()
+    else {
+        panic!("not a batch")
+    };
+    assert!(items[0].is_ok());
+    assert!(items[1].is_err());
+}
+
+#[test]
+fn writes_envelopes_with_raw_payloads() {
+    let params = RawValue::from_string(r#"{"b":1,  "a":2}"#.into()).unwrap();
+    assert_eq!(
+        request(&raw_u64(5), "m", Some(&params)),
+        r#"{"jsonrpc":"2.0","id":5,"method":"m","params":{"b":1,  "a":2}}"#
+    );
+}

@@ -1,0 +1,18 @@
+//! sluice: an MCP gateway that owns every session it touches.
+//!
+//! Data flows one way:
+//! `front` (HTTP, era, auth) -> `sessions` (bounded table) -> `router`
+//! (namespaces, names, merging) -> `upstream` (backends and their sessions).
+//! `config`, `metrics` and `cli` sit beside them; `app` wires them together.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod demo_server;
+pub mod front;
+pub mod jsonrpc;
+pub mod metrics;
+pub mod protocol;
+pub mod router;
+pub mod sessions;
+pub mod upstream;

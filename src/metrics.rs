@@ -1,0 +1,357 @@
+//! The contract's Prometheus metrics, and the periodic summary line.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::config::BackendName;
+use crate::protocol::Era;
+
+/// Why a client session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum CloseReason {
+    delete,
+    idle,
+    capacity,
+    shutdown,
+    principal_cap,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    ok,
+    error,
+    rejected,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: CloseReason,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabel {
+    backend: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendReasonLabel {
+    backend: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    era: &'static str,
+    method: &'static str,
+    outcome: Outcome,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabel {
+    method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefreshLabels {
+    backend: String,
+    result: &'static str,
+}
+
+/// Methods get their own label value; anything else is "other", so a client
+/// cannot grow the label set.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
+    "notification",
+    "response",
+    "GET",
+    "DELETE",
+];
+
+pub fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+pub struct Metrics {
+    registry: Registry,
+    sessions_live: Gauge,
+    sessions_opened: Counter,
+    sessions_closed: Family<ReasonLabel, Counter>,
+    backend_sessions_live: Family<BackendLabel, Gauge>,
+    backend_sessions_opened: Family<BackendLabel, Counter>,
+    backend_sessions_closed: Family<BackendReasonLabel, Counter>,
+    backend_up: Family<BackendLabel, Gauge>,
+    requests: Family<RequestLabels, Counter>,
+    durations: Family<MethodLabel, Histogram>,
+    list_refresh: Family<RefreshLabels, Counter>,
+    rss: Gauge,
+    /// Counters since the last summary line.
+    window: Window,
+}
+
+#[derive(Default)]
+struct Window {
+    /// Live backend sessions over all backends (the family has no sum).
+    backend_sessions: AtomicI64,
+    opened: AtomicU64,
+    closed: [AtomicU64; 5],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let sessions_live = Gauge::default();
+        let sessions_opened = Counter::default();
+        let sessions_closed = Family::<ReasonLabel, Counter>::default();
+        let backend_sessions_live = Family::<BackendLabel, Gauge>::default();
+        let backend_sessions_opened = Family::<BackendLabel, Counter>::default();
+        let backend_sessions_closed = Family::<BackendReasonLabel, Counter>::default();
+        let backend_up = Family::<BackendLabel, Gauge>::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let durations = Family::<MethodLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(
+                [
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                ]
+                .into_iter(),
+            )
+        });
+        let list_refresh = Family::<RefreshLabels, Counter>::default();
+        let rss = Gauge::default();
+
+        registry.register(
+            "sluice_client_sessions_live",
+            "Live legacy client sessions",
+            sessions_live.clone(),
+        );
+        // prometheus-client appends `_total` to counters itself.
+        registry.register(
+            "sluice_client_sessions_opened",
+            "Client sessions opened",
+            sessions_opened.clone(),
+        );
+        registry.register(
+            "sluice_client_sessions_closed",
+            "Client sessions closed, by reason",
+            sessions_closed.clone(),
+        );
+        registry.register(
+            "sluice_backend_sessions_live",
+            "Live backend sessions",
+            backend_sessions_live.clone(),
+        );
+        registry.register(
+            "sluice_backend_sessions_opened",
+            "Backend sessions opened",
+            backend_sessions_opened.clone(),
+        );
+        registry.register(
+            "sluice_backend_sessions_closed",
+            "Backend sessions closed, by reason",
+            backend_sessions_closed.clone(),
+        );
+        registry.register(
+            "sluice_backend_up",
+            "1 when the backend is healthy",
+            backend_up.clone(),
+        );
+        registry.register(
+            "sluice_requests",
+            "MCP requests by era, method and outcome",
+            requests.clone(),
+        );
+        registry.register(
+            "sluice_request_duration_seconds",
+            "Time to answer an MCP request",
+            durations.clone(),
+        );
+        registry.register(
+            "sluice_list_refresh",
+            "Backend list refreshes by result",
+            list_refresh.clone(),
+        );
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident set size of the gateway process",
+            rss.clone(),
+        );
+        Metrics {
+            registry,
+            sessions_live,
+            sessions_opened,
+            sessions_closed,
+            backend_sessions_live,
+            backend_sessions_opened,
+            backend_sessions_closed,
+            backend_up,
+            requests,
+            durations,
+            list_refresh,
+            rss,
+            window: Window::default(),
+        }
+    }
+
+    pub fn session_opened(&self) {
+        self.sessions_live.inc();
+        self.sessions_opened.inc();
+        self.window.opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn session_closed(&self, reason: CloseReason) {
+        self.sessions_live.dec();
+        self.sessions_closed
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
+        self.window.closed[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn sessions_live(&self) -> i64 {
+        self.sessions_live.get()
+    }
+
+    pub fn backend_session_opened(&self, backend: &BackendName) {
+        let label = BackendLabel {
+            backend: backend.to_string(),
+        };
+        self.backend_sessions_live.get_or_create(&label).inc();
+        self.window.backend_sessions.fetch_add(1, Ordering::Relaxed);
+        self.backend_sessions_opened.get_or_create(&label).inc();
+    }
+
+    pub fn backend_session_closed(&self, backend: &BackendName, reason: &str) {
+        let label = BackendLabel {
+            backend: backend.to_string(),
+        };
+        self.backend_sessions_live.get_or_create(&label).dec();
+        self.window.backend_sessions.fetch_sub(1, Ordering::Relaxed);
+        self.backend_sessions_closed
+            .get_or_create(&BackendReasonLabel {
+                backend: backend.to_string(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn backend_up(&self, backend: &BackendName, up: bool) {
+        self.backend_up
+            .get_or_create(&BackendLabel {
+                backend: backend.to_string(),
+            })
+            .set(i64::from(up));
+    }
+
+    pub fn list_refresh(&self, backend: &BackendName, result: &'static str) {
+        self.list_refresh
+            .get_or_create(&RefreshLabels {
+                backend: backend.to_string(),
+                result,
+            })
+            .inc();
+    }
+
+    pub fn request(&self, era: Era, method: &'static str, outcome: Outcome, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                era: era.as_str(),
+                method,
+                outcome,
+            })
+            .inc();
+        self.durations
+            .get_or_create(&MethodLabel { method })
+            .observe(seconds);
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        self.rss.set(resident_bytes() as i64);
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// The summary log line, or None when nothing happened in the window.
+    pub fn summary(&self) -> Option<String> {
+        let opened = self.window.opened.swap(0, Ordering::Relaxed);
+        let closed: Vec<u64> = self
+            .window
+            .closed
+            .iter()
+            .map(|c| c.swap(0, Ordering::Relaxed))
+            .collect();
+        let total_closed: u64 = closed.iter().sum();
+        let live = self.sessions_live.get();
+        if opened == 0 && total_closed == 0 && live == 0 {
+            return None;
+        }
+        let names = ["delete", "idle", "capacity", "shutdown", "principal_cap"];
+        let mut reasons = String::new();
+        for (name, n) in names.iter().zip(&closed) {
+            if *n > 0 {
+                let sep = if reasons.is_empty() { "" } else { " " };
+                let _ = write!(reasons, "{sep}{name}={n}");
+            }
+        }
+        let backend_sessions = self.window.backend_sessions.load(Ordering::Relaxed);
+        let mut line = format!("sessions live={live} new={opened} closed={total_closed}");
+        if !reasons.is_empty() {
+            let _ = write!(line, " ({reasons})");
+        }
+        let _ = write!(
+            line,
+            " backend_sessions={backend_sessions} rss={}MiB",
+            resident_bytes() / (1024 * 1024)
+        );
+        Some(line)
+    }
+}
+
+/// Resident set size from /proc (Linux); 0 elsewhere.
+pub fn resident_bytes() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}

@@ -1,0 +1,75 @@
+//! Protocol revisions the gateway speaks, and the era each belongs to.
+
+use std::fmt;
+
+/// A legacy (initialize-based) protocol revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LegacyVersion {
+    V2025_03_26,
+    V2025_06_18,
+    V2025_11_25,
+}
+
+impl LegacyVersion {
+    pub const ALL: [LegacyVersion; 3] = [
+        LegacyVersion::V2025_11_25,
+        LegacyVersion::V2025_06_18,
+        LegacyVersion::V2025_03_26,
+    ];
+    pub const LATEST: LegacyVersion = LegacyVersion::V2025_11_25;
+
+    pub fn parse(s: &str) -> Option<LegacyVersion> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LegacyVersion::V2025_03_26 => "2025-03-26",
+            LegacyVersion::V2025_06_18 => "2025-06-18",
+            LegacyVersion::V2025_11_25 => "2025-11-25",
+        }
+    }
+
+    /// Batches existed only in 2025-03-26.
+    pub fn allows_batches(self) -> bool {
+        self == LegacyVersion::V2025_03_26
+    }
+
+    /// Negotiation: echo a version we speak, else offer our latest.
+    pub fn negotiate(requested: &str) -> LegacyVersion {
+        Self::parse(requested).unwrap_or(Self::LATEST)
+    }
+}
+
+impl fmt::Display for LegacyVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The first revision without initialize and sessions.
+pub const MODERN_FIRST: &str = "2026-07-28";
+
+/// The key in `params._meta` that marks a 2026-07-28 request.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// Which protocol era a request belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Era {
+    Legacy,
+    Modern,
+}
+
+impl Era {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Legacy => "legacy",
+            Era::Modern => "modern",
+        }
+    }
+}
+
+/// Versions are ISO dates, so string order is time order.
+pub fn is_modern(version: &str) -> bool {
+    version >= MODERN_FIRST
+}

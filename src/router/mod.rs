@@ -1,0 +1,48 @@
+//! Router: namespaces, name mapping, list merging, and dispatch of a call to
+//! exactly one backend. No HTTP and no sessions in here.
+
+mod cursor;
+mod kind;
+mod names;
+mod namespace;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use namespace::Namespace;
+
+use crate::config::{Config, NamespaceName};
+use crate::upstream::Backend;
+
+pub struct Router {
+    namespaces: HashMap<NamespaceName, Arc<Namespace>>,
+}
+
+impl Router {
+    pub fn new(config: &Config, backends: &[Arc<Backend>]) -> Router {
+        let namespaces = config
+            .namespaces
+            .iter()
+            .map(|ns| {
+                let members = ns
+                    .backends
+                    .iter()
+                    .filter_map(|name| {
+                        let backend = backends.iter().find(|b| &b.name == name)?;
+                        let cfg = config.backends.iter().find(|b| &b.name == name)?;
+                        Some((backend.clone(), cfg.tools.clone()))
+                    })
+                    .collect();
+                (
+                    ns.name.clone(),
+                    Arc::new(Namespace::new(ns.name.clone(), members, ns.prefix)),
+                )
+            })
+            .collect();
+        Router { namespaces }
+    }
+
+    pub fn namespace(&self, name: &str) -> Option<&Arc<Namespace>> {
+        self.namespaces.get(name)
+    }
+}

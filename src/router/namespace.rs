@@ -1,0 +1,424 @@
+//! One namespace: the backends it aggregates and how their names appear.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use parking_lot::Mutex;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::cursor::Cursor;
+use super::kind::Kind;
+use super::names;
+use crate::config::{NamespaceName, Prefix, ToolFilter};
+use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
+use crate::upstream::{Backend, EventSink};
+
+type Fields = IndexMap<String, Box<RawValue>>;
+
+struct Member {
+    backend: Arc<Backend>,
+    tools: ToolFilter,
+}
+
+pub struct Namespace {
+    pub name: NamespaceName,
+    members: Vec<Member>,
+    prefix: Prefix,
+    /// Unprefixed names seen in lists -> member, for `prefix = "never"`.
+    index: Mutex<HashMap<(Kind, String), usize>>,
+}
+
+fn error(code: i64, message: &str) -> Outcome {
+    Outcome::Error(jsonrpc::error_object(code, message, None))
+}
+
+fn ok(v: &impl serde::Serialize) -> Outcome {
+    Outcome::Result(jsonrpc::raw(v))
+}
+
+fn parse_fields(raw: Option<&RawValue>) -> Option<Fields> {
+    serde_json::from_str(raw.map_or("{}", RawValue::get)).ok()
+}
+
+fn string_field(fields: &Fields, key: &str) -> Option<String> {
+    serde_json::from_str(fields.get(key)?.get()).ok()
+}
+
+impl Namespace {
+    pub(super) fn new(
+        name: NamespaceName,
+        members: Vec<(Arc<Backend>, ToolFilter)>,
+        prefix: Prefix,
+    ) -> Namespace {
+        Namespace {
+            name,
+            members: members
+                .into_iter()
+                .map(|(backend, tools)| Member { backend, tools })
+                .collect(),
+            prefix,
+            index: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Capabilities advertised to clients: the union of the healthy
+    /// backends'. Tools are always offered: a gateway exists to aggregate them.
+    pub fn capabilities(&self) -> Value {
+        let infos: Vec<_> = self
+            .members
+            .iter()
+            .filter_map(|m| m.backend.info())
+            .collect();
+        let has = |c: &str| infos.iter().any(|i| i.has(c));
+        let mut caps = serde_json::Map::new();
+        caps.insert("tools".into(), json!({ "listChanged": true }));
+        if has("prompts") {
+            caps.insert("prompts".into(), json!({ "listChanged": true }));
+        }
+        if has("resources") {
+            caps.insert("resources".into(), json!({ "listChanged": true }));
+        }
+        if has("completions") {
+            caps.insert("completions".into(), json!({}));
+        }
+        caps.insert("logging".into(), json!({}));
+        Value::Object(caps)
+    }
+
+    pub fn instructions(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .members
+            .iter()
+            .filter_map(|m| {
+                let text = m.backend.info()?.instructions.clone()?;
+                Some(format!("[{}] {text}", m.backend.name))
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    pub fn subscribe_changes(&self) -> Vec<broadcast::Receiver<String>> {
+        self.members
+            .iter()
+            .map(|m| m.backend.subscribe_changes())
+            .collect()
+    }
+
+    /// Serves one client request, always with a JSON-RPC outcome.
+    pub async fn handle(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        if let Some(kind) = Kind::from_list_method(method) {
+            return self.list(kind, params.as_deref()).await;
+        }
+        match method {
+            "ping" | "logging/setLevel" => ok(&json!({})),
+            "tools/call" => self.forward(Kind::Tool, method, params, events).await,
+            "prompts/get" => self.forward(Kind::Prompt, method, params, events).await,
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.forward(Kind::Resource, method, params, events).await
+            }
+            "completion/complete" => self.complete(params, events).await,
+            _ => error(METHOD_NOT_FOUND, &format!("Method not found: {method}")),
+        }
+    }
+
+    /// Routes a client's answer to a server-to-client request back to the
+    /// backend that asked (ids look like `sluice:{backend}:{n}`).
+    pub fn answer(&self, id: &RawValue, outcome: &Outcome) -> bool {
+        let Ok(id) = serde_json::from_str::<String>(id.get()) else {
+            return false;
+        };
+        let Some((backend, n)) = id.strip_prefix("sluice:").and_then(|r| r.rsplit_once(':')) else {
+            return false;
+        };
+        let Ok(n) = n.parse::<u64>() else {
+            return false;
+        };
+        self.members
+            .iter()
+            .find(|m| m.backend.name.as_str() == backend)
+            .is_some_and(|m| m.backend.answer(n, outcome))
+    }
+
+    /// The name a client sees for `original` of member `m`, if exposed.
+    fn expose(&self, m: &Member, kind: Kind, original: &str) -> Option<String> {
+        let base = match kind {
+            Kind::Tool => m.tools.expose(original)?,
+            _ => original.to_owned(),
+        };
+        let exposed = match (self.prefix, kind.is_uri()) {
+            (Prefix::Never, _) => base,
+            (Prefix::Always, false) => names::prefixed(&m.backend.name, &base),
+            (Prefix::Always, true) => names::prefixed_uri(&m.backend.name, &base),
+        };
+        if kind == Kind::Tool && !names::valid_tool_name(&exposed) {
+            tracing::warn!(backend = %m.backend.name, tool = %exposed, "tool name breaks the spec's naming rule; dropped");
+            return None;
+        }
+        Some(exposed)
+    }
+
+    /// The member and original name behind an exposed name.
+    async fn resolve(&self, kind: Kind, exposed: &str) -> Option<(usize, String)> {
+        if self.prefix == Prefix::Always {
+            return self.members.iter().enumerate().find_map(|(i, m)| {
+                let rest = if kind.is_uri() {
+                    names::strip_uri(&m.backend.name, exposed)?
+                } else {
+                    names::strip(&m.backend.name, exposed)?
+                };
+                let original = match kind {
+                    Kind::Tool => m.tools.original(rest)?,
+                    _ => rest,
+                };
+                Some((i, original.to_owned()))
+            });
+        }
+        let lookup = |this: &Self| {
+            let i = *this.index.lock().get(&(kind, exposed.to_owned()))?;
+            let original = match kind {
+                Kind::Tool => this.members[i].tools.original(exposed)?,
+                _ => exposed,
+            };
+            Some((i, original.to_owned()))
+        };
+        if let Some(hit) = lookup(self) {
+            return Some(hit);
+        }
+        // A name never listed through us: walk the lists once, then retry.
+        self.fill_index(kind).await;
+        lookup(self)
+    }
+
+    async fn fill_index(&self, kind: Kind) {
+        let mut cursor = Some(Cursor::start());
+        while let Some(c) = cursor.take() {
+            let params = jsonrpc::raw(&json!({ "cursor": c.encode() }));
+            match self.list(kind, Some(&params)).await {
+                Outcome::Result(r) => {
+                    cursor = parse_fields(Some(&r))
+                        .and_then(|f| string_field(&f, "nextCursor"))
+                        .and_then(|s| Cursor::decode(&s));
+                }
+                Outcome::Error(_) => return,
+            }
+        }
+    }
+
+    /// One page of a merged list. Each page comes from one backend; the
+    /// cursor carries (backend, backend cursor), so paging is stateless.
+    async fn list(&self, kind: Kind, params: Option<&RawValue>) -> Outcome {
+        let Some(fields) = parse_fields(params) else {
+            return error(INVALID_PARAMS, "params must be an object");
+        };
+        let mut cursor = match string_field(&fields, "cursor") {
+            None => Cursor::start(),
+            Some(s) => match Cursor::decode(&s) {
+                Some(c) => c,
+                None => return error(INVALID_PARAMS, "Invalid cursor"),
+            },
+        };
+        loop {
+            let Some(m) = self.members.get(cursor.member) else {
+                return ok(&json!({ kind.items_key(): [] }));
+            };
+            let offers = m.backend.info().is_some_and(|i| i.has(kind.capability()));
+            let page = if offers {
+                let p = cursor
+                    .backend_cursor
+                    .as_ref()
+                    .map(|c| jsonrpc::raw(&json!({ "cursor": c })));
+                match m.backend.call(kind.list_method(), p, None).await {
+                    Ok(Outcome::Result(r)) => self.rewrite_page(cursor.member, kind, &r),
+                    Ok(Outcome::Error(e)) => {
+                        tracing::warn!(backend = %m.backend.name, method = kind.list_method(), error = e.get(), "list refused; skipped");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, method = kind.list_method(), "list failed; skipped");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let next_here = page.as_ref().and_then(|(_, next, _)| next.clone());
+            let next = match next_here {
+                Some(c) => Some(Cursor {
+                    member: cursor.member,
+                    backend_cursor: Some(c),
+                }),
+                None if cursor.member + 1 < self.members.len() => Some(Cursor {
+                    member: cursor.member + 1,
+                    backend_cursor: None,
+                }),
+                None => None,
+            };
+            match page {
+                Some((mut fields, _, count)) if count > 0 || next.is_none() => {
+                    if let Some(n) = next {
+                        fields.insert("nextCursor".into(), jsonrpc::raw(&n.encode()));
+                    }
+                    return Outcome::Result(jsonrpc::raw(&fields));
+                }
+                // An empty or missing page: move on instead of returning nothing.
+                _ => match next {
+                    Some(n) => cursor = n,
+                    None => return ok(&json!({ kind.items_key(): [] })),
+                },
+            }
+        }
+    }
+
+    /// Renames the items of one backend page; returns (page, backend's next
+    /// cursor, item count). Every other field of every item stays raw.
+    fn rewrite_page(
+        &self,
+        member: usize,
+        kind: Kind,
+        result: &RawValue,
+    ) -> Option<(Fields, Option<String>, usize)> {
+        let m = &self.members[member];
+        let mut page: Fields = serde_json::from_str(result.get()).ok()?;
+        let next = page
+            .shift_remove("nextCursor")
+            .and_then(|c| serde_json::from_str::<String>(c.get()).ok());
+        let items: Vec<Fields> = page
+            .get(kind.items_key())
+            .and_then(|v| serde_json::from_str(v.get()).ok())
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(items.len());
+        let mut index = self.index.lock();
+        for mut item in items {
+            let Some(original) = string_field(&item, kind.id_key()) else {
+                continue;
+            };
+            let Some(exposed) = self.expose(m, kind, &original) else {
+                continue;
+            };
+            if self.prefix == Prefix::Never {
+                let owner = *index.entry((kind, exposed.clone())).or_insert(member);
+                if owner != member {
+                    tracing::warn!(backend = %m.backend.name, name = %exposed, "name collides with an earlier backend's; dropped");
+                    continue;
+                }
+            }
+            item.insert(kind.id_key().into(), jsonrpc::raw(&exposed));
+            out.push(item);
+        }
+        let count = out.len();
+        page.insert(kind.items_key().into(), jsonrpc::raw(&out));
+        Some((page, next, count))
+    }
+
+    /// tools/call, prompts/get, resources/*: rename, forward to one backend.
+    async fn forward(
+        &self,
+        kind: Kind,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        let key = kind.id_key();
+        let Some(mut fields) = parse_fields(params.as_deref()) else {
+            return error(INVALID_PARAMS, "params must be an object");
+        };
+        let Some(exposed) = string_field(&fields, key) else {
+            return error(INVALID_PARAMS, &format!("params.{key} is required"));
+        };
+        let Some((i, original)) = self.resolve(kind, &exposed).await else {
+            return not_found(kind, &exposed);
+        };
+        fields.insert(key.into(), jsonrpc::raw(&original));
+        let m = &self.members[i];
+        let outcome = self
+            .call(m, method, Some(jsonrpc::raw(&fields)), events)
+            .await;
+        match (kind, outcome) {
+            (Kind::Resource, Outcome::Result(r)) if self.prefix == Prefix::Always => {
+                Outcome::Result(rename_contents(m, &r).unwrap_or(r))
+            }
+            (_, o) => o,
+        }
+    }
+
+    async fn complete(&self, params: Option<Box<RawValue>>, events: &EventSink) -> Outcome {
+        let Some(mut fields) = parse_fields(params.as_deref()) else {
+            return error(INVALID_PARAMS, "params must be an object");
+        };
+        let Some(mut reference) = parse_fields(fields.get("ref").map(|r| &**r)) else {
+            return error(INVALID_PARAMS, "params.ref is required");
+        };
+        let (kind, key) = match string_field(&reference, "type").as_deref() {
+            Some("ref/prompt") => (Kind::Prompt, "name"),
+            Some("ref/resource") => (Kind::Resource, "uri"),
+            _ => {
+                return error(
+                    INVALID_PARAMS,
+                    "params.ref.type must be ref/prompt or ref/resource",
+                );
+            }
+        };
+        let Some(exposed) = string_field(&reference, key) else {
+            return error(INVALID_PARAMS, &format!("params.ref.{key} is required"));
+        };
+        let Some((i, original)) = self.resolve(kind, &exposed).await else {
+            return not_found(kind, &exposed);
+        };
+        reference.insert(key.into(), jsonrpc::raw(&original));
+        fields.insert("ref".into(), jsonrpc::raw(&reference));
+        self.call(
+            &self.members[i],
+            "completion/complete",
+            Some(jsonrpc::raw(&fields)),
+            events,
+        )
+        .await
+    }
+
+    async fn call(
+        &self,
+        m: &Member,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        match m.backend.call(method, params, Some(events)).await {
+            Ok(o) => o,
+            Err(e) => error(jsonrpc::INTERNAL_ERROR, &e.to_string()),
+        }
+    }
+}
+
+fn not_found(kind: Kind, exposed: &str) -> Outcome {
+    match kind {
+        Kind::Tool => error(INVALID_PARAMS, &format!("Unknown tool: {exposed}")),
+        Kind::Prompt => error(INVALID_PARAMS, &format!("Unknown prompt: {exposed}")),
+        Kind::Resource | Kind::Template => {
+            error(INVALID_PARAMS, &format!("Resource not found: {exposed}"))
+        }
+    }
+}
+
+/// `resources/read` results name their URIs: show the client's form.
+fn rename_contents(m: &Member, result: &RawValue) -> Option<Box<RawValue>> {
+    let mut fields: Fields = serde_json::from_str(result.get()).ok()?;
+    let mut contents: Vec<Fields> = serde_json::from_str(fields.get("contents")?.get()).ok()?;
+    for c in &mut contents {
+        if let Some(uri) = string_field(c, "uri") {
+            c.insert(
+                "uri".into(),
+                jsonrpc::raw(&names::prefixed_uri(&m.backend.name, &uri)),
+            );
+        }
+    }
+    fields.insert("contents".into(), jsonrpc::raw(&contents));
+    Some(jsonrpc::raw(&fields))
+}

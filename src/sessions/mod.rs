@@ -1,0 +1,262 @@
+//! Client sessions: who may use which session id, and for how long.
+//!
+//! Knows nothing of HTTP. Every session is bounded three ways (idle TTL,
+//! table capacity, per-principal cap) and ends without the client's help.
+//! Ending a session cancels its `ended` token; whatever a session holds
+//! elsewhere (streams, per-session backends) watches that token.
+
+mod id;
+mod table;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+use tokio::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub use id::{Principal, SessionId};
+use table::{Full, Table};
+
+use crate::metrics::{CloseReason, Metrics};
+use crate::protocol::LegacyVersion;
+
+/// One legacy client session.
+pub struct Session {
+    pub id: SessionId,
+    pub principal: Principal,
+    pub version: LegacyVersion,
+    ended: CancellationToken,
+    /// At most one standalone GET stream per session.
+    streaming: AtomicBool,
+    /// Requests in flight, by the client's raw id, so that the client's
+    /// `notifications/cancelled` can reach them. Entries live exactly as
+    /// long as their request.
+    in_flight: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl Session {
+    /// Cancelled when the session ends, by any path.
+    pub fn ended(&self) -> &CancellationToken {
+        &self.ended
+    }
+
+    /// Claims the session's one GET stream; false if one is already open.
+    pub fn claim_stream(&self) -> bool {
+        !self.streaming.swap(true, Ordering::AcqRel)
+    }
+
+    pub fn release_stream(&self) {
+        self.streaming.store(false, Ordering::Release);
+    }
+
+    /// Registers a request by its raw JSON-RPC id; cancelled by `cancel`.
+    pub fn track(&self, raw_id: &str) -> CancellationToken {
+        let token = self.ended.child_token();
+        self.in_flight
+            .lock()
+            .insert(raw_id.to_owned(), token.clone());
+        token
+    }
+
+    pub fn untrack(&self, raw_id: &str) {
+        self.in_flight.lock().remove(raw_id);
+    }
+
+    /// The client cancelled one of its requests.
+    pub fn cancel(&self, raw_id: &str) -> bool {
+        self.in_flight
+            .lock()
+            .remove(raw_id)
+            .map(|t| t.cancel())
+            .is_some()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_sessions: usize,
+    pub max_per_principal: usize,
+    pub idle_ttl: Duration,
+}
+
+/// The table is full and every session in it is busy: retry later.
+#[derive(Debug, thiserror::Error)]
+#[error("all sessions are busy")]
+pub struct Busy;
+
+/// The id is unknown, ended, evicted, or belongs to another principal.
+#[derive(Debug, thiserror::Error)]
+#[error("session not found")]
+pub struct NotFound;
+
+pub struct Sessions {
+    table: Mutex<Table>,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+}
+
+/// Largest number of sessions ended under one lock acquisition.
+const SWEEP_BATCH: usize = 1024;
+
+impl Sessions {
+    pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Sessions> {
+        Arc::new(Sessions {
+            table: Mutex::new(Table::new()),
+            limits,
+            metrics,
+        })
+    }
+
+    /// Opens a session after `initialize` succeeded.
+    pub fn open(&self, principal: Principal, version: LegacyVersion) -> Result<Arc<Session>, Busy> {
+        let session = Arc::new(Session {
+            id: SessionId::random(),
+            principal,
+            version,
+            ended: CancellationToken::new(),
+            streaming: AtomicBool::new(false),
+            in_flight: Mutex::new(HashMap::new()),
+        });
+        let evicted = self
+            .table
+            .lock()
+            .insert(
+                session.clone(),
+                self.limits.max_sessions,
+                self.limits.max_per_principal,
+                Instant::now(),
+            )
+            .map_err(|Full::AllBusy| Busy)?;
+        self.metrics.session_opened();
+        for (s, reason) in evicted {
+            self.finish(&s, reason);
+        }
+        Ok(session)
+    }
+
+    /// Starts a request on a session; the session stays busy (never evicted)
+    /// until the returned guard drops.
+    pub fn begin(
+        self: &Arc<Self>,
+        id: &SessionId,
+        principal: &Principal,
+    ) -> Result<Active, NotFound> {
+        let mut table = self.table.lock();
+        // Another principal's id must not even refresh the session.
+        if table.owner(id) != Some(principal) {
+            return Err(NotFound);
+        }
+        let session = table.touch(id, Instant::now(), 1).ok_or(NotFound)?;
+        drop(table);
+        Ok(Active {
+            sessions: self.clone(),
+            session,
+        })
+    }
+
+    /// Records activity (an open stream that is still writable).
+    pub fn touch(&self, id: &SessionId) -> bool {
+        self.table.lock().touch(id, Instant::now(), 0).is_some()
+    }
+
+    /// Ends a session at the client's request.
+    pub fn delete(&self, id: &SessionId, principal: &Principal) -> Result<(), NotFound> {
+        let mut table = self.table.lock();
+        if table.owner(id) != Some(principal) {
+            return Err(NotFound);
+        }
+        let session = table.remove(id).ok_or(NotFound)?;
+        drop(table);
+        self.finish(&session, CloseReason::delete);
+        Ok(())
+    }
+
+    /// Ends every session idle for longer than the TTL; returns how many.
+    pub fn sweep(&self) -> usize {
+        let mut total = 0;
+        loop {
+            let deadline = Instant::now()
+                .checked_sub(self.limits.idle_ttl)
+                .unwrap_or_else(Instant::now);
+            let expired = self.table.lock().expire(deadline, SWEEP_BATCH);
+            let n = expired.len();
+            for s in expired {
+                self.finish(&s, CloseReason::idle);
+            }
+            total += n;
+            if n < SWEEP_BATCH {
+                return total;
+            }
+        }
+    }
+
+    /// Ends every session (gateway shutdown).
+    pub fn close_all(&self) {
+        let all = self.table.lock().drain();
+        for s in all {
+            self.finish(&s, CloseReason::shutdown);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn finish(&self, session: &Session, reason: CloseReason) {
+        session.ended.cancel();
+        self.metrics.session_closed(reason);
+        tracing::debug!(principal = %session.principal, ?reason, "client session closed");
+    }
+
+    /// One reaper for the whole table: no per-session timers.
+    pub fn spawn_reaper(self: &Arc<Self>, stop: CancellationToken) {
+        let period =
+            (self.limits.idle_ttl / 8).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        let sessions = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => { sessions.sweep(); }
+                }
+            }
+        });
+    }
+
+    #[cfg(test)]
+    fn assert_consistent(&self) {
+        self.table.lock().assert_consistent();
+    }
+}
+
+/// A request in flight on a session.
+pub struct Active {
+    sessions: Arc<Sessions>,
+    session: Arc<Session>,
+}
+
+impl Active {
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.sessions
+            .table
+            .lock()
+            .touch(&self.session.id, Instant::now(), -1);
+    }
+}
+
+#[cfg(test)]
+mod tests;

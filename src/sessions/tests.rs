@@ -1,0 +1,108 @@
+use super::*;
+
+fn sessions(max: usize, per_principal: usize, ttl_ms: u64) -> (Arc<Sessions>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    let s = Sessions::new(
+        Limits {
+            max_sessions: max,
+            max_per_principal: per_principal,
+            idle_ttl: Duration::from_millis(ttl_ms),
+        },
+        metrics.clone(),
+    );
+    (s, metrics)
+}
+
+const V: LegacyVersion = LegacyVersion::V2025_11_25;
+
+#[tokio::test(start_paused = true)]
+async fn idle_sessions_expire_and_busy_ones_do_not() {
+    let (s, m) = sessions(100, 100, 1000);
+    let a = s.open(Principal::Anonymous, V).unwrap();
+    let b = s.open(Principal::Anonymous, V).unwrap();
+    let guard = s.begin(&b.id, &Principal::Anonymous).unwrap();
+    tokio::time::advance(Duration::from_millis(1500)).await;
+    assert_eq!(s.sweep(), 1);
+    assert!(a.ended().is_cancelled());
+    assert!(!b.ended().is_cancelled());
+    assert!(s.begin(&a.id, &Principal::Anonymous).is_err());
+    drop(guard);
+    tokio::time::advance(Duration::from_millis(1500)).await;
+    assert_eq!(s.sweep(), 1);
+    assert_eq!(m.sessions_live(), 0);
+    s.assert_consistent();
+}
+
+#[tokio::test(start_paused = true)]
+async fn capacity_evicts_least_recently_used_idle_session() {
+    let (s, _) = sessions(3, 100, 60_000);
+    let ids: Vec<_> = (0..3)
+        .map(|_| s.open(Principal::Anonymous, V).unwrap())
+        .collect();
+    // Using the oldest makes the second the least recently used.
+    drop(s.begin(&ids[0].id, &Principal::Anonymous).unwrap());
+    let _busy = s.begin(&ids[1].id, &Principal::Anonymous).unwrap();
+    // ids[1] is busy, so ids[2] is the oldest idle one.
+    let d = s.open(Principal::Anonymous, V).unwrap();
+    assert!(ids[2].ended().is_cancelled());
+    assert!(!ids[0].ended().is_cancelled() && !ids[1].ended().is_cancelled());
+    assert_eq!(s.len(), 3);
+    assert!(!d.ended().is_cancelled());
+    s.assert_consistent();
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_table_of_busy_sessions_refuses() {
+    let (s, m) = sessions(2, 100, 60_000);
+    let a = s.open(Principal::Anonymous, V).unwrap();
+    let b = s.open(Principal::Anonymous, V).unwrap();
+    let _ga = s.begin(&a.id, &Principal::Anonymous).unwrap();
+    let _gb = s.begin(&b.id, &Principal::Anonymous).unwrap();
+    assert!(s.open(Principal::Anonymous, V).is_err());
+    assert_eq!(s.len(), 2);
+    assert_eq!(m.sessions_live(), 2);
+    s.assert_consistent();
+}
+
+#[tokio::test(start_paused = true)]
+async fn principal_cap_evicts_only_that_principals_sessions() {
+    let (s, _) = sessions(100, 2, 60_000);
+    let other = s.open(Principal::Token(1), V).unwrap();
+    let a = s.open(Principal::Token(0), V).unwrap();
+    let _b = s.open(Principal::Token(0), V).unwrap();
+    let _c = s.open(Principal::Token(0), V).unwrap();
+    assert!(a.ended().is_cancelled());
+    assert!(!other.ended().is_cancelled());
+    s.assert_consistent();
+}
+
+#[tokio::test(start_paused = true)]
+async fn sessions_are_bound_to_their_principal() {
+    let (s, _) = sessions(100, 100, 60_000);
+    let a = s.open(Principal::Token(0), V).unwrap();
+    assert!(s.begin(&a.id, &Principal::Token(1)).is_err());
+    assert!(s.delete(&a.id, &Principal::Token(1)).is_err());
+    assert!(s.begin(&a.id, &Principal::Token(0)).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn sweep_handles_more_than_one_batch() {
+    let (s, m) = sessions(10_000, 10_000, 1000);
+    for _ in 0..3000 {
+        s.open(Principal::Anonymous, V).unwrap();
+    }
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(s.sweep(), 3000);
+    assert_eq!(m.sessions_live(), 0);
+    s.assert_consistent();
+}
+
+#[test]
+fn ids_are_random_visible_ascii() {
+    let a = SessionId::random();
+    let b = SessionId::random();
+    assert_ne!(a, b);
+    assert_eq!(a.as_str().len(), 48);
+    assert!(a.as_str().bytes().all(|c| (0x21..=0x7e).contains(&c)));
+    assert_eq!(format!("{a:?}"), "SessionId(..)");
+}

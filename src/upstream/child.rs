@@ -1,0 +1,89 @@
+//! A stdio child process: spawned in its own process group so that it and
+//! its descendants end together, and reaped by its owner.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+use crate::config::BackendName;
+
+pub(super) struct Spawned {
+    pub(super) child: Child,
+    pub(super) stdin: ChildStdin,
+    pub(super) stdout: ChildStdout,
+    pub(super) stderr: ChildStderr,
+}
+
+pub(super) fn spawn(
+    command: &str,
+    args: &[String],
+    env: &[(String, String)],
+    cwd: Option<&std::path::Path>,
+) -> std::io::Result<Spawned> {
+    let mut cmd = Command::new(command);
+    cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    // SAFETY: prctl is async-signal-safe. If the gateway dies without
+    // running its shutdown (SIGKILL), the kernel kills the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(std::io::Error::other("child pipes missing"));
+    };
+    Ok(Spawned {
+        child,
+        stdin,
+        stdout,
+        stderr,
+    })
+}
+
+/// Ends the child and everything in its process group, then reaps it.
+/// Stdin is already closed by the caller; well-behaved servers exit on EOF.
+pub(super) async fn terminate(child: &mut Child, backend: &BackendName) {
+    let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+    if let Ok(Ok(status)) = tokio::time::timeout(Duration::from_millis(500), child.wait()).await {
+        tracing::debug!(backend = %backend, %status, "child exited on stdin EOF");
+    } else {
+        signal_group(pgid, libc::SIGTERM);
+        if tokio::time::timeout(Duration::from_secs(2), child.wait())
+            .await
+            .is_err()
+        {
+            signal_group(pgid, libc::SIGKILL);
+            let _ = child.wait().await;
+        }
+    }
+    // Descendants may outlive the leader; the group id stays theirs.
+    signal_group(pgid, libc::SIGKILL);
+}
+
+/// After the leader exited on its own: end its descendants.
+pub(super) fn kill_group(pid: Option<u32>) {
+    signal_group(pid.and_then(|p| i32::try_from(p).ok()), libc::SIGKILL);
+}
+
+fn signal_group(pgid: Option<i32>, signal: i32) {
+    if let Some(pgid) = pgid.filter(|p| *p > 1) {
+        // SAFETY: killpg only sends a signal; ESRCH (group gone) is fine.
+        unsafe {
+            libc::killpg(pgid, signal);
+        }
+    }
+}

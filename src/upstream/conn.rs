@@ -1,0 +1,324 @@
+//! One live connection to a backend (today: one stdio child incarnation).
+//!
+//! The gateway writes its own request ids (a counter per connection) and
+//! keeps `pending` from them to the caller, so concurrent requests from
+//! different clients never collide. Progress tokens are rewritten to the
+//! gateway id of the request that carries them and mapped back, so progress
+//! reaches exactly one client. The pending map is bounded by `MAX_IN_FLIGHT`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use indexmap::IndexMap;
+use parking_lot::Mutex;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot};
+
+use super::UpstreamError;
+use crate::config::BackendName;
+use crate::jsonrpc::{self, Message, Outcome, RawId};
+
+/// Requests one backend connection may have in flight.
+pub(super) const MAX_IN_FLIGHT: usize = 4096;
+/// Server-to-client requests awaiting a client's answer.
+const MAX_SERVER_REQUESTS: usize = 256;
+
+/// Where a request's progress and server-to-client requests go: serialized
+/// JSON-RPC lines for the client's response stream.
+pub type EventSink = mpsc::Sender<String>;
+
+pub(super) struct Conn {
+    backend: BackendName,
+    writer: mpsc::Sender<String>,
+    next_id: AtomicU64,
+    state: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    calls: HashMap<u64, PendingCall>,
+    /// Gateway id given to the client -> (backend's own id, originating call).
+    server_requests: HashMap<u64, (RawId, u64)>,
+    next_server_request: u64,
+}
+
+struct PendingCall {
+    reply: oneshot::Sender<Outcome>,
+    events: Option<EventSink>,
+    client_token: Option<Box<RawValue>>,
+}
+
+/// Removes the pending entry if the caller gives up (timeout, client gone)
+/// and tells the backend, so nothing waits on an answer nobody reads.
+struct CallGuard<'a> {
+    conn: &'a Conn,
+    id: u64,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        let was_pending = {
+            let mut st = self.conn.state.lock();
+            st.server_requests
+                .retain(|_, (_, origin)| *origin != self.id);
+            st.calls.remove(&self.id).is_some()
+        };
+        if was_pending {
+            let params = jsonrpc::raw(&serde_json::json!({
+                "requestId": self.id,
+                "reason": "cancelled by the gateway",
+            }));
+            let _ = self.conn.writer.try_send(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        }
+    }
+}
+
+impl Conn {
+    pub(super) fn new(backend: BackendName, writer: mpsc::Sender<String>) -> Arc<Conn> {
+        Arc::new(Conn {
+            backend,
+            writer,
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(Pending::default()),
+        })
+    }
+
+    /// Sends a request and waits for its outcome.
+    pub(super) async fn call(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: Option<&EventSink>,
+        timeout: std::time::Duration,
+    ) -> Result<Outcome, UpstreamError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (params, client_token) = match (params, events) {
+            (Some(p), Some(_)) => rewrite_progress_token(p, id),
+            (p, _) => (p, None),
+        };
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.state.lock();
+            if st.calls.len() >= MAX_IN_FLIGHT {
+                return Err(UpstreamError::overloaded(&self.backend));
+            }
+            st.calls.insert(
+                id,
+                PendingCall {
+                    reply: tx,
+                    events: events.cloned(),
+                    client_token,
+                },
+            );
+        }
+        let guard = CallGuard { conn: self, id };
+        let line = jsonrpc::request(&jsonrpc::raw_u64(id), method, params.as_deref());
+        if self.writer.send(line).await.is_err() {
+            return Err(UpstreamError::exited(&self.backend));
+        }
+        let outcome = match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(_)) => Err(UpstreamError::exited(&self.backend)),
+            Err(_) => Err(UpstreamError::timeout(&self.backend)),
+        };
+        drop(guard);
+        outcome
+    }
+
+    pub(super) async fn notify(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<(), UpstreamError> {
+        self.writer
+            .send(jsonrpc::notification(method, params))
+            .await
+            .map_err(|_| UpstreamError::exited(&self.backend))
+    }
+
+    /// Delivers a client's answer to a server-to-client request.
+    pub(super) fn answer(&self, gateway_id: u64, outcome: &Outcome) -> bool {
+        let Some((backend_id, _)) = self.state.lock().server_requests.remove(&gateway_id) else {
+            return false;
+        };
+        self.writer
+            .try_send(jsonrpc::response(&backend_id, outcome))
+            .is_ok()
+    }
+
+    /// Handles one line from the backend. Returns a list-change method when
+    /// the backend announced one.
+    pub(super) fn dispatch(&self, line: &str) -> Option<String> {
+        let msg = match Message::parse(line.as_bytes()) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(backend = %self.backend, error = %e, "unparseable line from backend");
+                return None;
+            }
+        };
+        match msg {
+            Message::Response(r) => {
+                let id: Option<u64> = serde_json::from_str(r.id.get()).ok();
+                let call = id.and_then(|id| self.state.lock().calls.remove(&id));
+                match call {
+                    Some(call) => {
+                        let _ = call.reply.send(r.outcome);
+                    }
+                    None => {
+                        tracing::debug!(backend = %self.backend, "response for no pending request")
+                    }
+                }
+                None
+            }
+            Message::Notification(n) => self.on_notification(n),
+            Message::Request(r) => {
+                self.on_server_request(r);
+                None
+            }
+        }
+    }
+
+    fn on_notification(&self, n: jsonrpc::Notification) -> Option<String> {
+        match n.method.as_str() {
+            "notifications/progress" => {
+                let params = n.params?;
+                let mut fields: IndexMap<String, Box<RawValue>> =
+                    serde_json::from_str(params.get()).ok()?;
+                let token: u64 = serde_json::from_str(fields.get("progressToken")?.get()).ok()?;
+                let st = self.state.lock();
+                let call = st.calls.get(&token)?;
+                let (Some(events), Some(client_token)) = (&call.events, &call.client_token) else {
+                    return None;
+                };
+                fields.insert("progressToken".into(), client_token.clone());
+                let line =
+                    jsonrpc::notification("notifications/progress", Some(&jsonrpc::raw(&fields)));
+                // A slow client loses progress, never blocks the backend for others.
+                let _ = events.try_send(line);
+                None
+            }
+            m if m.ends_with("/list_changed") => Some(m.to_owned()),
+            "notifications/message" => {
+                tracing::debug!(backend = %self.backend, "backend log message");
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Over a shared connection nothing on the wire ties a server request to
+    /// a client request: route it only when exactly one request that can
+    /// carry it is in flight, else refuse it so the backend is not left waiting.
+    fn on_server_request(&self, r: jsonrpc::Request) {
+        if r.method == "ping" {
+            let _ = self.writer.try_send(jsonrpc::response(
+                &r.id,
+                &Outcome::Result(jsonrpc::raw(&serde_json::json!({}))),
+            ));
+            return;
+        }
+        let refusal = {
+            let mut st = self.state.lock();
+            let mut candidates = st
+                .calls
+                .iter()
+                .filter(|(_, c)| c.events.is_some())
+                .map(|(id, c)| (*id, c.events.clone()));
+            let only = match (candidates.next(), candidates.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            };
+            match only {
+                Some((origin, Some(events))) if st.server_requests.len() < MAX_SERVER_REQUESTS => {
+                    st.next_server_request += 1;
+                    let n = st.next_server_request;
+                    let client_id = jsonrpc::raw(&format!("sluice:{}:{n}", self.backend));
+                    let line = jsonrpc::request(&client_id, &r.method, r.params.as_deref());
+                    if events.try_send(line).is_ok() {
+                        st.server_requests.insert(n, (r.id.clone(), origin));
+                        None
+                    } else {
+                        Some("the client's stream is not accepting messages")
+                    }
+                }
+                Some(_) => Some("too many server requests awaiting answers"),
+                None => Some(
+                    "not exactly one client request in flight on this shared backend; use per-session isolation",
+                ),
+            }
+        };
+        if let Some(why) = refusal {
+            tracing::warn!(backend = %self.backend, method = %r.method, why, "refused server-to-client request");
+            let err = jsonrpc::error_object(
+                jsonrpc::INTERNAL_ERROR,
+                &format!("sluice cannot route {}: {why}", r.method),
+                None,
+            );
+            let _ = self
+                .writer
+                .try_send(jsonrpc::response(&r.id, &Outcome::Error(err)));
+        }
+    }
+
+    /// The connection is gone: every waiting caller gets an error now.
+    pub(super) fn fail_all(&self) {
+        let mut st = self.state.lock();
+        st.calls.clear();
+        st.server_requests.clear();
+    }
+}
+
+/// Replaces `params._meta.progressToken` with the gateway's request id and
+/// returns the client's token; every other field stays raw.
+fn rewrite_progress_token(
+    params: Box<RawValue>,
+    id: u64,
+) -> (Option<Box<RawValue>>, Option<Box<RawValue>>) {
+    let Ok(mut fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(params.get())
+    else {
+        return (Some(params), None);
+    };
+    let Some(meta) = fields.get("_meta") else {
+        return (Some(params), None);
+    };
+    let Ok(mut meta) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(meta.get()) else {
+        return (Some(params), None);
+    };
+    let Some(token) = meta.insert("progressToken".into(), jsonrpc::raw_u64(id)) else {
+        return (Some(params), None);
+    };
+    fields.insert("_meta".into(), jsonrpc::raw(&meta));
+    (Some(jsonrpc::raw(&fields)), Some(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_token_is_rewritten_and_the_rest_kept() {
+        let p = RawValue::from_string(
+            r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":"abc","k":[1]}}"#
+                .into(),
+        )
+        .unwrap();
+        let (p, tok) = rewrite_progress_token(p, 42);
+        assert_eq!(tok.unwrap().get(), r#""abc""#);
+        assert_eq!(
+            p.unwrap().get(),
+            r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":42,"k":[1]}}"#
+        );
+    }
+
+    #[test]
+    fn params_without_token_pass_unchanged() {
+        let raw = r#"{"name":"t", "arguments":{}}"#;
+        let (p, tok) = rewrite_progress_token(RawValue::from_string(raw.into()).unwrap(), 1);
+        assert!(tok.is_none());
+        assert_eq!(p.unwrap().get(), raw);
+    }
+}
