@@ -100,7 +100,7 @@ pub async fn serve(
         policy: Policy {
             tokens: config.auth.as_ref().map(|a| a.tokens.clone()),
             allowed_origins: config.server.allowed_origins.clone(),
-            loopback_host_only: config.auth.is_none(),
+            loopback_host_only: config.server.listen.ip().is_loopback(),
             max_body_bytes: config.server.max_body_bytes,
             stateless: config.server.sessions == SessionMode::Stateless,
         },

@@ -7,21 +7,16 @@ use std::fmt::Display;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use indexmap::IndexMap;
-
 use super::duration::FileDuration;
 use super::env::Env;
+use super::error::{At, Issue, dotted};
+use super::file::{self, File, FileAuth, FileMetrics, FileServer};
+use super::{
+    AuthSettings, BackendConfig, Config, MetricsSettings, Secret, ServerSettings, SessionIdMode,
+    SessionMode, Source,
+};
 
 mod backend;
-use super::error::{At, Issue, dotted};
-use super::file::{
-    self, File, FileAuth, FileBackend, FileMetrics, FileNamespace, FileServer, FileTransport,
-};
-use super::{
-    AuthSettings, BackendConfig, BackendName, Config, Isolation, MetricsSettings, NamespaceConfig,
-    NamespaceName, Prefix, Secret, ServerSettings, SessionIdMode, SessionMode, Source, ToolFilter,
-    Transport,
-};
 
 pub(super) const LOOPBACK_ONLY: &str =
     "without [auth] the gateway must listen on loopback (add [auth] or use 127.0.0.1 / [::1])";

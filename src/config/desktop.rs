@@ -11,14 +11,23 @@ use std::path::PathBuf;
 use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use super::error::{At, Issue, describe_serde};
+use super::error::{At, Issue, describe_serde, dotted, key_segment};
 use super::file::{File, FileBackend, FileTransport};
 
+// Servers stay raw until each is parsed on its own: that keeps their
+// position (for line numbers) and the order of their `env` and `headers`,
+// which `serde_json::Value` would sort.
 #[derive(Deserialize)]
-struct Desktop {
-    #[serde(rename = "mcpServers")]
-    mcp_servers: Option<IndexMap<String, Value>>,
+struct Desktop<'a> {
+    #[serde(rename = "mcpServers", borrow)]
+    mcp_servers: Option<IndexMap<String, &'a RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct Probe {
+    disabled: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -38,19 +47,10 @@ struct Server {
 }
 
 pub(super) fn parse(text: &str) -> Result<File, Vec<Issue>> {
-    let doc: Desktop = serde_json::from_str(text).map_err(|e| {
-        let full = e.to_string();
-        // serde_json appends the position; the line goes in the prefix instead.
-        let message = full
-            .rsplit_once(" at line ")
-            .map_or(full.as_str(), |(m, _)| m);
+    let doc: Desktop<'_> = serde_json::from_str(text).map_err(|e| {
         vec![Issue {
-            at: if e.line() > 0 {
-                At::Line(e.line())
-            } else {
-                At::Nowhere
-            },
-            message: format!("invalid JSON: {message}"),
+            at: position(&e, 1),
+            message: format!("invalid JSON: {}", without_position(&e)),
         }]
     })?;
     let Some(servers) = doc.mcp_servers else {
@@ -62,22 +62,25 @@ pub(super) fn parse(text: &str) -> Result<File, Vec<Issue>> {
 
     let mut issues = Vec::new();
     let mut file = File::default();
-    for (name, value) in servers {
-        if value.get("disabled").and_then(Value::as_bool) == Some(true) {
+    for (name, raw) in servers {
+        let disabled = serde_json::from_str::<Probe>(raw.get())
+            .ok()
+            .and_then(|p| p.disabled);
+        if disabled == Some(Value::Bool(true)) {
             continue;
         }
-        let path = vec!["mcpServers".to_owned(), name.clone()];
-        let server = match Server::deserialize(&value) {
+        let server = match serde_json::from_str::<Server>(raw.get()) {
             Ok(server) => server,
             Err(e) => {
-                let message = e.to_string();
-                let path = if message.starts_with("unknown field") {
-                    with(&path, "?")
-                } else {
-                    path
-                };
+                let message = without_position(&e);
+                let mut path = vec!["mcpServers".to_owned(), key_segment(&name)];
+                if message.starts_with("unknown field") {
+                    // `describe_serde` takes the key from the message and
+                    // names the table from the rest of the path.
+                    path.push(String::new());
+                }
                 issues.push(Issue {
-                    at: At::Nowhere,
+                    at: position(&e, line_of(text, raw.get())),
                     message: describe_serde(&message, Some(&path)),
                 });
                 continue;
@@ -92,8 +95,9 @@ pub(super) fn parse(text: &str) -> Result<File, Vec<Issue>> {
                 issues.push(Issue {
                     at: At::Nowhere,
                     message: format!(
-                        "`mcpServers.{name}.type`: unknown value `{other}`, expected one of \
-                         `stdio`, `http`, `streamable-http`, `sse`"
+                        "`{}`: unknown value `{other}`, expected one of \
+                         `stdio`, `http`, `streamable-http`, `sse`",
+                        dotted(&["mcpServers", name.as_str(), "type"])
                     ),
                 });
                 continue;
@@ -118,10 +122,30 @@ pub(super) fn parse(text: &str) -> Result<File, Vec<Issue>> {
     }
 }
 
-/// `describe_serde` names the table from the path minus its last segment,
-/// which for an unknown key is the key itself.
-fn with(path: &[String], last: &str) -> Vec<String> {
-    let mut p = path.to_vec();
-    p.push(last.to_owned());
-    p
+/// Where `e` points, given the line its input's first line falls on.
+fn position(e: &serde_json::Error, first_line: usize) -> At {
+    if e.line() > 0 {
+        At::Line(first_line + e.line() - 1)
+    } else {
+        At::Nowhere
+    }
+}
+
+/// serde_json appends " at line L column C"; the line goes in the prefix.
+fn without_position(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    match full.rsplit_once(" at line ") {
+        Some((message, _)) => message.to_owned(),
+        None => full,
+    }
+}
+
+/// The line `fragment` (a slice of `text`) starts on.
+fn line_of(text: &str, fragment: &str) -> usize {
+    let offset = (fragment.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }

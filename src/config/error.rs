@@ -165,10 +165,11 @@ fn line_of(text: &str, pos: usize) -> usize {
         + 1
 }
 
-/// Finds the key path whose key or (scalar) value covers `pos`.
+/// Finds the key path whose key or (scalar) value covers `pos`, as rendered
+/// segments (see [`join`]).
 fn find_path(table: &DeTable<'_>, pos: usize, path: &mut Vec<String>) -> bool {
     for (k, v) in table {
-        path.push(k.get_ref().to_string());
+        path.push(key_segment(k.get_ref()));
         if covers(k.span(), pos) || find_in_value(v, pos, path) {
             return true;
         }
@@ -182,7 +183,7 @@ fn find_in_value(v: &Spanned<DeValue<'_>>, pos: usize, path: &mut Vec<String>) -
         DeValue::Table(t) if find_path(t, pos, path) => return true,
         DeValue::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                path.push(i.to_string());
+                path.push(format!("[{i}]"));
                 if find_in_value(item, pos, path) {
                     return true;
                 }
@@ -198,35 +199,46 @@ fn covers(span: std::ops::Range<usize>, pos: usize) -> bool {
     span.start <= pos && pos < span.end.max(span.start + 1)
 }
 
-/// Renders a key path as TOML would spell it, quoting segments that are not
-/// bare keys.
+/// One key as TOML would spell it: bare when possible, quoted otherwise.
+pub(super) fn key_segment(key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        key.to_owned()
+    } else {
+        format!("{key:?}")
+    }
+}
+
+/// Renders a path of raw keys, e.g. `backends."my.web".url`.
 pub(super) fn dotted<S: AsRef<str>>(path: &[S]) -> String {
+    let segs: Vec<String> = path.iter().map(|s| key_segment(s.as_ref())).collect();
+    join(&segs)
+}
+
+/// Joins rendered segments: keys (from [`key_segment`]) with dots, array
+/// indices (`[0]`) attached to what precedes them.
+fn join(segs: &[String]) -> String {
     let mut out = String::new();
-    for (i, seg) in path.iter().enumerate() {
-        let seg = seg.as_ref();
-        if i > 0 {
+    for seg in segs {
+        if !out.is_empty() && !seg.starts_with('[') {
             out.push('.');
         }
-        let bare = !seg.is_empty()
-            && seg
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if bare {
-            out.push_str(seg);
-        } else {
-            out.push_str(&format!("{seg:?}"));
-        }
+        out.push_str(seg);
     }
     out
 }
 
 /// Rewrites serde's wording into the config's: "field" becomes "key",
-/// "variant" becomes "value", and the message names the key it is about.
+/// "variant" becomes "value", internal type names disappear, and the
+/// message names the key it is about. `path` holds rendered segments.
 pub(super) fn describe_serde(message: &str, path: Option<&[String]>) -> String {
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let key = rest.split('`').next().unwrap_or_default();
         let table = match path {
-            Some([parent @ .., _]) if !parent.is_empty() => format!("in [{}]", dotted(parent)),
+            Some([parent @ .., _]) if !parent.is_empty() => format!("in [{}]", join(parent)),
             _ => "at the top level".to_owned(),
         };
         let hint = suggest(key, rest)
@@ -234,9 +246,13 @@ pub(super) fn describe_serde(message: &str, path: Option<&[String]>) -> String {
             .unwrap_or_default();
         return format!("unknown key `{key}` {table}{hint}");
     }
-    let message = message.replace("unknown variant", "unknown value");
+    let mut message = message.replace("unknown variant", "unknown value");
+    if let Some(i) = message.find("expected struct ") {
+        message.truncate(i);
+        message.push_str("expected a table");
+    }
     match path {
-        Some(path) if !path.is_empty() => format!("`{}`: {message}", dotted(path)),
+        Some(path) if !path.is_empty() => format!("`{}`: {message}", join(path)),
         _ => message,
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
 
 use super::duration::FileDuration;
 
@@ -39,6 +40,51 @@ pub(super) struct File {
     pub(super) backends: IndexMap<String, FileBackend>,
     #[serde(default)]
     pub(super) namespaces: IndexMap<String, FileNamespace>,
+}
+
+impl File {
+    /// Puts every table-backed map back in file order. The `toml` crate
+    /// (without its `preserve_order` feature) hands tables over sorted by
+    /// key, whatever map type they land in, so the order is recovered from
+    /// where each key first appears in the parsed document.
+    pub(super) fn restore_order(&mut self, doc: &DeTable<'_>) {
+        let backends = sub(doc, "backends");
+        by_position(&mut self.backends, backends);
+        by_position(&mut self.namespaces, sub(doc, "namespaces"));
+        for (name, b) in &mut self.backends {
+            let table = backends.and_then(|t| sub(t, name));
+            if let Some(env) = &mut b.env {
+                by_position(env, table.and_then(|t| sub(t, "env")));
+            }
+            if let Some(headers) = &mut b.headers {
+                by_position(headers, table.and_then(|t| sub(t, "headers")));
+            }
+            if let Some(tools) = &mut b.tools {
+                let rename = table
+                    .and_then(|t| sub(t, "tools"))
+                    .and_then(|t| sub(t, "rename"));
+                by_position(&mut tools.rename, rename);
+            }
+        }
+    }
+}
+
+fn sub<'a, 'i>(table: &'a DeTable<'i>, key: &str) -> Option<&'a DeTable<'i>> {
+    match table.get(key)?.get_ref() {
+        DeValue::Table(t) => Some(t),
+        _ => None,
+    }
+}
+
+fn by_position<V>(map: &mut IndexMap<String, V>, table: Option<&DeTable<'_>>) {
+    let Some(table) = table else {
+        return;
+    };
+    map.sort_by_cached_key(|key, _| {
+        table
+            .get_key_value(key.as_str())
+            .map_or(usize::MAX, |(k, _)| k.span().start)
+    });
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -275,8 +275,9 @@ pub fn load(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
 pub fn parse_toml(text: &str, origin: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
     let table = toml::de::DeTable::parse(text)
         .map_err(|e| ConfigError::from_toml(origin, &e, text, None))?;
-    let file = file::File::deserialize(toml::Deserializer::from(table.clone()))
+    let mut file = file::File::deserialize(toml::Deserializer::from(table.clone()))
         .map_err(|e| ConfigError::from_toml(origin, &e, text, Some(table.get_ref())))?;
+    file.restore_order(table.get_ref());
     let doc = Document {
         text,
         table: table.get_ref(),

@@ -10,8 +10,8 @@ use crate::sessions::{Principal, SessionId};
 pub struct Policy {
     pub tokens: Option<Vec<Secret>>,
     pub allowed_origins: Vec<String>,
-    /// Without auth the gateway listens on loopback; then Host must be a
-    /// loopback name too (DNS-rebinding defence).
+    /// A gateway on a loopback address accepts only loopback Host names
+    /// (DNS-rebinding defence: a browser page cannot reach it by a name).
     pub loopback_host_only: bool,
     pub max_body_bytes: usize,
     pub stateless: bool,

@@ -16,7 +16,7 @@ use super::super::{
 use super::Builder;
 
 impl Builder<'_> {
-    fn backend(
+    pub(super) fn backend(
         &mut self,
         name: &str,
         b: &FileBackend,
@@ -30,11 +30,14 @@ impl Builder<'_> {
             (Some(kind), _, _) => kind,
             (None, Some(_), None) => FileTransport::Stdio,
             (None, None, Some(_)) => FileTransport::Http,
-            _ => {
-                self.at_key(
-                    &[section, name],
-                    format!("missing `{}` (stdio, http or sse)", self.syntax.transport()),
-                );
+            (None, command, _) => {
+                let t = self.syntax.transport();
+                let message = if command.is_some() {
+                    format!("both `command` and `url` are set; `{t}` must say which to use")
+                } else {
+                    format!("missing `{t}` (stdio, http or sse), or `command` or `url`")
+                };
+                self.at_key(&[section, name], message);
                 return None;
             }
         };
@@ -107,53 +110,73 @@ impl Builder<'_> {
                 self.at_key(&[section, name, key], format!("not allowed with {which}"));
             }
         }
-        if kind == FileTransport::Stdio {
-            let command = b.command.clone().filter(|c| !c.trim().is_empty());
-            if command.is_none() {
-                self.at_key(
-                    &[section, name, "command"],
-                    format!("required with {which}"),
-                );
+        match kind {
+            FileTransport::Stdio => self.stdio(name, b, &which),
+            FileTransport::Http => {
+                let (url, headers) = self.http(name, b, &which)?;
+                Some(Transport::Http { url, headers })
             }
-            let args: Vec<Option<String>> = b
-                .args
-                .iter()
-                .flatten()
-                .enumerate()
-                .map(|(i, arg)| self.expand_item(&[section, name, "args"], i, arg))
-                .collect();
-            let mut env = Vec::new();
-            for (key, value) in b.env.iter().flatten() {
-                let path = [section, name, "env", key.as_str()];
-                if key.is_empty() || key.contains(['=', '\0']) {
-                    self.at_key(&path, "not a valid environment variable name");
-                }
-                env.push(self.expand(&path, value).map(|v| (key.clone(), v)));
+            FileTransport::Sse => {
+                let (url, headers) = self.http(name, b, &which)?;
+                Some(Transport::Sse { url, headers })
             }
-            return Some(Transport::Stdio {
-                command: command?,
-                args: args.into_iter().collect::<Option<_>>()?,
-                env: env.into_iter().collect::<Option<_>>()?,
-                cwd: b.cwd.clone(),
-            });
         }
-        let url = b.url.clone();
-        match &url {
-            None => self.at_key(&[section, name, "url"], format!("required with {which}")),
-            Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
-                self.at_key(
-                    &[section, name, "url"],
-                    format!("`{u}` must start with http:// or https://"),
-                );
-            }
-            Some(_) => {}
+    }
+
+    fn stdio(&mut self, name: &str, b: &FileBackend, which: &str) -> Option<Transport> {
+        let section = self.syntax.backends();
+        let command = b.command.clone().filter(|c| !c.trim().is_empty());
+        if command.is_none() {
+            self.at_key(
+                &[section, name, "command"],
+                format!("required with {which}"),
+            );
         }
-        let headers = self.headers(name, b.headers.as_ref());
-        let (url, headers) = (url?, headers?);
-        Some(match kind {
-            FileTransport::Sse => Transport::Sse { url, headers },
-            _ => Transport::Http { url, headers },
+        let args: Vec<Option<String>> = b
+            .args
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, arg)| self.expand_item(&[section, name, "args"], i, arg))
+            .collect();
+        let mut env = Vec::new();
+        for (key, value) in b.env.iter().flatten() {
+            let path = [section, name, "env", key.as_str()];
+            if key.is_empty() || key.contains(['=', '\0']) {
+                self.at_key(&path, "not a valid environment variable name");
+            }
+            env.push(self.expand(&path, value).map(|v| (key.clone(), v)));
+        }
+        Some(Transport::Stdio {
+            command: command?,
+            args: args.into_iter().collect::<Option<_>>()?,
+            env: env.into_iter().collect::<Option<_>>()?,
+            cwd: b.cwd.clone(),
         })
+    }
+
+    fn http(
+        &mut self,
+        name: &str,
+        b: &FileBackend,
+        which: &str,
+    ) -> Option<(String, Vec<(String, Secret)>)> {
+        let section = self.syntax.backends();
+        let url = match &b.url {
+            None => {
+                self.at_key(&[section, name, "url"], format!("required with {which}"));
+                None
+            }
+            Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+                let shown = super::super::describe::redact_url(u);
+                let message = format!("`{shown}` must start with http:// or https://");
+                self.at_key(&[section, name, "url"], message);
+                None
+            }
+            Some(u) => Some(u.clone()),
+        };
+        let headers = self.headers(name, b.headers.as_ref());
+        Some((url?, headers?))
     }
 
     fn headers(
@@ -168,6 +191,13 @@ impl Builder<'_> {
             let path = [section, name, "headers", key.as_str()];
             if !is_header_name(key) {
                 self.at_key(&path, "not a valid HTTP header name");
+                ok = false;
+            } else if out
+                .iter()
+                .any(|(k, _): &(String, Secret)| k.eq_ignore_ascii_case(key))
+            {
+                // Header names are case-insensitive: two spellings are one header.
+                self.at_key(&path, "duplicate header (names are case-insensitive)");
                 ok = false;
             }
             match self.expand(&path, value) {
@@ -195,7 +225,7 @@ impl Builder<'_> {
             .ok()
     }
 
-    fn namespaces(
+    pub(super) fn namespaces(
         &mut self,
         written: &IndexMap<String, FileNamespace>,
         declared: &IndexMap<String, FileBackend>,

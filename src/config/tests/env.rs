@@ -1,0 +1,155 @@
+//! Environment: `${VAR}` interpolation, secrets named by variables, and
+//! `SLUICE_<SECTION>__<KEY>` overrides.
+
+use std::time::Duration;
+
+use super::*;
+
+#[test]
+fn header_interpolation_and_missing_variable() {
+    let text = format!("{MINIMAL}headers = {{ Authorization = \"Bearer ${{WEB_TOKEN}}\" }}\n");
+    assert_eq!(
+        err(&text, &[]),
+        [
+            "sluice.toml:4: `backends.web.headers.Authorization`: environment variable `WEB_TOKEN` is not set"
+        ]
+    );
+    let loaded = ok(&text, &[("WEB_TOKEN", "s3cret")]);
+    let Transport::Http { headers, .. } = &loaded.config.backends[0].transport else {
+        panic!("http expected");
+    };
+    assert_eq!(headers[0].0, "Authorization");
+    assert_eq!(headers[0].1.expose(), "Bearer s3cret");
+}
+
+#[test]
+fn stdio_interpolation_in_args_and_env() {
+    let text = "[backends.fs]\ncommand = \"fs\"\nargs = [\"--key=${KEY}\", \"$$5\", \"$HOME\"]\n\
+                env = { API = \"${KEY}\" }\n";
+    let loaded = ok(text, &[("KEY", "k1")]);
+    let Transport::Stdio { args, env, .. } = &loaded.config.backends[0].transport else {
+        panic!("stdio expected");
+    };
+    assert_eq!(args, &["--key=k1", "$5", "$HOME"]);
+    assert_eq!(env, &[("API".to_owned(), "k1".to_owned())]);
+
+    let lines = err(text, &[]);
+    assert_eq!(
+        lines,
+        [
+            "sluice.toml:3: `backends.fs.args[0]`: environment variable `KEY` is not set",
+            "sluice.toml:4: `backends.fs.env.API`: environment variable `KEY` is not set",
+        ]
+    );
+}
+
+#[test]
+fn bearer_tokens_come_from_the_named_variable() {
+    let text = format!("[auth]\nbearer_tokens_env = \"TOKENS\"\n{MINIMAL}");
+    assert_eq!(
+        err(&text, &[]),
+        ["sluice.toml:2: `auth.bearer_tokens_env`: environment variable `TOKENS` is not set"]
+    );
+    assert_eq!(
+        err(&text, &[("TOKENS", " , ,")]),
+        ["sluice.toml:2: `auth.bearer_tokens_env`: environment variable `TOKENS` holds no tokens"]
+    );
+    let loaded = ok(&text, &[("TOKENS", " a, b,,c ")]);
+    let auth = loaded.config.auth.unwrap();
+    let tokens: Vec<&str> = auth.tokens.iter().map(Secret::expose).collect();
+    assert_eq!(tokens, ["a", "b", "c"]);
+    assert!(
+        err(&format!("[auth]\n{MINIMAL}"), &[])[0]
+            .starts_with("sluice.toml:1: `auth.bearer_tokens_env`")
+    );
+}
+
+#[test]
+fn metrics_token_env() {
+    let text = format!("[metrics]\ntoken_env = \"MT\"\n{MINIMAL}");
+    assert_eq!(
+        err(&text, &[]),
+        ["sluice.toml:2: `metrics.token_env`: environment variable `MT` is not set"]
+    );
+    let loaded = ok(&text, &[("MT", "m")]);
+    assert_eq!(loaded.config.metrics.token, Some(Secret::new("m")));
+    assert_eq!(
+        err(&format!("[metrics]\npath = \"metrics\"\n{MINIMAL}"), &[]),
+        ["sluice.toml:2: `metrics.path`: `metrics` must start with `/`"]
+    );
+}
+
+#[test]
+fn environment_overrides_record_their_source() {
+    let text = format!("[server]\nsessions = \"auto\"\nmax_sessions = 5\n{MINIMAL}");
+    let loaded = ok(
+        &text,
+        &[
+            ("SLUICE_SERVER__SESSIONS", "stateless"),
+            ("SLUICE_SERVER__SESSION_IDLE_TTL", "10m"),
+            (
+                "SLUICE_SERVER__ALLOWED_ORIGINS",
+                "https://a.example, https://b.example:8443",
+            ),
+            ("SLUICE_METRICS__PATH", "/m"),
+            ("SLUICE_TOKENS", "not an override"),
+        ],
+    );
+    let s = &loaded.config.server;
+    assert_eq!(s.sessions, SessionMode::Stateless);
+    assert_eq!(s.session_idle_ttl, Duration::from_secs(600));
+    assert_eq!(
+        s.allowed_origins,
+        ["https://a.example", "https://b.example:8443"]
+    );
+    assert_eq!(s.max_sessions, 5);
+    assert_eq!(loaded.config.metrics.path, "/m");
+    assert_eq!(
+        source(&loaded, "server.sessions"),
+        Source::Env("SLUICE_SERVER__SESSIONS".into())
+    );
+    assert_eq!(
+        source(&loaded, "metrics.path"),
+        Source::Env("SLUICE_METRICS__PATH".into())
+    );
+    assert_eq!(source(&loaded, "server.max_sessions"), Source::File);
+    assert_eq!(source(&loaded, "server.listen"), Source::Default);
+
+    let shown = describe(&loaded);
+    assert!(shown.contains("(env SLUICE_SERVER__SESSIONS)"), "{shown}");
+    assert!(
+        shown.contains("(file)") && shown.contains("(default)"),
+        "{shown}"
+    );
+
+    // An override can also turn on [auth].
+    let loaded = ok(
+        MINIMAL,
+        &[("SLUICE_AUTH__BEARER_TOKENS_ENV", "T"), ("T", "x")],
+    );
+    assert_eq!(loaded.config.auth.unwrap().tokens.len(), 1);
+}
+
+#[test]
+fn bad_environment_overrides_name_the_variable() {
+    let lines = err(
+        MINIMAL,
+        &[
+            ("SLUICE_SERVER__BOGUS", "1"),
+            ("SLUICE_SERVER__SESSIONS", "sometimes"),
+            ("SLUICE_SERVER__MAX_SESSIONS", "many"),
+            ("SLUICE_SERVER__SESSION_IDLE_TTL", "0"),
+            ("SLUICE_BACKENDS__WEB__URL", "http://x"),
+        ],
+    );
+    assert_eq!(
+        lines,
+        [
+            "sluice.toml: environment variable `SLUICE_BACKENDS__WEB__URL`: no section [backends]; only [server], [auth] and [metrics] keys can be set from the environment",
+            "sluice.toml: environment variable `SLUICE_SERVER__BOGUS`: unknown key `bogus` in [server]",
+            "sluice.toml: environment variable `SLUICE_SERVER__MAX_SESSIONS`: `server.max_sessions`: expected a non-negative integer, got `many`",
+            "sluice.toml: environment variable `SLUICE_SERVER__SESSIONS`: `server.sessions`: unknown value `sometimes`, expected `auto` or `stateless`",
+            "sluice.toml: `server.session_idle_ttl` (set by environment variable `SLUICE_SERVER__SESSION_IDLE_TTL`): must not be zero",
+        ]
+    );
+}

@@ -1,0 +1,228 @@
+//! Value types on their own: durations, names, tool filters, secrets, and
+//! what `describe` may print.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+
+#[test]
+fn durations_parse_integer_and_unit() {
+    use super::duration::{format, parse};
+    let cases = [
+        ("250ms", 250),
+        ("5s", 5_000),
+        ("30m", 1_800_000),
+        ("1h", 3_600_000),
+        ("1d", 86_400_000),
+        ("0", 0),
+        ("0s", 0),
+    ];
+    for (text, ms) in cases {
+        assert_eq!(parse(text), Ok(Duration::from_millis(ms)), "{text}");
+    }
+    for bad in [
+        "",
+        "5",
+        "s",
+        "-1s",
+        "1.5s",
+        "1h30m",
+        "5 s",
+        "5sec",
+        "99999999999999999999d",
+    ] {
+        let e = parse(bad).expect_err(bad);
+        assert!(e.starts_with(&format!("invalid duration `{bad}`")), "{e}");
+    }
+    for (d, text) in [
+        (250, "250ms"),
+        (90_000, "90s"),
+        (1_800_000, "30m"),
+        (86_400_000, "1d"),
+        (0, "0s"),
+    ] {
+        assert_eq!(format(Duration::from_millis(d)), text);
+    }
+}
+
+#[test]
+fn backend_names_are_validated() {
+    let lines = err("[backends.a__b]\ncommand = \"x\"\n", &[]);
+    assert_eq!(
+        lines,
+        [
+            "sluice.toml:1: `backends.a__b`: invalid backend name `a__b`: must not contain `__` (the tool prefix separator)"
+        ]
+    );
+    for bad in ["", "_a", "a_", "a.b", "a b", &"x".repeat(65)] {
+        assert!(BackendName::new(bad).is_err(), "{bad:?}");
+    }
+    for good in ["a", "web-1_x", "A9", &"x".repeat(64)] {
+        assert_eq!(BackendName::new(good).unwrap().as_str(), good);
+    }
+    assert!(NamespaceName::new("_team").is_ok());
+    assert!(NamespaceName::new("a/b").is_err());
+    assert_eq!(BackendName::new("web").unwrap().to_string(), "web");
+}
+
+#[test]
+fn tool_filter_include_exclude_rename_round_trip() {
+    let filter = ToolFilter::new(
+        vec!["read_*".into(), "write_file".into()],
+        vec!["*_secret".into()],
+        vec![
+            ("read_file".into(), "cat".into()),
+            ("write_file".into(), "fs.write".into()),
+        ],
+    )
+    .unwrap();
+    assert_eq!(filter.expose("read_file").as_deref(), Some("cat"));
+    assert_eq!(filter.expose("write_file").as_deref(), Some("fs.write"));
+    assert_eq!(filter.expose("read_dir").as_deref(), Some("read_dir"));
+    assert_eq!(filter.expose("read_secret"), None);
+    assert_eq!(filter.expose("delete"), None);
+    assert_eq!(filter.original("cat"), Some("read_file"));
+    assert_eq!(filter.original("read_dir"), Some("read_dir"));
+    assert_eq!(filter.original("read_file"), None, "renamed away");
+    assert_eq!(filter.original("read_secret"), None);
+    assert_eq!(filter.original("delete"), None);
+    for name in [
+        "read_file",
+        "write_file",
+        "read_dir",
+        "read_secret",
+        "delete",
+    ] {
+        if let Some(exposed) = filter.expose(name) {
+            assert_eq!(filter.original(&exposed), Some(name));
+        }
+    }
+    assert_eq!(
+        ToolFilter::all().expose("anything").as_deref(),
+        Some("anything")
+    );
+
+    let e = ToolFilter::new(
+        vec!["*".into()],
+        vec![],
+        vec![("a".into(), "x".into()), ("b".into(), "x".into())],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "`rename`: `a` and `b` are both renamed to `x`"
+    );
+
+    let text = format!("{MINIMAL}tools = {{ rename = {{ a = \"bad name\" }} }}\n");
+    assert_eq!(
+        err(&text, &[]),
+        [
+            "sluice.toml:4: `backends.web.tools`: `rename.a`: `bad name` is not a valid tool name (1-128 characters of A-Z, a-z, 0-9, `_`, `-`, `.`)"
+        ]
+    );
+}
+
+#[test]
+fn globs_support_star_only() {
+    use super::tools::glob;
+    assert!(glob("*", ""));
+    assert!(glob("a*", "abc"));
+    assert!(glob("*c", "abc"));
+    assert!(glob("a*c", "abc"));
+    assert!(glob("a*b*c", "a_b_c"));
+    assert!(!glob("a*b*c", "acb"));
+    assert!(!glob("ab*ba", "aba"), "prefix and suffix must not overlap");
+    assert!(glob("abc", "abc"));
+    assert!(!glob("abc", "abcd"));
+    assert!(!glob("a?c", "abc"));
+}
+
+#[test]
+fn describe_never_shows_secrets() {
+    let text = "[auth]\nbearer_tokens_env = \"TOKENS\"\n\
+                [metrics]\ntoken_env = \"MT\"\n\
+                [backends.fs]\ncommand = \"fs\"\nargs = [\"--key=${ARGKEY}\"]\nenv = { API_KEY = \"envvalue\" }\n\
+                [backends.web]\nurl = \"https://user:pw@example.com/mcp?key=querysecret\"\n\
+                headers = { Authorization = \"Bearer ${HDR}\" }\n";
+    let loaded = ok(
+        text,
+        &[
+            ("TOKENS", "tok1,tok2"),
+            ("MT", "metricsecret"),
+            ("ARGKEY", "argsecret"),
+            ("HDR", "hdrsecret"),
+        ],
+    );
+    let shown = describe(&loaded);
+    for secret in [
+        "tok1",
+        "tok2",
+        "metricsecret",
+        "argsecret",
+        "hdrsecret",
+        "envvalue",
+        "pw",
+        "querysecret",
+    ] {
+        assert!(!shown.contains(secret), "{secret} leaked:\n{shown}");
+    }
+    for visible in [
+        "API_KEY",
+        "Authorization",
+        "https://***@example.com/mcp?…",
+        "2 token(s)",
+        "fs: stdio `fs` with 1 arg(s)",
+    ] {
+        assert!(shown.contains(visible), "{visible} missing:\n{shown}");
+    }
+    assert!(
+        shown.contains("default (/mcp): [fs, web], prefix always"),
+        "{shown}"
+    );
+    let debug = format!("{loaded:?}");
+    for secret in [
+        "tok1",
+        "metricsecret",
+        "argsecret",
+        "hdrsecret",
+        "envvalue",
+        "querysecret",
+    ] {
+        assert!(
+            !debug.contains(secret),
+            "{secret} leaked through Debug:\n{debug}"
+        );
+    }
+    assert!(debug.contains("API_KEY"), "{debug}");
+}
+
+#[test]
+fn secret_debug_is_redacted() {
+    let s = Secret::new("hunter2");
+    assert_eq!(format!("{s:?}"), "<redacted>");
+    assert_eq!(s.expose(), "hunter2");
+    assert!(s.matches("hunter2"));
+    assert!(!s.matches("hunter"));
+    assert!(!s.matches("hunter22"));
+}
+
+#[test]
+fn demo_config() {
+    let c = demo(PathBuf::from("/usr/bin/sluice"));
+    assert_eq!(c.backends.len(), 1);
+    let b = &c.backends[0];
+    assert_eq!(b.name.as_str(), "demo");
+    assert_eq!(
+        b.transport,
+        Transport::Stdio {
+            command: "/usr/bin/sluice".into(),
+            args: vec!["demo-server".into()],
+            env: vec![],
+            cwd: None,
+        }
+    );
+    assert_eq!(c.namespaces[0].name.as_str(), "default");
+    assert_eq!(c.namespaces[0].backends, vec![b.name.clone()]);
+    assert_eq!(c.server, ServerSettings::default());
+}

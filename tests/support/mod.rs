@@ -1,0 +1,384 @@
+//! Shared fixtures for end-to-end tests: the real `sluice` binary on
+//! loopback, and a plain HTTP client that speaks the legacy transport.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// A running gateway; SIGTERM and reaped on drop.
+pub struct Gateway {
+    pub child: Child,
+    pub base: String,
+    pub dir: tempdir::Dir,
+}
+
+pub mod tempdir {
+    use std::path::{Path, PathBuf};
+
+    /// A directory under the target dir, removed on drop.
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        pub fn new() -> Dir {
+            let mut bytes = [0u8; 8];
+            getrandom::fill(&mut bytes).unwrap();
+            let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let path = std::env::temp_dir().join(format!("sluice-test-{name}"));
+            std::fs::create_dir_all(&path).unwrap();
+            Dir(path)
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl Default for Dir {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    pub fn write(dir: &Dir, name: &str, text: &str) -> PathBuf {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+/// A stdio backend running this binary's demo server.
+pub fn demo_backend(name: &str) -> String {
+    format!(
+        "[backends.{name}]\ntransport = \"stdio\"\ncommand = \"{BIN}\"\nargs = [\"demo-server\"]\n"
+    )
+}
+
+impl Gateway {
+    /// Starts `sluice serve` with this TOML; waits for its readiness line.
+    pub fn start(toml: &str) -> Gateway {
+        Self::start_with_env(toml, &[])
+    }
+
+    pub fn start_with_env(toml: &str, env: &[(&str, &str)]) -> Gateway {
+        let dir = tempdir::Dir::new();
+        let config = tempdir::write(&dir, "sluice.toml", toml);
+        Self::spawn(
+            &[
+                "serve",
+                "--config",
+                config.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            env,
+            dir,
+        )
+    }
+
+    /// The built-in default (no --config).
+    pub fn start_default() -> Gateway {
+        Self::spawn(
+            &["serve", "--listen", "127.0.0.1:0"],
+            &[],
+            tempdir::Dir::new(),
+        )
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)], dir: tempdir::Dir) -> Gateway {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .envs(env.iter().copied())
+            .env("SLUICE_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start sluice");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("sluice listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_owned();
+        let gw = Gateway {
+            child,
+            base: format!("http://{addr}"),
+            dir,
+        };
+        gw.wait_ready();
+        gw
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Backends start asynchronously; readiness is what /readyz says.
+    pub fn wait_ready(&self) {
+        wait_until(Duration::from_secs(30), || {
+            http_get(&self.base, "/readyz").is_ok_and(|(status, _)| status == 200)
+        });
+    }
+
+    pub fn metrics(&self) -> Metrics {
+        let (_, body) = http_get(&self.base, "/metrics").unwrap();
+        Metrics::parse(&body)
+    }
+
+    /// SIGTERM, then wait; returns the exit code.
+    pub fn stop(mut self) -> Option<i32> {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> Option<i32> {
+        // SAFETY: signalling our own child by its pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        for _ in 0..300 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.terminate();
+        }
+    }
+}
+
+/// Polls a condition that changes asynchronously in another process, with a
+/// bound; panics if it never holds.
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "condition not reached within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Parsed Prometheus text: `name{labels}` -> value.
+pub struct Metrics(pub HashMap<String, f64>);
+
+impl Metrics {
+    fn parse(text: &str) -> Metrics {
+        Metrics(
+            text.lines()
+                .filter(|l| !l.starts_with('#') && !l.is_empty())
+                .filter_map(|l| {
+                    let (k, v) = l.rsplit_once(' ')?;
+                    Some((k.to_owned(), v.parse().ok()?))
+                })
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, key: &str) -> f64 {
+        self.0.get(key).copied().unwrap_or(0.0)
+    }
+}
+
+/// Children of a process, from /proc: (pid, state letter).
+pub fn children(pid: u32) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // The command name may hold spaces and parens: parse after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let state = fields[0].chars().next().unwrap_or('?');
+        let ppid: u32 = fields[1].parse().unwrap_or(0);
+        if ppid == pid {
+            out.push((p, state));
+        }
+    }
+    out
+}
+
+pub fn exists(pid: u32) -> bool {
+    PathBuf::from(format!("/proc/{pid}")).exists()
+}
+
+/// A plain blocking GET (HTTP/1.0, Connection: close) for operator
+/// endpoints, usable from sync and async tests alike.
+pub fn http_get(base: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let addr = base.strip_prefix("http://").unwrap();
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf)?;
+    let status = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+/// An HTTP response as tests see it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: ::reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// JSON-RPC messages, from a JSON body or an SSE stream.
+    pub fn messages(&self) -> Vec<Value> {
+        let ct = self
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if ct.starts_with("text/event-stream") {
+            self.body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| serde_json::from_str(d.trim()).unwrap())
+                .collect()
+        } else {
+            vec![self.json()]
+        }
+    }
+
+    pub fn session_id(&self) -> Option<String> {
+        self.headers
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_owned())
+    }
+}
+
+#[derive(Clone)]
+pub struct Http {
+    pub client: ::reqwest::Client,
+    pub url: String,
+}
+
+impl Http {
+    pub fn new(url: String) -> Http {
+        Http {
+            client: ::reqwest::Client::builder()
+                .pool_max_idle_per_host(64)
+                .build()
+                .unwrap(),
+            url,
+        }
+    }
+
+    pub async fn post_raw(
+        &self,
+        headers: &[(&str, &str)],
+        body: impl Into<::reqwest::Body>,
+    ) -> Reply {
+        let mut req = self.client.post(&self.url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.body(body).send().await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.text().await.unwrap();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// POST a JSON-RPC message with correct headers (and the session, if any).
+    pub async fn post(&self, session: Option<&str>, msg: &Value) -> Reply {
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", ACCEPT_BOTH),
+        ];
+        if let Some(s) = session {
+            headers.push(("mcp-session-id", s));
+        }
+        self.post_raw(&headers, msg.to_string()).await
+    }
+
+    pub async fn initialize(&self) -> String {
+        let r = self.post(None, &init_request(1)).await;
+        assert_eq!(r.status, 200, "initialize failed: {}", r.body);
+        r.session_id().expect("initialize returned no session id")
+    }
+
+    pub async fn call(&self, session: &str, id: u64, method: &str, params: Value) -> Reply {
+        self.post(
+            Some(session),
+            &json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}),
+        )
+        .await
+    }
+
+    pub async fn delete(&self, session: &str) -> u16 {
+        self.client
+            .delete(&self.url)
+            .header("mcp-session-id", session)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+}
+
+pub fn init_request(id: u64) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sluice-test","version":"0"}}})
+}
+
+/// The text of a tools/call result's first content item.
+pub fn text_of(msg: &Value) -> &str {
+    msg["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {msg}"))
+}
