@@ -141,13 +141,10 @@ impl Metrics {
         let backend_up = Family::<BackendLabel, Gauge>::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let durations = Family::<MethodLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(
-                [
-                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-                ]
-                .into_iter(),
-            )
+            Histogram::new([
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+            ])
         });
         let list_refresh = Family::<RefreshLabels, Counter>::default();
         let rss = Gauge::default();

@@ -1,3 +1,7 @@
+//! Loading TOML end to end: the DESIGN example, defaults, file order, and
+//! every kind of problem with its rendered message and line. Environment,
+//! desktop JSON and the value types have their own files under `tests/`.
+
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -157,15 +157,13 @@ impl Table {
     pub(super) fn expire(&mut self, deadline: Instant, limit: usize) -> Vec<Arc<Session>> {
         let mut expired = Vec::new();
         let mut cursor = 0;
-        loop {
-            let Some((&stamp, id)) = self.by_use.range(cursor..).next() else {
-                break;
-            };
+        while let Some((&stamp, id)) = self.by_use.range(cursor..).next() {
             let Some(entry) = self.map.get(id) else { break };
             if entry.last_used >= deadline || expired.len() >= limit {
                 break;
             }
             cursor = stamp + 1;
+            // A busy session is not idle, however old its last touch.
             if entry.in_flight > 0 {
                 continue;
             }

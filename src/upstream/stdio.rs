@@ -105,9 +105,8 @@ async fn run_once(
     // Fail in-flight calls now rather than at their timeout.
     conn.fail_all();
     closing.cancel();
-    if outcome.is_ok() {
-        child::terminate(&mut child, &backend.name).await;
-    } else if child.try_wait().ok().flatten().is_none() {
+    let still_running = child.try_wait().ok().flatten().is_none();
+    if still_running {
         child::terminate(&mut child, &backend.name).await;
     } else {
         child::kill_group(pid);

@@ -1,6 +1,6 @@
 //! Shared fixtures for end-to-end tests: the real `sluice` binary on
 //! loopback, and a plain HTTP client that speaks the legacy transport.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -72,28 +72,34 @@ impl Gateway {
     }
 
     pub fn start_with_env(toml: &str, env: &[(&str, &str)]) -> Gateway {
+        let gw = Self::start_unready(toml, env);
+        gw.wait_ready();
+        gw
+    }
+
+    /// Starts without waiting for every backend to be healthy.
+    pub fn start_unready(toml: &str, env: &[(&str, &str)]) -> Gateway {
         let dir = tempdir::Dir::new();
         let config = tempdir::write(&dir, "sluice.toml", toml);
-        Self::spawn(
-            &[
-                "serve",
-                "--config",
-                config.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            env,
-            dir,
-        )
+        let args = [
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        Self::spawn(&args, env, dir)
     }
 
     /// The built-in default (no --config).
     pub fn start_default() -> Gateway {
-        Self::spawn(
+        let gw = Self::spawn(
             &["serve", "--listen", "127.0.0.1:0"],
             &[],
             tempdir::Dir::new(),
-        )
+        );
+        gw.wait_ready();
+        gw
     }
 
     fn spawn(args: &[&str], env: &[(&str, &str)], dir: tempdir::Dir) -> Gateway {
@@ -113,13 +119,11 @@ impl Gateway {
             .strip_prefix("sluice listening on ")
             .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
             .to_owned();
-        let gw = Gateway {
+        Gateway {
             child,
             base: format!("http://{addr}"),
             dir,
-        };
-        gw.wait_ready();
-        gw
+        }
     }
 
     pub fn pid(&self) -> u32 {

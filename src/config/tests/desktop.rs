@@ -7,7 +7,7 @@ fn desktop_json_both_forms() {
     let json = r#"{
       "globalShortcut": "ignored",
       "mcpServers": {
-        "fs": {"command": "npx", "args": ["-y", "server-fs", "/tmp"], "env": {"DEBUG": "1"}},
+        "fs": {"command": "npx", "args": ["-y", "server-fs", "/tmp"], "env": {"DEBUG": "1", "API": "${KEY}"}},
         "web": {"url": "https://example.com/mcp", "headers": {"X-Key": "${KEY}"}},
         "old": {"type": "sse", "url": "http://127.0.0.1:9000/sse"},
         "typed": {"type": "streamable-http", "url": "http://127.0.0.1:9001/mcp"},
@@ -23,7 +23,7 @@ fn desktop_json_both_forms() {
         Transport::Stdio {
             command: "npx".into(),
             args: vec!["-y".into(), "server-fs".into(), "/tmp".into()],
-            env: vec![("DEBUG".into(), "1".into())],
+            env: vec![("DEBUG".into(), "1".into()), ("API".into(), "k".into())],
             cwd: None,
         }
     );

@@ -1,0 +1,221 @@
+//! Shared stdio backends: one child serves every client, responses and
+//! progress reach the client that asked, and a dying child is restarted
+//! without leaving zombies.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use serde_json::json;
+use support::*;
+
+/// 50 client sessions call concurrently through one shared child: every
+/// response and every progress notification reaches the client that asked,
+/// and the backend saw exactly one process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_sessions_share_one_child() {
+    let gw = Gateway::start(&demo_backend("demo"));
+    let http = Http::new(gw.url("/mcp"));
+    let sessions = join_all((0..50).map(|_| http.initialize())).await;
+
+    let calls = sessions.iter().enumerate().map(|(n, sid)| {
+        let http = http.clone();
+        async move {
+            // Same JSON-RPC id and progress token in every session: only the
+            // gateway's remapping keeps them apart on the shared child.
+            let echo = http
+                .call(sid, 1, "tools/call", json!({"name":"demo__echo","arguments":{"text":format!("client-{n}")}}))
+                .await;
+            let slow = http
+                .call(sid, 1, "tools/call", json!({"name":"demo__sleep_ms","arguments":{"ms":50 + n * 3},"_meta":{"progressToken":"same"}}))
+                .await;
+            (n, echo, slow)
+        }
+    });
+    for (n, echo, slow) in join_all(calls).await {
+        assert_eq!(echo.status, 200);
+        let m = echo.messages();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0]["id"], 1);
+        assert_eq!(text_of(&m[0]), format!("client-{n}"));
+
+        let msgs = slow.messages();
+        let (progress, rest): (Vec<_>, Vec<_>) = msgs
+            .iter()
+            .partition(|m| m["method"] == "notifications/progress");
+        assert_eq!(progress.len(), 5, "client {n} got {msgs:?}");
+        for p in &progress {
+            assert_eq!(p["params"]["progressToken"], "same");
+            assert!(
+                p["params"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!(" of {}ms", 50 + n * 3))
+            );
+        }
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0]["id"], 1);
+        assert_eq!(text_of(rest[0]), format!("slept {}ms", 50 + n * 3));
+    }
+
+    let m = gw.metrics();
+    assert_eq!(
+        m.get(r#"sluice_backend_sessions_opened_total{backend="demo"}"#),
+        1.0
+    );
+    assert_eq!(
+        m.get(r#"sluice_backend_sessions_live{backend="demo"}"#),
+        1.0
+    );
+    assert_eq!(
+        children(gw.pid()).len(),
+        1,
+        "one child process for all clients"
+    );
+    // The counter lives in the one child: 50 sessions see one sequence.
+    let values: HashSet<String> = join_all(sessions.iter().map(|sid| {
+        let http = http.clone();
+        async move {
+            let r = http
+                .call(
+                    sid,
+                    3,
+                    "tools/call",
+                    json!({"name":"demo__counter","arguments":{}}),
+                )
+                .await;
+            text_of(&r.json()).to_owned()
+        }
+    }))
+    .await
+    .into_iter()
+    .collect();
+    assert_eq!(values.len(), 50);
+    assert!(values.contains("50"));
+}
+
+/// A backend that exits mid-call: that call gets a JSON-RPC error naming
+/// the backend; the backend is restarted; the next call succeeds; no zombie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_exit_mid_call_is_reported_and_recovered() {
+    let gw = Gateway::start(&demo_backend("demo"));
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let first = children(gw.pid());
+    assert_eq!(first.len(), 1);
+    let child = first[0].0;
+
+    // With a progress token the reply is SSE, and its headers arrive with
+    // the first progress event: the call is in flight at the child.
+    let pending = http
+        .client
+        .post(&http.url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &sid)
+        .body(
+            json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{
+                "name":"demo__sleep_ms","arguments":{"ms":30000},"_meta":{"progressToken":1}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pending.headers()["content-type"], "text/event-stream");
+    // SAFETY: signalling the gateway's child, which this test started.
+    unsafe {
+        libc::kill(child as i32, libc::SIGKILL);
+    }
+    let body = pending.text().await.unwrap();
+    let last: serde_json::Value = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .next_back()
+        .unwrap();
+    assert_eq!(last["id"], 5);
+    let message = last["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error: {last}"));
+    assert!(
+        message.contains("`demo`"),
+        "error names the backend: {message}"
+    );
+
+    gw.wait_ready();
+    let r = http
+        .call(
+            &sid,
+            6,
+            "tools/call",
+            json!({"name":"demo__echo","arguments":{"text":"back"}}),
+        )
+        .await;
+    assert_eq!(text_of(&r.json()), "back");
+    let now = children(gw.pid());
+    assert_eq!(now.len(), 1, "exactly one child after restart: {now:?}");
+    assert_ne!(now[0].0, child);
+    assert!(
+        now.iter().all(|(_, state)| *state != 'Z'),
+        "no zombie: {now:?}"
+    );
+    assert!(!exists(child), "the killed child was reaped");
+    let m = gw.metrics();
+    assert_eq!(
+        m.get(r#"sluice_backend_sessions_opened_total{backend="demo"}"#),
+        2.0
+    );
+    assert_eq!(
+        m.get(r#"sluice_backend_sessions_closed_total{backend="demo",reason="exited"}"#),
+        1.0
+    );
+}
+
+/// SIGTERM: the gateway exits 0 and its children are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_children() {
+    let gw = Gateway::start(&format!("{}{}", demo_backend("one"), demo_backend("two")));
+    let kids: Vec<u32> = children(gw.pid()).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(kids.len(), 2);
+    assert_eq!(gw.stop(), Some(0));
+    for k in kids {
+        assert!(!exists(k), "child {k} outlived the gateway");
+    }
+}
+
+/// One backend failing to start never takes the others down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_backend_does_not_take_others_down() {
+    let toml = format!(
+        "{}[backends.broken]\ntransport = \"stdio\"\ncommand = \"/nonexistent/sluice-test-binary\"\n",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_unready(&toml, &[]);
+    wait_until(Duration::from_secs(10), || {
+        gw.metrics().get(r#"sluice_backend_up{backend="demo"}"#) == 1.0
+    });
+    let (status, body) = http_get(&gw.base, "/readyz").unwrap();
+    assert_eq!(status, 503);
+    assert!(body.contains("\"broken\""), "{body}");
+    assert!(!body.contains("\"demo\""), "{body}");
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let r = http.call(&sid, 2, "tools/list", json!({})).await;
+    let tools = r.json()["result"]["tools"].as_array().unwrap().len();
+    assert_eq!(tools, 4);
+    let r = http
+        .call(
+            &sid,
+            3,
+            "tools/call",
+            json!({"name":"broken__anything","arguments":{}}),
+        )
+        .await;
+    let err = &r.json()["error"];
+    assert!(
+        err["message"].as_str().unwrap().contains("`broken`"),
+        "{err}"
+    );
+}
