@@ -1,0 +1,174 @@
+//! `sluice check` and config errors: exit codes and messages (contract).
+
+mod support;
+
+use std::process::Command;
+
+use support::*;
+
+fn check(file: &str, text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    let dir = tempdir::Dir::new();
+    let path = tempdir::write(&dir, file, text);
+    let out = Command::new(BIN)
+        .args(["check", "--config", path.to_str().unwrap()])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_accepts_a_good_config_and_shows_sources() {
+    let toml = format!(
+        "[server]\nsession_idle_ttl = \"10m\"\n{}\n[namespaces.default]\nbackends = [\"demo\"]\n",
+        demo_backend("demo")
+    );
+    let (code, out, err) = check("ok.toml", &toml, &[("SLUICE_SERVER__MAX_SESSIONS", "77")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("demo"), "{out}");
+    assert!(
+        out.contains("77") && out.contains("SLUICE_SERVER__MAX_SESSIONS"),
+        "{out}"
+    );
+    assert!(out.contains("10m"), "{out}");
+}
+
+#[test]
+fn check_rejects_bad_configs_with_key_and_line() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "[server]\nlisten = \"127.0.0.1:7400\"\nsesions = \"auto\"\n",
+            "unknown key",
+            &["sesions", ":3"],
+        ),
+        (
+            "[server]\nsession_idle_ttl = \"soon\"\n",
+            "bad duration",
+            &["session_idle_ttl", ":2"],
+        ),
+        (
+            "[server]\nsession_idle_ttl = \"0\"\n",
+            "zero ttl",
+            &["session_idle_ttl"],
+        ),
+        (
+            "[backends.web]\ntransport = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"${SLUICE_TEST_MISSING_VAR}\" }\n",
+            "missing env var",
+            &["SLUICE_TEST_MISSING_VAR"],
+        ),
+        (
+            "[namespaces.default]\nbackends = [\"ghost\"]\n",
+            "unknown backend",
+            &["ghost"],
+        ),
+    ];
+    for (body, what, needles) in cases {
+        let toml = if body.contains("[backends.") {
+            body.to_string()
+        } else {
+            format!("{body}{}", demo_backend("demo"))
+        };
+        let (code, _, err) = check("bad.toml", &toml, &[]);
+        assert_eq!(code, 2, "{what}: {err}");
+        for n in *needles {
+            assert!(err.contains(n), "{what}: expected {n:?} in {err}");
+        }
+    }
+}
+
+#[test]
+fn check_reads_the_desktop_mcp_servers_form() {
+    let json = format!(
+        r#"{{"mcpServers": {{"demo": {{"command": "{BIN}", "args": ["demo-server"]}}, "web": {{"url": "http://127.0.0.1:9/mcp"}}}}}}"#
+    );
+    let (code, out, err) = check("claude_desktop_config.json", &json, &[]);
+    // HTTP backends are a later issue: check says so instead of pretending.
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("web") && err.contains("not supported yet"),
+        "{err}"
+    );
+
+    let json = format!(
+        r#"{{"mcpServers": {{"demo": {{"command": "{BIN}", "args": ["demo-server"], "bogus": 1}}}}}}"#
+    );
+    let (code, _, err) = check("c.json", &json, &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bogus"), "{err}");
+
+    let json =
+        format!(r#"{{"mcpServers": {{"demo": {{"command": "{BIN}", "args": ["demo-server"]}}}}}}"#);
+    let (code, out, err) = check("c.json", &json, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("demo"), "{out}");
+}
+
+/// The desktop form serves too: its one default namespace is /mcp.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_accepts_the_desktop_form() {
+    let dir = tempdir::Dir::new();
+    let json = format!(
+        r#"{{"mcpServers": {{"local": {{"command": "{BIN}", "args": ["demo-server"]}}}}}}"#
+    );
+    let path = tempdir::write(&dir, "mcp.json", &json);
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let base = format!(
+        "http://{}",
+        line.trim().strip_prefix("sluice listening on ").unwrap()
+    );
+    wait_until(std::time::Duration::from_secs(20), || {
+        http_get(&base, "/readyz").is_ok_and(|(s, _)| s == 200)
+    });
+    let http = Http::new(format!("{base}/mcp"));
+    let sid = http.initialize().await;
+    let r = http
+        .call(
+            &sid,
+            2,
+            "tools/call",
+            serde_json::json!({"name":"local__echo","arguments":{"text":"desk"}}),
+        )
+        .await;
+    assert_eq!(text_of(&r.json()), "desk");
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn serve_refuses_a_bad_config_with_exit_2() {
+    let dir = tempdir::Dir::new();
+    let path = tempdir::write(&dir, "bad.toml", "[server]\nnope = 1\n");
+    let out = Command::new(BIN)
+        .args(["serve", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+    // Without [auth] the gateway must stay on loopback.
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,114 @@
+//! rmcp's official Rust client, legacy lifecycle, through the gateway.
+
+mod support;
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rmcp::ServiceExt;
+use rmcp::handler::client::ClientHandler;
+use rmcp::model::{
+    CallToolRequestParams, ClientConfig, GetPromptRequestParams, NumberOrString,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, RequestMetaObject,
+};
+use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::transport::StreamableHttpClientTransport;
+use support::*;
+
+#[derive(Clone, Default)]
+struct Recorder {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().push(params);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+}
+
+fn args(v: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {
+    v.as_object().cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_client_lists_and_calls_through_the_gateway() {
+    let gw = Gateway::start_default();
+    let recorder = Recorder::default();
+    let transport = StreamableHttpClientTransport::from_uri(gw.url("/mcp"));
+    let client = recorder
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initialize through sluice");
+    let info = client.peer_info().expect("server info");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("sluice")
+    );
+
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(
+        names,
+        ["demo__echo", "demo__add", "demo__sleep_ms", "demo__counter"]
+    );
+
+    let mut call = CallToolRequestParams::new("demo__add");
+    call.arguments = args(serde_json::json!({"a": 40, "b": 2}));
+    let r = client.call_tool(call).await.unwrap();
+    assert_eq!(r.structured_content, Some(serde_json::json!({"sum": 42})));
+
+    let mut call = CallToolRequestParams::new("demo__sleep_ms");
+    call.arguments = args(serde_json::json!({"ms": 100}));
+    call.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
+        NumberOrString::String("rmcp-progress".into()),
+    )));
+    let r = client.call_tool(call).await.unwrap();
+    let text = serde_json::to_value(&r.content[0]).unwrap();
+    assert_eq!(text["text"], "slept 100ms");
+    let progress = recorder.progress.lock().clone();
+    assert_eq!(progress.len(), 5, "{progress:?}");
+    // rmcp assigns its own token per request; all five must carry it.
+    assert!(
+        progress
+            .iter()
+            .all(|p| p.progress_token == progress[0].progress_token)
+    );
+    assert_eq!(progress.last().unwrap().progress, 4.0);
+
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts[0].name, "demo__greeting");
+    let mut get = GetPromptRequestParams::new("demo__greeting");
+    get.arguments = args(serde_json::json!({"name": "Grace"}));
+    let p = client.get_prompt(get).await.unwrap();
+    let msg = serde_json::to_value(&p.messages[0]).unwrap();
+    assert_eq!(msg["content"]["text"], "Hello, Grace!");
+
+    let resources = client.list_all_resources().await.unwrap();
+    assert_eq!(resources[0].uri, "sluice://demo/demo://readme");
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(
+            "sluice://demo/demo://readme",
+        ))
+        .await
+        .unwrap();
+    let first = serde_json::to_value(&read.contents[0]).unwrap();
+    assert_eq!(first["uri"], "sluice://demo/demo://readme");
+
+    client.cancel().await.unwrap();
+    // rmcp's cancel sends DELETE; the gateway ends the session.
+    let m = gw.metrics();
+    assert_eq!(m.get("sluice_client_sessions_live"), 0.0);
+    assert_eq!(
+        m.get(r#"sluice_client_sessions_closed_total{reason="delete"}"#),
+        1.0
+    );
+}
