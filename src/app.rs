@@ -110,6 +110,7 @@ pub async fn serve(
         metrics: metrics.clone(),
         metrics_token: config.metrics.token.clone(),
         stopping: stopping.clone(),
+        stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
     });
     let app = front::routes(front, &config.metrics.path);
 

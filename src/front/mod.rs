@@ -38,6 +38,10 @@ pub struct Front {
     pub metrics_token: Option<Secret>,
     /// Cancelled when the gateway begins to shut down.
     pub stopping: CancellationToken,
+    /// How often a GET stream writes a keep-alive comment (and so refreshes
+    /// its session): 15 s, or a third of the idle TTL if that is shorter, so
+    /// a writable stream always keeps its session alive.
+    pub stream_keep_alive: std::time::Duration,
 }
 
 pub fn routes(front: Arc<Front>, metrics_path: &str) -> HttpRouter {

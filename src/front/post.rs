@@ -51,6 +51,7 @@ pub(super) async fn handle(
     };
     if let RpcBody::Single(Message::Request(r)) = message {
         if r.method == "initialize" {
+            ns.settle().await;
             return initialize(front, &ns, principal, r, started);
         }
         let active = begin(front, headers, &principal)?;

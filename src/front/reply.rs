@@ -23,7 +23,7 @@ use crate::sessions::Active;
 /// Messages a request may emit before its response; past this a slow
 /// client loses progress rather than holding gateway memory.
 const EVENT_QUEUE: usize = 64;
-pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Runs the request on its own task (a dropped connection is not a
 /// cancellation in the legacy revisions) and streams what it produces.

@@ -17,7 +17,6 @@ use tokio_stream::wrappers::BroadcastStream;
 use super::Front;
 use super::checks;
 use super::error::Reject;
-use super::reply::KEEP_ALIVE;
 use crate::sessions::Session;
 
 pub(super) fn open(
@@ -53,7 +52,7 @@ pub(super) fn open(
     );
     let sessions = front.sessions.clone();
     let stopping = front.stopping.clone();
-    let mut tick = tokio::time::interval(KEEP_ALIVE);
+    let mut tick = tokio::time::interval(front.stream_keep_alive);
     tick.reset();
     let events = stream::unfold(
         (changes, claim, tick, sessions, stopping),

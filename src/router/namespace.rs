@@ -18,6 +18,9 @@ use crate::upstream::{Backend, EventSink};
 
 type Fields = IndexMap<String, Box<RawValue>>;
 
+/// How long a request waits for backends that are still starting.
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 struct Member {
     backend: Arc<Backend>,
     tools: ToolFilter,
@@ -62,6 +65,12 @@ impl Namespace {
             prefix,
             index: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Waits, bounded, for backends still on their first start.
+    pub async fn settle(&self) {
+        let all = self.members.iter().map(|m| m.backend.settle(SETTLE_LIMIT));
+        futures_util::future::join_all(all).await;
     }
 
     /// Capabilities advertised to clients: the union of the healthy
@@ -226,6 +235,9 @@ impl Namespace {
             },
         };
         loop {
+            if let Some(m) = self.members.get(cursor.member) {
+                m.backend.settle(SETTLE_LIMIT).await;
+            }
             let Some(m) = self.members.get(cursor.member) else {
                 return ok(&json!({ kind.items_key(): [] }));
             };

@@ -107,6 +107,12 @@ impl InitInfo {
     }
 }
 
+const LIST_CHANGED: [&str; 3] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+];
+
 enum Health {
     Starting,
     Up(Arc<conn::Conn>, Arc<InitInfo>),
@@ -118,6 +124,8 @@ pub struct Backend {
     pub name: BackendName,
     timeout: Duration,
     health: Mutex<Health>,
+    /// False until the first start attempt has ended, either way.
+    settled: tokio::sync::watch::Sender<bool>,
     changes: broadcast::Sender<String>,
     metrics: Arc<Metrics>,
 }
@@ -133,6 +141,7 @@ impl Backend {
             name: config.name.clone(),
             timeout: config.request_timeout,
             health: Mutex::new(Health::Starting),
+            settled: tokio::sync::watch::channel(false).0,
             changes: broadcast::channel(16).0,
             metrics,
         });
@@ -162,8 +171,25 @@ impl Backend {
 
     fn set_health(&self, health: Health) {
         let up = matches!(health, Health::Up(..));
-        *self.health.lock() = health;
+        let was_up = matches!(
+            std::mem::replace(&mut *self.health.lock(), health),
+            Health::Up(..)
+        );
         self.metrics.backend_up(&self.name, up);
+        self.settled.send_replace(true);
+        if up && !was_up {
+            // Clients that listed while it was away have incomplete lists.
+            for method in LIST_CHANGED {
+                self.list_changed(method);
+            }
+        }
+    }
+
+    /// Waits (at most `limit`) for the first start attempt to end, so that
+    /// clients arriving with the gateway see complete lists.
+    pub async fn settle(&self, limit: Duration) {
+        let mut rx = self.settled.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|s| *s)).await;
     }
 
     fn conn(&self) -> Result<Arc<conn::Conn>, UpstreamError> {
