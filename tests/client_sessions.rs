@@ -102,31 +102,8 @@ async fn full_table_of_busy_sessions_answers_503() {
     let http = Http::new(gw.url("/mcp"));
     let a = http.initialize().await;
     let b = http.initialize().await;
-    // A call with a progress token answers with an SSE stream as soon as the
-    // backend reports progress: once headers arrive, the call is in flight.
-    let start_slow = |id: String| {
-        let http = http.clone();
-        async move {
-            let resp = http
-                .client
-                .post(&http.url)
-                .header("content-type", "application/json")
-                .header("accept", ACCEPT_BOTH)
-                .header("mcp-session-id", id)
-                .body(
-                    json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{
-                        "name":"demo__sleep_ms","arguments":{"ms":2000},"_meta":{"progressToken":"t"}}})
-                    .to_string(),
-                )
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(resp.headers()["content-type"], "text/event-stream");
-            resp
-        }
-    };
-    let ra = start_slow(a).await;
-    let rb = start_slow(b).await;
+    let ra = http.start_slow_call(&a, json!(9), 2000).await;
+    let rb = http.start_slow_call(&b, json!(9), 2000).await;
     let r = http.post(None, &init_request(1)).await;
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.headers["retry-after"], "1");

@@ -252,25 +252,10 @@ async fn list_changed_reaches_get_streams() {
     let gw = Gateway::start(&raw_backend("raw"));
     let http = Http::new(gw.url("/mcp"));
     let sid = http.initialize().await;
-    let mut stream = http
-        .client
-        .get(&http.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &sid)
-        .send()
-        .await
-        .unwrap();
+    let mut stream = http.get_stream(&sid).await;
     assert_eq!(stream.status(), 200);
     // A second GET stream for the same session is refused.
-    let second = http
-        .client
-        .get(&http.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &sid)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(second.status(), 409);
+    assert_eq!(http.get_stream(&sid).await.status(), 409);
 
     let r = http
         .call(

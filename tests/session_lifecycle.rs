@@ -13,14 +13,7 @@ fn config(server: &str) -> String {
 }
 
 async fn open_stream(http: &Http, sid: &str) -> reqwest::Response {
-    let r = http
-        .client
-        .get(&http.url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", sid)
-        .send()
-        .await
-        .unwrap();
+    let r = http.get_stream(sid).await;
     assert_eq!(r.status(), 200);
     r
 }
@@ -64,21 +57,7 @@ async fn cancellation_reaches_the_request() {
     let gw = Gateway::start(&config(""));
     let http = Http::new(gw.url("/mcp"));
     let sid = http.initialize().await;
-    let slow = http
-        .client
-        .post(&http.url)
-        .header("content-type", "application/json")
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-session-id", &sid)
-        .body(
-            json!({"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{
-                "name":"demo__sleep_ms","arguments":{"ms":60000},"_meta":{"progressToken":"c"}}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(slow.headers()["content-type"], "text/event-stream");
+    let slow = http.start_slow_call(&sid, json!("slow-1"), 60_000).await;
     let r = http
         .post(
             Some(&sid),
@@ -128,13 +107,7 @@ async fn stateless_mode_keeps_nothing() {
         .await;
     assert_eq!(stale.status, 200);
     assert_eq!(stale.json()["result"]["tools"].as_array().unwrap().len(), 4);
-    let get = http
-        .client
-        .get(&http.url)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
+    let get = http.get_stream("none").await;
     assert_eq!(get.status(), 405);
     let m = gw.metrics();
     assert_eq!(m.get("sluice_client_sessions_live"), 0.0);

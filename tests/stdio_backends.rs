@@ -107,23 +107,7 @@ async fn backend_exit_mid_call_is_reported_and_recovered() {
     assert_eq!(first.len(), 1);
     let child = first[0].0;
 
-    // With a progress token the reply is SSE, and its headers arrive with
-    // the first progress event: the call is in flight at the child.
-    let pending = http
-        .client
-        .post(&http.url)
-        .header("content-type", "application/json")
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-session-id", &sid)
-        .body(
-            json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{
-                "name":"demo__sleep_ms","arguments":{"ms":30000},"_meta":{"progressToken":1}}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(pending.headers()["content-type"], "text/event-stream");
+    let pending = http.start_slow_call(&sid, json!(5), 30_000).await;
     // SAFETY: signalling the gateway's child, which this test started.
     unsafe {
         libc::kill(child as i32, libc::SIGKILL);
@@ -217,5 +201,78 @@ async fn a_broken_backend_does_not_take_others_down() {
     assert!(
         err["message"].as_str().unwrap().contains("`broken`"),
         "{err}"
+    );
+}
+
+/// A child's own children run in its process group and end with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descendants_end_with_the_gateway() {
+    let toml = format!(
+        "[backends.wrapped]\ntransport = \"stdio\"\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 300 & exec {BIN} demo-server\"]\n"
+    );
+    let gw = Gateway::start(&toml);
+    let kids = children(gw.pid());
+    assert_eq!(kids.len(), 1);
+    let grandchildren = children(kids[0].0);
+    assert_eq!(grandchildren.len(), 1, "the wrapper's sleep");
+    assert_eq!(gw.stop(), Some(0));
+    assert!(!exists(kids[0].0));
+    wait_until(Duration::from_secs(5), || !exists(grandchildren[0].0));
+}
+
+/// A call the backend does not answer within its request_timeout gets an
+/// error naming the backend; the backend itself keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_backend_call_times_out() {
+    let toml = format!("{}request_timeout = \"300ms\"\n", demo_backend("demo"));
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let r = http
+        .call(
+            &sid,
+            2,
+            "tools/call",
+            json!({"name":"demo__sleep_ms","arguments":{"ms":20000}}),
+        )
+        .await;
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(msg.contains("`demo`") && msg.contains("in time"), "{msg}");
+    let r = http
+        .call(
+            &sid,
+            3,
+            "tools/call",
+            json!({"name":"demo__echo","arguments":{"text":"fine"}}),
+        )
+        .await;
+    assert_eq!(text_of(&r.json()), "fine");
+    assert_eq!(children(gw.pid()).len(), 1, "no restart for a timeout");
+}
+
+/// `[metrics] token_env` gates /metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_can_require_a_token() {
+    let toml = format!(
+        "[metrics]\ntoken_env = \"MTOKEN\"\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_with_env(&toml, &[("MTOKEN", "scrape-me")]);
+    let client = reqwest::Client::new();
+    let open = client.get(gw.url("/metrics")).send().await.unwrap();
+    assert_eq!(open.status(), 401);
+    let authed = client
+        .get(gw.url("/metrics"))
+        .bearer_auth("scrape-me")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(authed.status(), 200);
+    assert!(
+        authed
+            .text()
+            .await
+            .unwrap()
+            .contains("sluice_client_sessions_live")
     );
 }

@@ -296,29 +296,4 @@ fn rewrite_progress_token(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn progress_token_is_rewritten_and_the_rest_kept() {
-        let p = RawValue::from_string(
-            r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":"abc","k":[1]}}"#
-                .into(),
-        )
-        .unwrap();
-        let (p, tok) = rewrite_progress_token(p, 42);
-        assert_eq!(tok.unwrap().get(), r#""abc""#);
-        assert_eq!(
-            p.unwrap().get(),
-            r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":42,"k":[1]}}"#
-        );
-    }
-
-    #[test]
-    fn params_without_token_pass_unchanged() {
-        let raw = r#"{"name":"t", "arguments":{}}"#;
-        let (p, tok) = rewrite_progress_token(RawValue::from_string(raw.into()).unwrap(), 1);
-        assert!(tok.is_none());
-        assert_eq!(p.unwrap().get(), raw);
-    }
-}
+mod tests;

@@ -363,6 +363,37 @@ impl Http {
         .await
     }
 
+    /// Opens the session's GET stream; the caller checks the status.
+    pub async fn get_stream(&self, session: &str) -> ::reqwest::Response {
+        self.client
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", session)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Starts `demo__sleep_ms` with a progress token and returns once the
+    /// reply's headers arrive: an SSE reply starts with the backend's first
+    /// progress event, so from then on the call is in flight at the backend.
+    pub async fn start_slow_call(&self, session: &str, id: Value, ms: u64) -> ::reqwest::Response {
+        let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
+            "name":"demo__sleep_ms","arguments":{"ms":ms},"_meta":{"progressToken":"slow"}}});
+        let resp = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .header("mcp-session-id", session)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        resp
+    }
+
     pub async fn delete(&self, session: &str) -> u16 {
         self.client
             .delete(&self.url)

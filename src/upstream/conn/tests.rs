@@ -1,0 +1,153 @@
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::*;
+
+fn raw(s: &str) -> Box<RawValue> {
+    RawValue::from_string(s.to_owned()).unwrap()
+}
+
+fn conn() -> (Arc<Conn>, mpsc::Receiver<String>) {
+    let (tx, rx) = mpsc::channel(16);
+    (Conn::new(BackendName::new("b").unwrap(), tx), rx)
+}
+
+async fn next_json(rx: &mut mpsc::Receiver<String>) -> Value {
+    serde_json::from_str(&rx.recv().await.unwrap()).unwrap()
+}
+
+#[test]
+fn progress_token_is_rewritten_and_the_rest_kept() {
+    let p = raw(r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":"abc","k":[1]}}"#);
+    let (p, tok) = rewrite_progress_token(p, 42);
+    assert_eq!(tok.unwrap().get(), r#""abc""#);
+    assert_eq!(
+        p.unwrap().get(),
+        r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":42,"k":[1]}}"#
+    );
+}
+
+#[test]
+fn params_without_token_pass_unchanged() {
+    let text = r#"{"name":"t", "arguments":{}}"#;
+    let (p, tok) = rewrite_progress_token(raw(text), 1);
+    assert!(tok.is_none());
+    assert_eq!(p.unwrap().get(), text);
+}
+
+/// Concurrent callers get gateway ids; responses and progress are routed
+/// by them, whatever ids the clients used.
+#[tokio::test]
+async fn responses_and_progress_reach_their_caller() {
+    let (conn, mut wire) = conn();
+    let (ev_a, mut events_a) = mpsc::channel(8);
+    let (ev_b, mut events_b) = mpsc::channel(8);
+    let c = conn.clone();
+    let a = tokio::spawn(async move {
+        let p = raw(r#"{"_meta":{"progressToken":"same"}}"#);
+        c.call("x", Some(p), Some(&ev_a), Duration::from_secs(5))
+            .await
+    });
+    let id_a = next_json(&mut wire).await["id"].as_u64().unwrap();
+    let c = conn.clone();
+    let b = tokio::spawn(async move {
+        let p = raw(r#"{"_meta":{"progressToken":"same"}}"#);
+        c.call("x", Some(p), Some(&ev_b), Duration::from_secs(5))
+            .await
+    });
+    let id_b = next_json(&mut wire).await["id"].as_u64().unwrap();
+    assert_ne!(id_a, id_b);
+
+    conn.dispatch(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{id_b},"progress":1}}}}"#));
+    let p: Value = serde_json::from_str(&events_b.recv().await.unwrap()).unwrap();
+    assert_eq!(p["params"]["progressToken"], "same");
+    assert!(events_a.try_recv().is_err());
+
+    conn.dispatch(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id_b},"result":{{"who":"b"}}}}"#
+    ));
+    conn.dispatch(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id_a},"result":{{"who":"a"}}}}"#
+    ));
+    let Outcome::Result(ra) = a.await.unwrap().unwrap() else {
+        panic!()
+    };
+    let Outcome::Result(rb) = b.await.unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!(ra.get(), r#"{"who":"a"}"#);
+    assert_eq!(rb.get(), r#"{"who":"b"}"#);
+}
+
+/// With one request in flight a server request goes to that client, and
+/// the client's answer returns to the backend under the backend's own id.
+#[tokio::test]
+async fn a_server_request_is_routed_to_the_one_caller() {
+    let (conn, mut wire) = conn();
+    let (ev, mut events) = mpsc::channel(8);
+    let c = conn.clone();
+    let call =
+        tokio::spawn(async move { c.call("x", None, Some(&ev), Duration::from_secs(5)).await });
+    let id = next_json(&mut wire).await["id"].as_u64().unwrap();
+
+    conn.dispatch(
+        r#"{"jsonrpc":"2.0","id":"srv-7","method":"sampling/createMessage","params":{"m":1}}"#,
+    );
+    let asked: Value = serde_json::from_str(&events.recv().await.unwrap()).unwrap();
+    assert_eq!(asked["method"], "sampling/createMessage");
+    assert_eq!(asked["params"], serde_json::json!({"m":1}));
+    let client_id = asked["id"].as_str().unwrap().to_owned();
+    let n: u64 = client_id.rsplit(':').next().unwrap().parse().unwrap();
+    assert!(client_id.starts_with("sluice:b:"));
+
+    assert!(conn.answer(n, &Outcome::Result(raw(r#"{"ok":true}"#))));
+    let back = next_json(&mut wire).await;
+    assert_eq!(back["id"], "srv-7");
+    assert_eq!(back["result"], serde_json::json!({"ok":true}));
+    assert!(
+        !conn.answer(n, &Outcome::Result(raw("{}"))),
+        "answered only once"
+    );
+
+    conn.dispatch(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#));
+    assert!(call.await.unwrap().is_ok());
+}
+
+/// With two requests in flight nothing ties a server request to either:
+/// the backend gets an error instead of waiting forever.
+#[tokio::test]
+async fn an_ambiguous_server_request_is_refused() {
+    let (conn, mut wire) = conn();
+    let (ev, mut events) = mpsc::channel(8);
+    for _ in 0..2 {
+        let c = conn.clone();
+        let ev = ev.clone();
+        tokio::spawn(async move { c.call("x", None, Some(&ev), Duration::from_secs(5)).await });
+        next_json(&mut wire).await;
+    }
+    conn.dispatch(r#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{}}"#);
+    let refusal = next_json(&mut wire).await;
+    assert_eq!(refusal["id"], 9);
+    assert_eq!(refusal["error"]["code"], -32603);
+    assert!(events.try_recv().is_err());
+}
+
+/// A caller that gives up (timeout) is removed and the backend is told.
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_call_is_cancelled_at_the_backend() {
+    let (conn, mut wire) = conn();
+    let err = {
+        let c = conn.clone();
+        let call =
+            tokio::spawn(async move { c.call("x", None, None, Duration::from_secs(1)).await });
+        let id = next_json(&mut wire).await["id"].as_u64().unwrap();
+        let err = call.await.unwrap().unwrap_err();
+        let cancel = next_json(&mut wire).await;
+        assert_eq!(cancel["method"], "notifications/cancelled");
+        assert_eq!(cancel["params"]["requestId"], id);
+        err
+    };
+    assert!(err.is_timeout());
+    assert!(conn.state.lock().calls.is_empty());
+}
