@@ -9,7 +9,7 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Isolation, SessionMode, Transport};
+use crate::config::{Config, SessionMode};
 use crate::front::{self, Front, Policy};
 use crate::metrics::Metrics;
 use crate::router::Router;
@@ -21,6 +21,8 @@ pub enum ServeError {
     /// A configured feature this build does not serve yet (exit 2).
     #[error("backend `{backend}`: {what} is not supported yet")]
     Unsupported { backend: String, what: &'static str },
+    #[error("backend `{backend}`: {why}")]
+    Backend { backend: String, why: String },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -32,26 +34,15 @@ pub enum ServeError {
 
 impl ServeError {
     pub fn is_config(&self) -> bool {
-        matches!(self, ServeError::Unsupported { .. })
+        matches!(
+            self,
+            ServeError::Unsupported { .. } | ServeError::Backend { .. }
+        )
     }
 }
 
 /// Refuses, before anything starts, what would otherwise silently misbehave.
 pub fn check_supported(config: &Config) -> Result<(), ServeError> {
-    for b in &config.backends {
-        let what = match (&b.transport, b.isolation) {
-            (Transport::Http { .. }, _) => Some("transport = \"http\""),
-            (Transport::Sse { .. }, _) => Some("transport = \"sse\""),
-            (Transport::Stdio { .. }, Isolation::PerSession) => Some("isolation = \"per-session\""),
-            (Transport::Stdio { .. }, Isolation::Shared) => None,
-        };
-        if let Some(what) = what {
-            return Err(ServeError::Unsupported {
-                backend: b.name.to_string(),
-                what,
-            });
-        }
-    }
     if config.server.session_ids == crate::config::SessionIdMode::Sealed {
         return Err(ServeError::Unsupported {
             backend: "(server)".into(),
@@ -74,15 +65,16 @@ pub async fn serve(
 
     // upstream: one supervised backend per configured server.
     let mut supervisors = Vec::new();
-    let backends: Vec<Arc<Backend>> = config
-        .backends
-        .iter()
-        .map(|b| {
-            let (backend, task) = Backend::start(b, metrics.clone(), stop_backends.child_token());
-            supervisors.push(task);
-            backend
-        })
-        .collect();
+    let mut backends: Vec<Arc<Backend>> = Vec::new();
+    for b in &config.backends {
+        let (backend, task) = Backend::start(b, metrics.clone(), stop_backends.child_token())
+            .map_err(|why| ServeError::Backend {
+                backend: b.name.to_string(),
+                why,
+            })?;
+        supervisors.push(task);
+        backends.push(backend);
+    }
     // router: namespaces over those backends.
     let router = Router::new(&config, &backends);
     // sessions: the bounded table and its one reaper.

@@ -86,12 +86,8 @@ fn check_reads_the_desktop_mcp_servers_form() {
         r#"{{"mcpServers": {{"demo": {{"command": "{BIN}", "args": ["demo-server"]}}, "web": {{"url": "http://127.0.0.1:9/mcp"}}}}}}"#
     );
     let (code, out, err) = check("claude_desktop_config.json", &json, &[]);
-    // HTTP backends are a later issue: check says so instead of pretending.
-    assert_eq!(code, 2, "{out}{err}");
-    assert!(
-        err.contains("web") && err.contains("not supported yet"),
-        "{err}"
-    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("web") && out.contains("http://127.0.0.1:9/mcp"), "{out}");
 
     let json = format!(
         r#"{{"mcpServers": {{"demo": {{"command": "{BIN}", "args": ["demo-server"], "bogus": 1}}}}}}"#

@@ -49,30 +49,35 @@ pub(super) async fn handle(
         Some(v) => Some(LegacyVersion::parse(v).ok_or(Reject::BadProtocolVersion)?),
         None => None,
     };
-    if let RpcBody::Single(Message::Request(r)) = message {
-        if r.method == "initialize" {
-            ns.settle().await;
-            return initialize(front, &ns, principal, r, started);
-        }
-        let active = begin(front, headers, &principal)?;
-        return Ok(reply::serve(front.clone(), ns, r, active, started).await);
+    if let RpcBody::Single(Message::Request(r)) = &message
+        && r.method == "initialize"
+    {
+        ns.settle().await;
+        let RpcBody::Single(Message::Request(r)) = message else {
+            unreachable!("matched above")
+        };
+        return initialize(front, &ns, principal, r, started);
     }
-    let active = begin(front, headers, &principal)?;
+    let ctx = reply::Ctx {
+        front: front.clone(),
+        ns,
+        active: begin(front, headers, &principal)?,
+        principal,
+    };
     match message {
-        RpcBody::Single(Message::Request(_)) => unreachable!("handled above"),
+        RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),
         RpcBody::Single(Message::Notification(n)) => {
-            notification(active.as_ref(), &n);
+            notification(ctx.active.as_ref(), &n);
             Ok(StatusCode::ACCEPTED.into_response())
         }
         RpcBody::Single(Message::Response(r)) => {
-            if !ns.answer(&r.id, &r.outcome) {
-                tracing::debug!("client answered a request the gateway is not waiting for");
-            }
+            reply::answer(&ctx, &r.id, &r.outcome);
             Ok(StatusCode::ACCEPTED.into_response())
         }
         RpcBody::Batch(items) => {
             // Without a session (stateless) the header, else 2025-03-26, decides.
-            let version = active
+            let version = ctx
+                .active
                 .as_ref()
                 .map(|a| a.session().version)
                 .or(header_version)
@@ -80,7 +85,7 @@ pub(super) async fn handle(
             if !version.allows_batches() {
                 return Err(Reject::BatchNotAllowed);
             }
-            batch(front, &ns, items, active).await
+            batch(&ctx, items).await
         }
     }
 }
@@ -232,10 +237,8 @@ fn notification(active: Option<&Active>, n: &Notification) {
 }
 
 async fn batch(
-    front: &Arc<Front>,
-    ns: &Arc<Namespace>,
+    ctx: &reply::Ctx,
     items: Vec<Result<Message, jsonrpc::ParseError>>,
-    active: Option<Active>,
 ) -> Result<Response, Reject> {
     if items
         .iter()
@@ -248,20 +251,12 @@ async fn batch(
     for item in items {
         match item {
             Err(e) => lines.push(jsonrpc::error_response(None, e.code(), &e.to_string())),
-            Ok(Message::Request(r)) => calls.push(reply::outcome_line(
-                front.clone(),
-                ns.clone(),
-                r,
-                active.as_ref(),
-            )),
-            Ok(Message::Notification(n)) => notification(active.as_ref(), &n),
-            Ok(Message::Response(r)) => {
-                ns.answer(&r.id, &r.outcome);
-            }
+            Ok(Message::Request(r)) => calls.push(reply::outcome_line(ctx, r)),
+            Ok(Message::Notification(n)) => notification(ctx.active.as_ref(), &n),
+            Ok(Message::Response(r)) => reply::answer(ctx, &r.id, &r.outcome),
         }
     }
     lines.extend(join_all(calls).await.into_iter().flatten());
-    drop(active);
     if lines.is_empty() {
         return Ok(StatusCode::ACCEPTED.into_response());
     }

@@ -18,42 +18,50 @@ use crate::jsonrpc::{self, Outcome, Request};
 use crate::metrics::{self, method_label};
 use crate::protocol::Era;
 use crate::router::Namespace;
-use crate::sessions::Active;
+use crate::sessions::{Active, Principal};
+use crate::upstream::Caller;
 
 /// Messages a request may emit before its response; past this a slow
 /// client loses progress rather than holding gateway memory.
 const EVENT_QUEUE: usize = 64;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// Where a request runs: the gateway, its namespace, who asked, and the
+/// client session it keeps busy (None when stateless).
+pub(super) struct Ctx {
+    pub(super) front: Arc<Front>,
+    pub(super) ns: Arc<Namespace>,
+    pub(super) principal: Principal,
+    pub(super) active: Option<Active>,
+}
+
+impl Ctx {
+    /// The key of per-session isolation: the session, else the principal.
+    fn caller(&self) -> Caller {
+        match &self.active {
+            Some(a) => Caller::session(a.session().id.clone(), a.session().ended().clone()),
+            None => Caller::principal(self.principal.clone()),
+        }
+    }
+
+    fn track(&self, req: &Request) -> CancellationToken {
+        self.active
+            .as_ref()
+            .map_or_else(CancellationToken::new, |a| a.session().track(req.id.get()))
+    }
+}
+
 /// Runs the request on its own task (a dropped connection is not a
 /// cancellation in the legacy revisions) and streams what it produces.
-pub(super) async fn serve(
-    front: Arc<Front>,
-    ns: Arc<Namespace>,
-    req: Request,
-    active: Option<Active>,
-    started: Instant,
-) -> Response {
+pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response {
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
     let (done_tx, mut done) = oneshot::channel::<String>();
-    let cancel = active
-        .as_ref()
-        .map_or_else(CancellationToken::new, |a| a.session().track(req.id.get()));
+    let cancel = ctx.track(&req);
     tokio::spawn(async move {
-        let line = run(
-            &front,
-            &ns,
-            req,
-            &events_tx,
-            &cancel,
-            active.as_ref(),
-            started,
-        )
-        .await;
-        if let Some(line) = line {
+        if let Some(line) = run(&ctx, req, &events_tx, &cancel, started).await {
             let _ = done_tx.send(line);
         }
-        // `active` drops here: the session is no longer busy.
+        // `ctx.active` drops here: the session is no longer busy.
     });
     tokio::select! {
         biased;
@@ -83,42 +91,43 @@ pub(super) async fn serve(
 
 /// The outcome of one request as a response line (None if cancelled).
 async fn run(
-    front: &Front,
-    ns: &Namespace,
+    ctx: &Ctx,
     req: Request,
     events: &mpsc::Sender<String>,
     cancel: &CancellationToken,
-    active: Option<&Active>,
     started: Instant,
 ) -> Option<String> {
     let method = method_label(&req.method);
+    let caller = ctx.caller();
     let outcome = tokio::select! {
-        o = ns.handle(&req.method, req.params, events) => Some(o),
+        o = ctx.ns.handle(&caller, &req.method, req.params, events) => Some(o),
         _ = cancel.cancelled() => None,
     };
-    if let Some(a) = active {
+    if let Some(a) = &ctx.active {
         a.session().untrack(req.id.get());
     }
     let label = match &outcome {
         Some(Outcome::Result(_)) => metrics::Outcome::ok,
         _ => metrics::Outcome::error,
     };
-    front
+    ctx.front
         .metrics
         .request(Era::Legacy, method, label, started.elapsed().as_secs_f64());
     outcome.map(|o| jsonrpc::response(&req.id, &o))
 }
 
 /// A request inside a batch: its response line only (progress is dropped).
-pub(super) async fn outcome_line(
-    front: Arc<Front>,
-    ns: Arc<Namespace>,
-    req: Request,
-    active: Option<&Active>,
-) -> Option<String> {
+pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
     let (tx, _rx) = mpsc::channel(1);
-    let cancel = active.map_or_else(CancellationToken::new, |a| a.session().track(req.id.get()));
-    run(&front, &ns, req, &tx, &cancel, active, Instant::now()).await
+    let cancel = ctx.track(&req);
+    run(ctx, req, &tx, &cancel, Instant::now()).await
+}
+
+/// A client's answer to a request a backend sent it.
+pub(super) fn answer(ctx: &Ctx, id: &serde_json::value::RawValue, outcome: &Outcome) {
+    if !ctx.ns.answer(&ctx.caller(), id, outcome) {
+        tracing::debug!("client answered a request the gateway is not waiting for");
+    }
 }
 
 fn drain(mut events: mpsc::Receiver<String>) -> impl Stream<Item = String> {

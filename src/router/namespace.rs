@@ -14,7 +14,7 @@ use super::kind::Kind;
 use super::names;
 use crate::config::{NamespaceName, Prefix, ToolFilter};
 use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
-use crate::upstream::{Backend, EventSink};
+use crate::upstream::{Backend, Caller, EventSink};
 
 type Fields = IndexMap<String, Box<RawValue>>;
 
@@ -119,28 +119,36 @@ impl Namespace {
     /// Serves one client request, always with a JSON-RPC outcome.
     pub async fn handle(
         &self,
+        caller: &Caller,
         method: &str,
         params: Option<Box<RawValue>>,
         events: &EventSink,
     ) -> Outcome {
         if let Some(kind) = Kind::from_list_method(method) {
-            return self.list(kind, params.as_deref()).await;
+            return self.list(caller, kind, params.as_deref()).await;
         }
         match method {
             "ping" | "logging/setLevel" => ok(&json!({})),
-            "tools/call" => self.forward(Kind::Tool, method, params, events).await,
-            "prompts/get" => self.forward(Kind::Prompt, method, params, events).await,
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                self.forward(Kind::Resource, method, params, events).await
+            "tools/call" => {
+                self.forward(caller, Kind::Tool, method, params, events)
+                    .await
             }
-            "completion/complete" => self.complete(params, events).await,
+            "prompts/get" => {
+                self.forward(caller, Kind::Prompt, method, params, events)
+                    .await
+            }
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.forward(caller, Kind::Resource, method, params, events)
+                    .await
+            }
+            "completion/complete" => self.complete(caller, params, events).await,
             _ => error(METHOD_NOT_FOUND, &format!("Method not found: {method}")),
         }
     }
 
     /// Routes a client's answer to a server-to-client request back to the
     /// backend that asked (ids look like `sluice:{backend}:{n}`).
-    pub fn answer(&self, id: &RawValue, outcome: &Outcome) -> bool {
+    pub fn answer(&self, caller: &Caller, id: &RawValue, outcome: &Outcome) -> bool {
         let Ok(id) = serde_json::from_str::<String>(id.get()) else {
             return false;
         };
@@ -153,7 +161,7 @@ impl Namespace {
         self.members
             .iter()
             .find(|m| m.backend.name.as_str() == backend)
-            .is_some_and(|m| m.backend.answer(n, outcome))
+            .is_some_and(|m| m.backend.answer(caller, n, outcome))
     }
 
     /// The name a client sees for `original` of member `m`, if exposed.
@@ -175,7 +183,7 @@ impl Namespace {
     }
 
     /// The member and original name behind an exposed name.
-    async fn resolve(&self, kind: Kind, exposed: &str) -> Option<(usize, String)> {
+    async fn resolve(&self, caller: &Caller, kind: Kind, exposed: &str) -> Option<(usize, String)> {
         if self.prefix == Prefix::Always {
             return self.members.iter().enumerate().find_map(|(i, m)| {
                 let rest = if kind.is_uri() {
@@ -202,15 +210,15 @@ impl Namespace {
             return Some(hit);
         }
         // A name never listed through us: walk the lists once, then retry.
-        self.fill_index(kind).await;
+        self.fill_index(caller, kind).await;
         lookup(self)
     }
 
-    async fn fill_index(&self, kind: Kind) {
+    async fn fill_index(&self, caller: &Caller, kind: Kind) {
         let mut cursor = Some(Cursor::start());
         while let Some(c) = cursor.take() {
             let params = jsonrpc::raw(&json!({ "cursor": c.encode() }));
-            match self.list(kind, Some(&params)).await {
+            match self.list(caller, kind, Some(&params)).await {
                 Outcome::Result(r) => {
                     cursor = parse_fields(Some(&r))
                         .and_then(|f| string_field(&f, "nextCursor"))
@@ -223,7 +231,7 @@ impl Namespace {
 
     /// One page of a merged list. Each page comes from one backend; the
     /// cursor carries (backend, backend cursor), so paging is stateless.
-    async fn list(&self, kind: Kind, params: Option<&RawValue>) -> Outcome {
+    async fn list(&self, caller: &Caller, kind: Kind, params: Option<&RawValue>) -> Outcome {
         let Some(fields) = parse_fields(params) else {
             return error(INVALID_PARAMS, "params must be an object");
         };
@@ -243,11 +251,12 @@ impl Namespace {
             };
             let offers = m.backend.info().is_some_and(|i| i.has(kind.capability()));
             let page = if offers {
-                let p = cursor
-                    .backend_cursor
-                    .as_ref()
-                    .map(|c| jsonrpc::raw(&json!({ "cursor": c })));
-                match m.backend.call(kind.list_method(), p, None).await {
+                let backend_cursor = cursor.backend_cursor.as_deref();
+                match m
+                    .backend
+                    .list(caller, kind.list_method(), backend_cursor)
+                    .await
+                {
                     Ok(Outcome::Result(r)) => self.rewrite_page(cursor.member, kind, &r),
                     Ok(Outcome::Error(e)) => {
                         tracing::warn!(backend = %m.backend.name, method = kind.list_method(), error = e.get(), "list refused; skipped");
@@ -333,6 +342,7 @@ impl Namespace {
     /// tools/call, prompts/get, resources/*: rename, forward to one backend.
     async fn forward(
         &self,
+        caller: &Caller,
         kind: Kind,
         method: &str,
         params: Option<Box<RawValue>>,
@@ -345,13 +355,13 @@ impl Namespace {
         let Some(exposed) = string_field(&fields, key) else {
             return error(INVALID_PARAMS, &format!("params.{key} is required"));
         };
-        let Some((i, original)) = self.resolve(kind, &exposed).await else {
+        let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
             return not_found(kind, &exposed);
         };
         fields.insert(key.into(), jsonrpc::raw(&original));
         let m = &self.members[i];
         let outcome = self
-            .call(m, method, Some(jsonrpc::raw(&fields)), events)
+            .call(caller, m, method, Some(jsonrpc::raw(&fields)), events)
             .await;
         match (kind, outcome) {
             (Kind::Resource, Outcome::Result(r)) if self.prefix == Prefix::Always => {
@@ -361,7 +371,12 @@ impl Namespace {
         }
     }
 
-    async fn complete(&self, params: Option<Box<RawValue>>, events: &EventSink) -> Outcome {
+    async fn complete(
+        &self,
+        caller: &Caller,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
         let Some(mut fields) = parse_fields(params.as_deref()) else {
             return error(INVALID_PARAMS, "params must be an object");
         };
@@ -381,12 +396,13 @@ impl Namespace {
         let Some(exposed) = string_field(&reference, key) else {
             return error(INVALID_PARAMS, &format!("params.ref.{key} is required"));
         };
-        let Some((i, original)) = self.resolve(kind, &exposed).await else {
+        let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
             return not_found(kind, &exposed);
         };
         reference.insert(key.into(), jsonrpc::raw(&original));
         fields.insert("ref".into(), jsonrpc::raw(&reference));
         self.call(
+            caller,
             &self.members[i],
             "completion/complete",
             Some(jsonrpc::raw(&fields)),
@@ -397,12 +413,14 @@ impl Namespace {
 
     async fn call(
         &self,
+        caller: &Caller,
         m: &Member,
         method: &str,
         params: Option<Box<RawValue>>,
         events: &EventSink,
     ) -> Outcome {
-        match m.backend.call(method, params, Some(events)).await {
+        m.backend.settle(SETTLE_LIMIT).await;
+        match m.backend.call(caller, method, params, Some(events)).await {
             Ok(o) => o,
             Err(e) => error(jsonrpc::INTERNAL_ERROR, &e.to_string()),
         }

@@ -1,4 +1,5 @@
-//! One live connection to a backend (today: one stdio child incarnation).
+//! The JSON-RPC multiplexer over one backend session, whatever carries it
+//! (a stdio child's pipes, Streamable HTTP POSTs, an HTTP+SSE stream).
 //!
 //! The gateway writes its own request ids (a counter per connection) and
 //! keeps `pending` from them to the caller, so concurrent requests from
@@ -28,9 +29,17 @@ const MAX_SERVER_REQUESTS: usize = 256;
 /// JSON-RPC lines for the client's response stream.
 pub type EventSink = mpsc::Sender<String>;
 
+/// One message for the wire. `call` is the gateway id when the message is a
+/// request the gateway awaits: a Streamable HTTP wire reads the answer from
+/// that request's own response.
+pub(super) struct Frame {
+    pub(super) line: String,
+    pub(super) call: Option<u64>,
+}
+
 pub(super) struct Conn {
     backend: BackendName,
-    writer: mpsc::Sender<String>,
+    writer: mpsc::Sender<Frame>,
     next_id: AtomicU64,
     state: Mutex<Pending>,
 }
@@ -44,7 +53,7 @@ struct Pending {
 }
 
 struct PendingCall {
-    reply: oneshot::Sender<Outcome>,
+    reply: oneshot::Sender<Result<Outcome, UpstreamError>>,
     events: Option<EventSink>,
     client_token: Option<Box<RawValue>>,
 }
@@ -69,7 +78,7 @@ impl Drop for CallGuard<'_> {
                 "requestId": self.id,
                 "reason": "cancelled by the gateway",
             }));
-            let _ = self.conn.writer.try_send(jsonrpc::notification(
+            self.conn.send(jsonrpc::notification(
                 "notifications/cancelled",
                 Some(&params),
             ));
@@ -78,7 +87,7 @@ impl Drop for CallGuard<'_> {
 }
 
 impl Conn {
-    pub(super) fn new(backend: BackendName, writer: mpsc::Sender<String>) -> Arc<Conn> {
+    pub(super) fn new(backend: BackendName, writer: mpsc::Sender<Frame>) -> Arc<Conn> {
         Arc::new(Conn {
             backend,
             writer,
@@ -116,12 +125,15 @@ impl Conn {
             );
         }
         let guard = CallGuard { conn: self, id };
-        let line = jsonrpc::request(&jsonrpc::raw_u64(id), method, params.as_deref());
-        if self.writer.send(line).await.is_err() {
+        let frame = Frame {
+            line: jsonrpc::request(&jsonrpc::raw_u64(id), method, params.as_deref()),
+            call: Some(id),
+        };
+        if self.writer.send(frame).await.is_err() {
             return Err(UpstreamError::exited(&self.backend));
         }
         let outcome = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(UpstreamError::exited(&self.backend)),
             Err(_) => Err(UpstreamError::timeout(&self.backend)),
         };
@@ -134,10 +146,19 @@ impl Conn {
         method: &str,
         params: Option<&RawValue>,
     ) -> Result<(), UpstreamError> {
+        let frame = Frame {
+            line: jsonrpc::notification(method, params),
+            call: None,
+        };
         self.writer
-            .send(jsonrpc::notification(method, params))
+            .send(frame)
             .await
             .map_err(|_| UpstreamError::exited(&self.backend))
+    }
+
+    /// Queues a message the gateway does not await, without waiting.
+    fn send(&self, line: String) -> bool {
+        self.writer.try_send(Frame { line, call: None }).is_ok()
     }
 
     /// Delivers a client's answer to a server-to-client request.
@@ -145,14 +166,24 @@ impl Conn {
         let Some((backend_id, _)) = self.state.lock().server_requests.remove(&gateway_id) else {
             return false;
         };
-        self.writer
-            .try_send(jsonrpc::response(&backend_id, outcome))
-            .is_ok()
+        self.send(jsonrpc::response(&backend_id, outcome))
     }
 
-    /// Handles one line from the backend. Returns a list-change method when
-    /// the backend announced one.
-    pub(super) fn dispatch(&self, line: &str) -> Option<String> {
+    /// Ends one waiting call with an error (its transport failed).
+    pub(super) fn fail(&self, id: u64, error: UpstreamError) {
+        if let Some(call) = self.state.lock().calls.remove(&id) {
+            let _ = call.reply.send(Err(error));
+        }
+    }
+
+    pub(super) fn backend(&self) -> &BackendName {
+        &self.backend
+    }
+
+    /// Handles one message from the backend. `origin` is the gateway id of
+    /// the request whose response stream carried it, when the transport
+    /// tells. Returns a list-change method when the backend announced one.
+    pub(super) fn dispatch(&self, line: &str, origin: Option<u64>) -> Option<String> {
         let msg = match Message::parse(line.as_bytes()) {
             Ok(m) => m,
             Err(e) => {
@@ -166,7 +197,7 @@ impl Conn {
                 let call = id.and_then(|id| self.state.lock().calls.remove(&id));
                 match call {
                     Some(call) => {
-                        let _ = call.reply.send(r.outcome);
+                        let _ = call.reply.send(Ok(r.outcome));
                     }
                     None => {
                         tracing::debug!(backend = %self.backend, "response for no pending request")
@@ -176,7 +207,7 @@ impl Conn {
             }
             Message::Notification(n) => self.on_notification(n),
             Message::Request(r) => {
-                self.on_server_request(r);
+                self.on_server_request(r, origin);
                 None
             }
         }
@@ -210,29 +241,34 @@ impl Conn {
         }
     }
 
-    /// Over a shared connection nothing on the wire ties a server request to
-    /// a client request: route it only when exactly one request that can
-    /// carry it is in flight, else refuse it so the backend is not left waiting.
-    fn on_server_request(&self, r: jsonrpc::Request) {
+    /// A server request rides on the response stream of the client request
+    /// that caused it when the transport says so (`origin`). Over a stdio
+    /// pipe nothing ties it to a request: route it only when exactly one
+    /// request that can carry it is in flight, else refuse it so the backend
+    /// is not left waiting.
+    fn on_server_request(&self, r: jsonrpc::Request, origin: Option<u64>) {
         if r.method == "ping" {
-            let _ = self.writer.try_send(jsonrpc::response(
-                &r.id,
-                &Outcome::Result(jsonrpc::raw(&serde_json::json!({}))),
-            ));
+            let pong = Outcome::Result(jsonrpc::raw(&serde_json::json!({})));
+            self.send(jsonrpc::response(&r.id, &pong));
             return;
         }
         let refusal = {
             let mut st = self.state.lock();
-            let mut candidates = st
-                .calls
-                .iter()
-                .filter(|(_, c)| c.events.is_some())
-                .map(|(id, c)| (*id, c.events.clone()));
-            let only = match (candidates.next(), candidates.next()) {
-                (Some(one), None) => Some(one),
-                _ => None,
+            let target = match origin {
+                Some(id) => st.calls.get(&id).map(|c| (id, c.events.clone())),
+                None => {
+                    let mut candidates = st
+                        .calls
+                        .iter()
+                        .filter(|(_, c)| c.events.is_some())
+                        .map(|(id, c)| (*id, c.events.clone()));
+                    match (candidates.next(), candidates.next()) {
+                        (Some(one), None) => Some(one),
+                        _ => None,
+                    }
+                }
             };
-            match only {
+            match target {
                 Some((origin, Some(events))) if st.server_requests.len() < MAX_SERVER_REQUESTS => {
                     st.next_server_request += 1;
                     let n = st.next_server_request;
@@ -245,7 +281,9 @@ impl Conn {
                         Some("the client's stream is not accepting messages")
                     }
                 }
-                Some(_) => Some("too many server requests awaiting answers"),
+                Some((_, Some(_))) => Some("too many server requests awaiting answers"),
+                Some((_, None)) => Some("the request it belongs to cannot carry it"),
+                None if origin.is_some() => Some("the request it belongs to has ended"),
                 None => Some(
                     "not exactly one client request in flight on this shared backend; use per-session isolation",
                 ),
@@ -258,9 +296,7 @@ impl Conn {
                 &format!("sluice cannot route {}: {why}", r.method),
                 None,
             );
-            let _ = self
-                .writer
-                .try_send(jsonrpc::response(&r.id, &Outcome::Error(err)));
+            self.send(jsonrpc::response(&r.id, &Outcome::Error(err)));
         }
     }
 

@@ -1,95 +1,103 @@
 //! Upstream: one `Backend` per configured server. It owns the transport,
-//! the backend sessions, health and restarts. Callers see `call` and
-//! `notify`; which connection serves them is the backend's business.
+//! every backend session (a "link"), the list cache, health and restarts.
+//! Callers see `call`, `list` and `answer`; which link serves them is the
+//! backend's business.
 
+mod cache;
 mod child;
 mod conn;
+mod error;
+mod event_stream;
+mod http;
+mod legacy_sse;
+mod link;
+mod pool;
 mod stdio;
+mod supervisor;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
-use tokio::sync::broadcast;
+use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use conn::EventSink;
+pub use error::UpstreamError;
 
-use crate::config::{BackendConfig, BackendName, Transport};
-use crate::jsonrpc::Outcome;
+use crate::config::{BackendConfig, BackendName, Isolation, Transport};
+use crate::jsonrpc::{self, Outcome};
 use crate::metrics::Metrics;
+use crate::sessions::{Principal, SessionId};
+use link::{EndReason, Link};
+use pool::PerSession;
 
-/// Why a call to a backend produced no JSON-RPC outcome.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("backend `{backend}` {kind}")]
-pub struct UpstreamError {
-    backend: BackendName,
-    kind: ErrorKind,
+/// Who a request is for: the key of per-session isolation.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    key: ClientKey,
+    /// Cancelled when the client session ends (None: no session to end).
+    ended: Option<CancellationToken>,
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
-enum ErrorKind {
-    #[error("is unavailable: {0}")]
-    Unavailable(String),
-    #[error("exited before answering")]
-    Exited,
-    #[error("did not answer in time")]
-    Timeout,
-    #[error("has too many requests in flight")]
-    Overloaded,
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum ClientKey {
+    Session(SessionId),
+    /// Without a session (stateless mode) the principal is the client.
+    Principal(Principal),
 }
 
-impl UpstreamError {
-    fn exited(b: &BackendName) -> Self {
-        Self {
-            backend: b.clone(),
-            kind: ErrorKind::Exited,
+impl Caller {
+    pub fn session(id: SessionId, ended: CancellationToken) -> Caller {
+        Caller {
+            key: ClientKey::Session(id),
+            ended: Some(ended),
         }
     }
-    fn timeout(b: &BackendName) -> Self {
-        Self {
-            backend: b.clone(),
-            kind: ErrorKind::Timeout,
+
+    pub fn principal(p: Principal) -> Caller {
+        Caller {
+            key: ClientKey::Principal(p),
+            ended: None,
         }
-    }
-    fn overloaded(b: &BackendName) -> Self {
-        Self {
-            backend: b.clone(),
-            kind: ErrorKind::Overloaded,
-        }
-    }
-    fn unavailable(b: &BackendName, why: String) -> Self {
-        Self {
-            backend: b.clone(),
-            kind: ErrorKind::Unavailable(why),
-        }
-    }
-    pub fn is_timeout(&self) -> bool {
-        matches!(self.kind, ErrorKind::Timeout)
     }
 }
 
 /// What the backend told us about itself in `initialize`.
-#[derive(Debug)]
+#[derive(Debug, Clone, Default)]
 pub struct InitInfo {
     pub capabilities: serde_json::Map<String, serde_json::Value>,
     pub instructions: Option<String>,
+    pub protocol_version: String,
 }
 
 impl InitInfo {
-    fn parse(result: &RawValue) -> Result<InitInfo, serde_json::Error> {
+    fn from_outcome(backend: &BackendName, outcome: &Outcome) -> Result<InitInfo, UpstreamError> {
         #[derive(serde::Deserialize)]
         struct Wire {
             #[serde(default)]
             capabilities: serde_json::Map<String, serde_json::Value>,
             #[serde(default)]
             instructions: Option<String>,
+            #[serde(rename = "protocolVersion")]
+            protocol_version: String,
         }
-        let w: Wire = serde_json::from_str(result.get())?;
+        let result = match outcome {
+            Outcome::Result(r) => r,
+            Outcome::Error(e) => {
+                return Err(UpstreamError::protocol(
+                    backend,
+                    format!("initialize refused: {}", e.get()),
+                ));
+            }
+        };
+        let w: Wire = serde_json::from_str(result.get())
+            .map_err(|e| UpstreamError::protocol(backend, format!("bad initialize result: {e}")))?;
         Ok(InitInfo {
             capabilities: w.capabilities,
             instructions: w.instructions,
+            protocol_version: w.protocol_version,
         })
     }
 
@@ -107,66 +115,96 @@ impl InitInfo {
     }
 }
 
+/// What every link of a backend shares.
+#[derive(Clone)]
+struct LinkCtx {
+    name: BackendName,
+    metrics: Arc<Metrics>,
+    timeout: Duration,
+    /// Called with `notifications/*/list_changed` from any link.
+    on_change: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+enum TransportSpec {
+    Stdio(stdio::StdioSpec),
+    Http(Arc<http::HttpSpec>),
+    Sse(Arc<http::HttpSpec>),
+}
+
+enum Pool {
+    Shared(Mutex<Option<Arc<Link>>>),
+    PerSession(Arc<PerSession>),
+}
+
+enum Health {
+    Starting,
+    Up(Arc<InitInfo>),
+    Down(String),
+    Stopped,
+}
+
 const LIST_CHANGED: [&str; 3] = [
     "notifications/tools/list_changed",
     "notifications/prompts/list_changed",
     "notifications/resources/list_changed",
 ];
 
-enum Health {
-    Starting,
-    Up(Arc<conn::Conn>, Arc<InitInfo>),
-    Down(String),
-    Stopped,
-}
-
 pub struct Backend {
     pub name: BackendName,
-    timeout: Duration,
+    ctx: LinkCtx,
+    transport: TransportSpec,
+    pool: Pool,
+    cache: cache::ListCache,
     health: Mutex<Health>,
     /// False until the first start attempt has ended, either way.
-    settled: tokio::sync::watch::Sender<bool>,
+    settled: watch::Sender<bool>,
     changes: broadcast::Sender<String>,
-    metrics: Arc<Metrics>,
+    /// A call found the backend unreachable: re-check its health now.
+    wake: Notify,
 }
 
 impl Backend {
-    /// Starts the backend's supervisor; it runs until `stop` is cancelled.
+    /// Starts the backend's supervisor; it runs until `stop` is cancelled
+    /// and ends every backend session before it returns.
     pub fn start(
         config: &BackendConfig,
         metrics: Arc<Metrics>,
         stop: CancellationToken,
-    ) -> (Arc<Backend>, tokio::task::JoinHandle<()>) {
-        let backend = Arc::new(Backend {
-            name: config.name.clone(),
-            timeout: config.request_timeout,
-            health: Mutex::new(Health::Starting),
-            settled: tokio::sync::watch::channel(false).0,
-            changes: broadcast::channel(16).0,
-            metrics,
+    ) -> Result<(Arc<Backend>, tokio::task::JoinHandle<()>), String> {
+        let transport = transport_spec(config)?;
+        let backend = Arc::new_cyclic(|weak: &Weak<Backend>| {
+            let weak = weak.clone();
+            Backend {
+                name: config.name.clone(),
+                ctx: LinkCtx {
+                    name: config.name.clone(),
+                    metrics,
+                    timeout: config.request_timeout,
+                    on_change: Arc::new(move |method: &str| {
+                        if let Some(b) = weak.upgrade() {
+                            b.list_changed(method);
+                        }
+                    }),
+                },
+                transport,
+                pool: match config.isolation {
+                    Isolation::Shared => Pool::Shared(Mutex::new(None)),
+                    Isolation::PerSession => Pool::PerSession(PerSession::new(
+                        config.name.clone(),
+                        config.max_sessions,
+                        config.idle_ttl,
+                    )),
+                },
+                cache: cache::ListCache::default(),
+                health: Mutex::new(Health::Starting),
+                settled: watch::channel(false).0,
+                changes: broadcast::channel(16).0,
+                wake: Notify::new(),
+            }
         });
-        backend.metrics.backend_up(&backend.name, false);
-        match &config.transport {
-            Transport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => {
-                let spec = stdio::StdioSpec {
-                    command: command.clone(),
-                    args: args.clone(),
-                    env: env.clone(),
-                    cwd: cwd.clone(),
-                };
-                let task = tokio::spawn(stdio::supervise(backend.clone(), spec, stop));
-                (backend, task)
-            }
-            Transport::Http { .. } | Transport::Sse { .. } => {
-                *backend.health.lock() = Health::Down("HTTP backends are not supported yet".into());
-                (backend, tokio::spawn(async {}))
-            }
-        }
+        backend.ctx.metrics.backend_up(&backend.name, false);
+        let task = tokio::spawn(supervisor::run(backend.clone(), stop));
+        Ok((backend, task))
     }
 
     fn set_health(&self, health: Health) {
@@ -175,12 +213,12 @@ impl Backend {
             std::mem::replace(&mut *self.health.lock(), health),
             Health::Up(..)
         );
-        self.metrics.backend_up(&self.name, up);
+        self.ctx.metrics.backend_up(&self.name, up);
         self.settled.send_replace(true);
         if up && !was_up {
             // Clients that listed while it was away have incomplete lists.
             for method in LIST_CHANGED {
-                self.list_changed(method);
+                let _ = self.changes.send(method.to_owned());
             }
         }
     }
@@ -192,25 +230,12 @@ impl Backend {
         let _ = tokio::time::timeout(limit, rx.wait_for(|s| *s)).await;
     }
 
-    fn conn(&self) -> Result<Arc<conn::Conn>, UpstreamError> {
-        match &*self.health.lock() {
-            Health::Up(c, _) => Ok(c.clone()),
-            Health::Starting => Err(UpstreamError::unavailable(&self.name, "starting".into())),
-            Health::Down(why) => Err(UpstreamError::unavailable(&self.name, why.clone())),
-            Health::Stopped => Err(UpstreamError::unavailable(&self.name, "stopped".into())),
-        }
-    }
-
     /// The backend's `initialize` result, while it is healthy.
     pub fn info(&self) -> Option<Arc<InitInfo>> {
         match &*self.health.lock() {
-            Health::Up(_, info) => Some(info.clone()),
+            Health::Up(info) => Some(info.clone()),
             _ => None,
         }
-    }
-
-    pub fn is_up(&self) -> bool {
-        matches!(&*self.health.lock(), Health::Up(..))
     }
 
     /// Why the backend is not healthy (None when it is).
@@ -223,22 +248,104 @@ impl Backend {
         }
     }
 
+    /// Fails fast while the backend is down: no call waits on a dead peer.
+    fn check_health(&self) -> Result<(), UpstreamError> {
+        match self.problem() {
+            None => Ok(()),
+            Some(why) => Err(UpstreamError::unavailable(&self.name, why)),
+        }
+    }
+
+    async fn open(&self) -> Result<Arc<Link>, UpstreamError> {
+        match &self.transport {
+            TransportSpec::Stdio(spec) => stdio::open(&self.ctx, spec).await,
+            TransportSpec::Http(spec) => http::open(&self.ctx, spec).await,
+            TransportSpec::Sse(spec) => legacy_sse::open(&self.ctx, spec).await,
+        }
+    }
+
+    async fn link_for(&self, caller: &Caller) -> Result<Arc<Link>, UpstreamError> {
+        self.check_health()?;
+        let link = match &self.pool {
+            Pool::Shared(slot) => slot
+                .lock()
+                .clone()
+                .filter(|l| !l.is_dead())
+                .ok_or_else(|| UpstreamError::unavailable(&self.name, "reconnecting")),
+            Pool::PerSession(p) => p.get_or_open(caller, || self.open()).await,
+        };
+        if let Err(e) = &link
+            && e.is_unreachable()
+        {
+            self.wake.notify_one();
+        }
+        link
+    }
+
     /// Sends a request. Progress and server-to-client requests caused by it
     /// go to `events`.
     pub async fn call(
         &self,
+        caller: &Caller,
         method: &str,
         params: Option<Box<RawValue>>,
         events: Option<&EventSink>,
     ) -> Result<Outcome, UpstreamError> {
-        self.conn()?
-            .call(method, params, events, self.timeout)
-            .await
+        let link = self.link_for(caller).await?;
+        link.touch();
+        let result = link
+            .conn
+            .call(method, params, events, self.ctx.timeout)
+            .await;
+        if let Err(e) = &result
+            && e.is_unreachable()
+        {
+            self.wake.notify_one();
+        }
+        result
     }
 
-    /// Delivers a client's answer to a request this backend sent.
-    pub fn answer(&self, gateway_id: u64, outcome: &Outcome) -> bool {
-        self.conn().is_ok_and(|c| c.answer(gateway_id, outcome))
+    /// One page of a list, from the cache or fetched over a backend session
+    /// that already exists (a per-session backend borrows any client's; only
+    /// with none at all is one opened, and closed again, for the fetch).
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        method: &'static str,
+        cursor: Option<&str>,
+    ) -> Result<Outcome, UpstreamError> {
+        self.check_health()?;
+        if let Some(page) = self.cache.get(method, cursor) {
+            return Ok(Outcome::Result(page));
+        }
+        let version = self.cache.version();
+        let (link, transient) = match &self.pool {
+            Pool::Shared(_) => (self.link_for(caller).await?, false),
+            Pool::PerSession(p) => match p.any_for(caller) {
+                Some(l) => (l, false),
+                None => (self.open().await?, true),
+            },
+        };
+        let params = cursor.map(|c| jsonrpc::raw(&serde_json::json!({ "cursor": c })));
+        let result = link.conn.call(method, params, None, self.ctx.timeout).await;
+        if transient {
+            link.close(EndReason::Probe);
+        }
+        let refresh = match &result {
+            Ok(Outcome::Result(page)) => self.cache.put(version, method, cursor, page),
+            _ => "error",
+        };
+        self.ctx.metrics.list_refresh(&self.name, refresh);
+        result
+    }
+
+    /// Delivers a client's answer to a request this backend sent it.
+    pub fn answer(&self, caller: &Caller, gateway_id: u64, outcome: &Outcome) -> bool {
+        let link = match &self.pool {
+            Pool::Shared(slot) => slot.lock().clone(),
+            Pool::PerSession(p) => p.existing(caller),
+        };
+        link.is_some_and(|l| l.conn.answer(gateway_id, outcome))
     }
 
     /// List-change notifications (`notifications/tools/list_changed`, ...).
@@ -247,6 +354,52 @@ impl Backend {
     }
 
     fn list_changed(&self, method: &str) {
+        self.cache.invalidate(method);
         let _ = self.changes.send(method.to_owned());
     }
+}
+
+fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {
+    Ok(match &config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => TransportSpec::Stdio(stdio::StdioSpec {
+            command: command.clone(),
+            args: args.clone(),
+            env: env.clone(),
+            cwd: cwd.clone(),
+        }),
+        Transport::Http { url, headers } => TransportSpec::Http(Arc::new(http_spec(url, headers)?)),
+        Transport::Sse { url, headers } => TransportSpec::Sse(Arc::new(http_spec(url, headers)?)),
+    })
+}
+
+fn http_spec(
+    url: &str,
+    headers: &[(String, crate::config::Secret)],
+) -> Result<http::HttpSpec, String> {
+    let url = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
+    let mut map = reqwest::header::HeaderMap::new();
+    for (k, v) in headers {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|e| format!("header {k}: {e}"))?;
+        let mut value = reqwest::header::HeaderValue::from_str(v.expose())
+            .map_err(|_| format!("header {k}: invalid value"))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| format!("http client: {e}"))?;
+    Ok(http::HttpSpec {
+        url,
+        headers: map,
+        client,
+    })
 }

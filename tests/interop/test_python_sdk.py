@@ -31,7 +31,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.session import ClientRequestContext
 
-from harness import Gateway, GatewayExited, GatewayFactory, everything_stdio_backend
+from harness import Gateway, GatewayFactory, everything_stdio_backend
 
 pytestmark = pytest.mark.anyio
 
@@ -284,15 +284,7 @@ async def test_everything_sampling_routed_to_client(
     gateway_factory: GatewayFactory, everything_js, isolation: str
 ) -> None:
     """The backend's sampling/createMessage reaches this client's callback; its answer reaches the backend."""
-    try:
-        gw = gateway_factory(everything_config(everything_js, isolation))
-    except GatewayExited as exc:
-        # Explicitly marked, never silent: the only tolerated failure is the gateway refusing a
-        # contract setting it has not implemented yet (exit 2, "... is not supported yet").
-        # Any other failure, or a gateway that accepts the setting and misroutes, fails the test.
-        if exc.code == 2 and f'isolation = "{isolation}" is not supported yet' in exc.stderr:
-            pytest.xfail(f"NOT IMPLEMENTED YET in sluice: {exc.stderr.strip()}")
-        raise
+    gw = gateway_factory(everything_config(everything_js, isolation))
     sampler = FakeSampler(marker=f"SAMPLED-{isolation}-7f3a9c")
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with legacy_client(gw.mcp_url, sampling_callback=sampler) as client:

@@ -8,13 +8,13 @@ fn raw(s: &str) -> Box<RawValue> {
     RawValue::from_string(s.to_owned()).unwrap()
 }
 
-fn conn() -> (Arc<Conn>, mpsc::Receiver<String>) {
+fn conn() -> (Arc<Conn>, mpsc::Receiver<Frame>) {
     let (tx, rx) = mpsc::channel(16);
     (Conn::new(BackendName::new("b").unwrap(), tx), rx)
 }
 
-async fn next_json(rx: &mut mpsc::Receiver<String>) -> Value {
-    serde_json::from_str(&rx.recv().await.unwrap()).unwrap()
+async fn next_json(rx: &mut mpsc::Receiver<Frame>) -> Value {
+    serde_json::from_str(&rx.recv().await.unwrap().line).unwrap()
 }
 
 #[test]
@@ -59,17 +59,19 @@ async fn responses_and_progress_reach_their_caller() {
     let id_b = next_json(&mut wire).await["id"].as_u64().unwrap();
     assert_ne!(id_a, id_b);
 
-    conn.dispatch(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{id_b},"progress":1}}}}"#));
+    conn.dispatch(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{id_b},"progress":1}}}}"#), None);
     let p: Value = serde_json::from_str(&events_b.recv().await.unwrap()).unwrap();
     assert_eq!(p["params"]["progressToken"], "same");
     assert!(events_a.try_recv().is_err());
 
-    conn.dispatch(&format!(
-        r#"{{"jsonrpc":"2.0","id":{id_b},"result":{{"who":"b"}}}}"#
-    ));
-    conn.dispatch(&format!(
-        r#"{{"jsonrpc":"2.0","id":{id_a},"result":{{"who":"a"}}}}"#
-    ));
+    conn.dispatch(
+        &format!(r#"{{"jsonrpc":"2.0","id":{id_b},"result":{{"who":"b"}}}}"#),
+        None,
+    );
+    conn.dispatch(
+        &format!(r#"{{"jsonrpc":"2.0","id":{id_a},"result":{{"who":"a"}}}}"#),
+        None,
+    );
     let Outcome::Result(ra) = a.await.unwrap().unwrap() else {
         panic!()
     };
@@ -93,6 +95,7 @@ async fn a_server_request_is_routed_to_the_one_caller() {
 
     conn.dispatch(
         r#"{"jsonrpc":"2.0","id":"srv-7","method":"sampling/createMessage","params":{"m":1}}"#,
+        None,
     );
     let asked: Value = serde_json::from_str(&events.recv().await.unwrap()).unwrap();
     assert_eq!(asked["method"], "sampling/createMessage");
@@ -110,7 +113,10 @@ async fn a_server_request_is_routed_to_the_one_caller() {
         "answered only once"
     );
 
-    conn.dispatch(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#));
+    conn.dispatch(
+        &format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#),
+        None,
+    );
     assert!(call.await.unwrap().is_ok());
 }
 
@@ -126,7 +132,10 @@ async fn an_ambiguous_server_request_is_refused() {
         tokio::spawn(async move { c.call("x", None, Some(&ev), Duration::from_secs(5)).await });
         next_json(&mut wire).await;
     }
-    conn.dispatch(r#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{}}"#);
+    conn.dispatch(
+        r#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{}}"#,
+        None,
+    );
     let refusal = next_json(&mut wire).await;
     assert_eq!(refusal["id"], 9);
     assert_eq!(refusal["error"]["code"], -32603);
@@ -150,4 +159,26 @@ async fn a_timed_out_call_is_cancelled_at_the_backend() {
     };
     assert!(err.is_timeout());
     assert!(conn.state.lock().calls.is_empty());
+}
+
+/// Over HTTP the response stream names the request: routing is exact even
+/// with many requests in flight.
+#[tokio::test]
+async fn a_server_request_on_a_response_stream_goes_to_its_request() {
+    let (conn, mut wire) = conn();
+    let (ev_a, mut events_a) = mpsc::channel(8);
+    let (ev_b, mut events_b) = mpsc::channel(8);
+    let c = conn.clone();
+    tokio::spawn(async move { c.call("x", None, Some(&ev_a), Duration::from_secs(5)).await });
+    let id_a = next_json(&mut wire).await["id"].as_u64().unwrap();
+    let c = conn.clone();
+    tokio::spawn(async move { c.call("x", None, Some(&ev_b), Duration::from_secs(5)).await });
+    next_json(&mut wire).await;
+    conn.dispatch(
+        r#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{}}"#,
+        Some(id_a),
+    );
+    let asked: Value = serde_json::from_str(&events_a.recv().await.unwrap()).unwrap();
+    assert_eq!(asked["method"], "sampling/createMessage");
+    assert!(events_b.try_recv().is_err());
 }

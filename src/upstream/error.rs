@@ -1,0 +1,64 @@
+//! Why a call to a backend produced no JSON-RPC outcome. Every message
+//! names the backend, so a client can tell which of many failed.
+
+use crate::config::BackendName;
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("backend `{backend}` {kind}")]
+pub struct UpstreamError {
+    backend: BackendName,
+    kind: ErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum ErrorKind {
+    #[error("is unavailable: {0}")]
+    Unavailable(String),
+    #[error("exited before answering")]
+    Exited,
+    #[error("did not answer in time")]
+    Timeout,
+    #[error("has too many requests in flight")]
+    Overloaded,
+    #[error("has reached its limit of {0} backend sessions")]
+    AtCapacity(usize),
+    #[error("failed: {0}")]
+    Protocol(String),
+}
+
+impl UpstreamError {
+    fn new(backend: &BackendName, kind: ErrorKind) -> Self {
+        Self {
+            backend: backend.clone(),
+            kind,
+        }
+    }
+    pub(super) fn exited(b: &BackendName) -> Self {
+        Self::new(b, ErrorKind::Exited)
+    }
+    pub(super) fn timeout(b: &BackendName) -> Self {
+        Self::new(b, ErrorKind::Timeout)
+    }
+    pub(super) fn overloaded(b: &BackendName) -> Self {
+        Self::new(b, ErrorKind::Overloaded)
+    }
+    pub(super) fn unavailable(b: &BackendName, why: impl Into<String>) -> Self {
+        Self::new(b, ErrorKind::Unavailable(why.into()))
+    }
+    pub(super) fn at_capacity(b: &BackendName, max: usize) -> Self {
+        Self::new(b, ErrorKind::AtCapacity(max))
+    }
+    /// The backend answered, but not as MCP says it should.
+    pub(super) fn protocol(b: &BackendName, why: impl Into<String>) -> Self {
+        Self::new(b, ErrorKind::Protocol(why.into()))
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        self.kind == ErrorKind::Timeout
+    }
+
+    /// The backend could not be reached at all: its health is in question.
+    pub(super) fn is_unreachable(&self) -> bool {
+        matches!(self.kind, ErrorKind::Unavailable(_))
+    }
+}

@@ -1,0 +1,366 @@
+//! Streamable HTTP backend sessions (legacy revisions, `Mcp-Session-Id`).
+//!
+//! Each message is its own POST; a request's answer (and the progress and
+//! server requests it causes) come back on that POST's response, so they
+//! are routed to exactly the request that caused them. A GET stream carries
+//! the rest (list changes). A 404 for our session means the backend forgot
+//! it: the request was not executed, so we re-initialize once and retry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::{Response, StatusCode};
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::conn::{Conn, Frame};
+use super::event_stream::events;
+use super::link::{self, EndReason, Link};
+use super::{InitInfo, LinkCtx, UpstreamError};
+use crate::jsonrpc::{self, Message, Outcome};
+
+const WRITE_QUEUE: usize = 1024;
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// DELETE is a courtesy: never let a dead backend hold up a close.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+pub(super) struct HttpSpec {
+    pub(super) url: reqwest::Url,
+    /// Static headers from the config; never anything of the client's.
+    pub(super) headers: HeaderMap,
+    pub(super) client: reqwest::Client,
+}
+
+#[derive(Clone)]
+struct Session {
+    id: Option<HeaderValue>,
+    version: HeaderValue,
+    /// Bumped by each (re-)initialize, so concurrent 404s re-initialize once.
+    generation: u64,
+}
+
+struct Wire {
+    ctx: LinkCtx,
+    spec: Arc<HttpSpec>,
+    session: Mutex<Session>,
+    reinit: tokio::sync::Mutex<()>,
+    /// Cancelled when the backend cannot be reached: the link is dead.
+    fatal: CancellationToken,
+}
+
+pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link>, UpstreamError> {
+    let wire = Arc::new(Wire {
+        ctx: ctx.clone(),
+        spec: spec.clone(),
+        session: Mutex::new(Session {
+            id: None,
+            version: HeaderValue::from_static(crate::protocol::LegacyVersion::LATEST.as_str()),
+            generation: 0,
+        }),
+        reinit: tokio::sync::Mutex::new(()),
+        fatal: CancellationToken::new(),
+    });
+    let info = wire.initialize().await?;
+    let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+    let conn = Conn::new(ctx.name.clone(), tx);
+    let link = Link::new(conn.clone(), info);
+    let writer = tokio::spawn(write_frames(wire.clone(), conn.clone(), rx));
+    let listener = tokio::spawn(listen(wire.clone(), conn));
+    link.own(tokio::spawn(own(link.clone(), wire, writer, listener)));
+    Ok(link)
+}
+
+async fn own(
+    link: Arc<Link>,
+    wire: Arc<Wire>,
+    writer: tokio::task::JoinHandle<()>,
+    listener: tokio::task::JoinHandle<()>,
+) {
+    tokio::select! {
+        _ = link.close_requested().cancelled() => {}
+        _ = wire.fatal.cancelled() => {
+            tracing::warn!(backend = %wire.ctx.name, "backend unreachable; session dropped");
+        }
+    }
+    writer.abort();
+    listener.abort();
+    let reason = link.ended();
+    if reason != EndReason::Failed {
+        wire.delete().await;
+    }
+    wire.ctx
+        .metrics
+        .backend_session_closed(&wire.ctx.name, reason.label());
+}
+
+impl Wire {
+    fn request(&self, method: reqwest::Method, session: &Session) -> reqwest::RequestBuilder {
+        let mut req = self
+            .spec
+            .client
+            .request(method, self.spec.url.clone())
+            .headers(self.spec.headers.clone())
+            .header(VERSION_HEADER, session.version.clone());
+        if let Some(id) = &session.id {
+            req = req.header(SESSION_HEADER, id.clone());
+        }
+        req
+    }
+
+    fn post(&self, session: &Session, body: String) -> reqwest::RequestBuilder {
+        self.request(reqwest::Method::POST, session)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(body)
+    }
+
+    fn unreachable(&self, e: impl std::fmt::Display) -> UpstreamError {
+        UpstreamError::unavailable(&self.ctx.name, e.to_string())
+    }
+
+    /// Opens a session: initialize, remember its id and version, initialized.
+    async fn initialize(&self) -> Result<InitInfo, UpstreamError> {
+        let name = &self.ctx.name;
+        let fresh = Session {
+            id: None,
+            ..self.session.lock().clone()
+        };
+        let id = jsonrpc::raw(&"sluice-initialize");
+        let body = jsonrpc::request(&id, "initialize", Some(&link::initialize_params()));
+        let resp = self
+            .post(&fresh, body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if !resp.status().is_success() {
+            return Err(self.unreachable(format!("initialize answered HTTP {}", resp.status())));
+        }
+        let session_id = resp.headers().get(SESSION_HEADER).cloned();
+        let outcome = tokio::time::timeout(self.ctx.timeout, answer_of(name, resp, &id))
+            .await
+            .map_err(|_| UpstreamError::timeout(name))??;
+        let info = InitInfo::from_outcome(name, &outcome)?;
+        let version = HeaderValue::from_str(&info.protocol_version)
+            .map_err(|_| UpstreamError::protocol(name, "bad protocolVersion"))?;
+        let session = {
+            let mut s = self.session.lock();
+            *s = Session {
+                id: session_id,
+                version,
+                generation: s.generation + 1,
+            };
+            s.clone()
+        };
+        let note = jsonrpc::notification("notifications/initialized", None);
+        let resp = self
+            .post(&session, note)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if !resp.status().is_success() {
+            return Err(UpstreamError::protocol(
+                name,
+                format!("notifications/initialized answered HTTP {}", resp.status()),
+            ));
+        }
+        self.ctx.metrics.backend_session_opened(name);
+        Ok(info)
+    }
+
+    /// After a 404: re-initialize, unless a concurrent caller already did.
+    async fn reinitialize(&self, seen: u64) -> Result<(), UpstreamError> {
+        let _one = self.reinit.lock().await;
+        if self.session.lock().generation != seen {
+            return Ok(());
+        }
+        tracing::info!(backend = %self.ctx.name, "backend forgot our session; re-initializing");
+        self.ctx
+            .metrics
+            .backend_session_closed(&self.ctx.name, EndReason::Expired.label());
+        self.initialize().await.map(|_| ())
+    }
+
+    async fn delete(&self) {
+        let session = self.session.lock().clone();
+        if session.id.is_none() {
+            return;
+        }
+        let req = self.request(reqwest::Method::DELETE, &session).send();
+        if let Ok(Ok(resp)) = tokio::time::timeout(DELETE_TIMEOUT, req).await {
+            tracing::debug!(backend = %self.ctx.name, status = %resp.status(), "backend session deleted");
+        }
+    }
+}
+
+/// Sends each frame as its own POST, concurrently.
+async fn write_frames(wire: Arc<Wire>, conn: Arc<Conn>, mut rx: mpsc::Receiver<Frame>) {
+    while let Some(frame) = rx.recv().await {
+        let wire = wire.clone();
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            // Bounded like the call itself; a stream nobody waits for ends.
+            let limit = wire.ctx.timeout + Duration::from_secs(1);
+            let _ = tokio::time::timeout(limit, send(&wire, &conn, frame)).await;
+        });
+    }
+}
+
+async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
+    let name = &wire.ctx.name;
+    for attempt in 0..2 {
+        let session = wire.session.lock().clone();
+        let resp = match wire.post(&session, frame.line.clone()).send().await {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(id) = frame.call {
+                    conn.fail(id, wire.unreachable(&e));
+                }
+                wire.fatal.cancel();
+                return;
+            }
+        };
+        let status = resp.status();
+        if status == StatusCode::NOT_FOUND && session.id.is_some() && attempt == 0 {
+            // The request was not executed: re-initialize, then retry it.
+            if let Err(e) = wire.reinitialize(session.generation).await {
+                if let Some(id) = frame.call {
+                    conn.fail(id, e);
+                }
+                wire.fatal.cancel();
+                return;
+            }
+            continue;
+        }
+        if !status.is_success() {
+            if let Some(id) = frame.call {
+                conn.fail(
+                    id,
+                    UpstreamError::protocol(name, format!("answered HTTP {status}")),
+                );
+            }
+            return;
+        }
+        deliver(wire, conn, resp, frame.call).await;
+        return;
+    }
+}
+
+/// Feeds a POST's response (one JSON message, a batch, or an SSE stream)
+/// to the connection, tagged with the request it answers.
+async fn deliver(wire: &Wire, conn: &Conn, resp: Response, origin: Option<u64>) {
+    if is_event_stream(&resp) {
+        let mut stream = std::pin::pin!(events(resp.bytes_stream()));
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(ev) if !ev.data.is_empty() => dispatch(wire, conn, &ev.data, origin),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(backend = %wire.ctx.name, error = %e, "response stream broke");
+                    break;
+                }
+            }
+        }
+    } else if let Ok(body) = resp.bytes().await {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        match serde_json::from_slice::<Vec<Box<RawValue>>>(&body) {
+            Ok(batch) => batch
+                .iter()
+                .for_each(|m| dispatch(wire, conn, m.get(), origin)),
+            Err(_) => dispatch(wire, conn, &String::from_utf8_lossy(&body), origin),
+        }
+    }
+    if let Some(id) = origin {
+        // A response stream that ended without the answer: fail, don't hang.
+        conn.fail(
+            id,
+            UpstreamError::protocol(&wire.ctx.name, "response ended without an answer"),
+        );
+    }
+}
+
+fn dispatch(wire: &Wire, conn: &Conn, data: &str, origin: Option<u64>) {
+    if let Some(change) = conn.dispatch(data, origin) {
+        (wire.ctx.on_change)(&change);
+    }
+}
+
+fn is_event_stream(resp: &Response) -> bool {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// The answer to one request (initialize), from JSON or an SSE stream.
+async fn answer_of(
+    name: &crate::config::BackendName,
+    resp: Response,
+    id: &RawValue,
+) -> Result<Outcome, UpstreamError> {
+    let matches = |text: &str| match Message::parse(text.as_bytes()) {
+        Ok(Message::Response(r)) if r.id.get() == id.get() => Some(r.outcome),
+        _ => None,
+    };
+    if is_event_stream(&resp) {
+        let mut stream = std::pin::pin!(events(resp.bytes_stream()));
+        while let Some(Ok(ev)) = stream.next().await {
+            if let Some(o) = matches(&ev.data) {
+                return Ok(o);
+            }
+        }
+    } else if let Ok(body) = resp.text().await
+        && let Some(o) = matches(&body)
+    {
+        return Ok(o);
+    }
+    Err(UpstreamError::protocol(name, "initialize got no answer"))
+}
+
+/// The standalone GET stream: list changes and other unsolicited messages.
+/// Reconnects with backoff while the link lives; a 405 means there is none.
+async fn listen(wire: Arc<Wire>, conn: Arc<Conn>) {
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        let session = wire.session.lock().clone();
+        let resp = wire
+            .request(reqwest::Method::GET, &session)
+            .header(ACCEPT, "text/event-stream")
+            .send()
+            .await;
+        match resp {
+            Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+            Ok(r) if r.status() == StatusCode::NOT_FOUND && session.id.is_some() => {
+                if wire.reinitialize(session.generation).await.is_err() {
+                    wire.fatal.cancel();
+                    return;
+                }
+                continue;
+            }
+            Ok(r) if r.status().is_success() && is_event_stream(&r) => {
+                backoff = Duration::from_millis(500);
+                let mut stream = std::pin::pin!(events(r.bytes_stream()));
+                while let Some(Ok(ev)) = stream.next().await {
+                    if !ev.data.is_empty() {
+                        dispatch(&wire, &conn, &ev.data, None);
+                    }
+                }
+            }
+            Ok(r) => {
+                tracing::debug!(backend = %wire.ctx.name, status = %r.status(), "no GET stream");
+            }
+            Err(e) => {
+                tracing::debug!(backend = %wire.ctx.name, error = %e, "GET stream failed");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}

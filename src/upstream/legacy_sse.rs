@@ -1,0 +1,121 @@
+//! The deprecated HTTP+SSE transport (2024-11-05): one long GET stream
+//! carries every server message; the first event names the URL to POST
+//! client messages to. It is a duplex pipe like stdio, so the connection
+//! multiplexer works unchanged on top of it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use tokio::sync::mpsc;
+
+use super::conn::{Conn, Frame};
+use super::event_stream::events;
+use super::http::HttpSpec;
+use super::link::{self, EndReason, Link};
+use super::{InitInfo, LinkCtx, UpstreamError};
+
+const WRITE_QUEUE: usize = 1024;
+
+pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link>, UpstreamError> {
+    let unreachable =
+        |e: &dyn std::fmt::Display| UpstreamError::unavailable(&ctx.name, e.to_string());
+    let resp = spec
+        .client
+        .get(spec.url.clone())
+        .headers(spec.headers.clone())
+        .header(ACCEPT, "text/event-stream")
+        .send()
+        .await
+        .map_err(|e| unreachable(&e))?;
+    if !resp.status().is_success() {
+        return Err(unreachable(&format!("GET answered HTTP {}", resp.status())));
+    }
+    let mut stream = Box::pin(events(resp.bytes_stream()));
+    // The first event must be `endpoint`: where to POST.
+    let endpoint = match tokio::time::timeout(ctx.timeout, stream.next()).await {
+        Ok(Some(Ok(ev))) if ev.event.as_deref() == Some("endpoint") => spec
+            .url
+            .join(ev.data.trim())
+            .map_err(|e| UpstreamError::protocol(&ctx.name, format!("bad endpoint: {e}")))?,
+        Ok(_) => return Err(UpstreamError::protocol(&ctx.name, "no endpoint event")),
+        Err(_) => return Err(UpstreamError::timeout(&ctx.name)),
+    };
+    ctx.metrics.backend_session_opened(&ctx.name);
+
+    let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+    let conn = Conn::new(ctx.name.clone(), tx);
+    let writer = tokio::spawn(post_frames(spec.clone(), endpoint, conn.clone(), rx));
+    let reader_conn = conn.clone();
+    let reader_ctx = ctx.clone();
+    let reader = tokio::spawn(async move {
+        while let Some(Ok(ev)) = stream.next().await {
+            if ev.event.as_deref().unwrap_or("message") == "message"
+                && let Some(change) = reader_conn.dispatch(&ev.data, None)
+            {
+                (reader_ctx.on_change)(&change);
+            }
+        }
+    });
+    let handshake = link::handshake(&conn, ctx.timeout).await;
+    let info = handshake
+        .as_ref()
+        .map_or_else(|_| InitInfo::default(), InitInfo::clone);
+    let link = Link::new(conn, info);
+    link.own(tokio::spawn(own(link.clone(), writer, reader, ctx.clone())));
+    match handshake {
+        Ok(_) => Ok(link),
+        Err(e) => {
+            link.close(EndReason::Failed);
+            link.closed().await;
+            Err(e)
+        }
+    }
+}
+
+/// Dropping the GET stream ends the session: the transport has no DELETE.
+async fn own(
+    link: Arc<Link>,
+    writer: tokio::task::JoinHandle<()>,
+    mut reader: tokio::task::JoinHandle<()>,
+    ctx: LinkCtx,
+) {
+    tokio::select! {
+        _ = link.close_requested().cancelled() => {}
+        _ = &mut reader => tracing::warn!(backend = %ctx.name, "backend event stream ended"),
+    }
+    writer.abort();
+    reader.abort();
+    let reason = link.ended();
+    ctx.metrics
+        .backend_session_closed(&ctx.name, reason.label());
+}
+
+async fn post_frames(
+    spec: Arc<HttpSpec>,
+    endpoint: reqwest::Url,
+    conn: Arc<Conn>,
+    mut rx: mpsc::Receiver<Frame>,
+) {
+    while let Some(frame) = rx.recv().await {
+        let req = spec
+            .client
+            .post(endpoint.clone())
+            .headers(spec.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .timeout(Duration::from_secs(30))
+            .body(frame.line);
+        let failed = match req.send().await {
+            Ok(r) if r.status().is_success() => None,
+            Ok(r) => Some(UpstreamError::protocol(
+                conn.backend(),
+                format!("POST answered HTTP {}", r.status()),
+            )),
+            Err(e) => Some(UpstreamError::unavailable(conn.backend(), e.to_string())),
+        };
+        if let (Some(e), Some(id)) = (failed, frame.call) {
+            conn.fail(id, e);
+        }
+    }
+}

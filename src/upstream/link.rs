@@ -1,0 +1,165 @@
+//! A link is one live backend session: a stdio child, or a session on an
+//! HTTP backend. It has exactly one owner task, which ends the session
+//! (terminates the child, or sends DELETE) when asked or when it dies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::conn::Conn;
+use super::{InitInfo, UpstreamError};
+use crate::config::BackendName;
+use crate::jsonrpc::{self, Outcome};
+
+/// Why a backend session ended (the `reason` label of
+/// `sluice_backend_sessions_closed_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EndReason {
+    /// The gateway is stopping.
+    Shutdown,
+    /// The client session that owned it ended.
+    ClientClosed,
+    /// Unused for longer than the backend's idle_ttl.
+    Idle,
+    /// Opened only to check health or fetch a list.
+    Probe,
+    /// The process exited or the connection failed.
+    Failed,
+    /// The backend answered 404: it had forgotten the session.
+    Expired,
+}
+
+impl EndReason {
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            EndReason::Shutdown => "shutdown",
+            EndReason::ClientClosed => "client_closed",
+            EndReason::Idle => "idle",
+            EndReason::Probe => "probe",
+            EndReason::Failed => "exited",
+            EndReason::Expired => "expired",
+        }
+    }
+}
+
+pub(super) struct Link {
+    pub(super) conn: Arc<Conn>,
+    pub(super) info: Arc<InitInfo>,
+    /// Cancelled once the session is over, for whatever reason.
+    dead: CancellationToken,
+    /// Cancelled to ask the owner task to end the session.
+    close: CancellationToken,
+    reason: Mutex<EndReason>,
+    last_used: Mutex<Instant>,
+    owner: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Link {
+    pub(super) fn new(conn: Arc<Conn>, info: InitInfo) -> Arc<Link> {
+        Arc::new(Link {
+            conn,
+            info: Arc::new(info),
+            dead: CancellationToken::new(),
+            close: CancellationToken::new(),
+            reason: Mutex::new(EndReason::Failed),
+            last_used: Mutex::new(Instant::now()),
+            owner: Mutex::new(None),
+        })
+    }
+
+    /// Hands the link its owner task, which must end with `ended`.
+    pub(super) fn own(&self, task: tokio::task::JoinHandle<()>) {
+        *self.owner.lock() = Some(task);
+    }
+
+    /// Asks the owner to end the session. The first reason given sticks.
+    pub(super) fn close(&self, reason: EndReason) {
+        if !self.close.is_cancelled() {
+            *self.reason.lock() = reason;
+            self.close.cancel();
+        }
+    }
+
+    /// Waits until the owner task has ended the session.
+    pub(super) async fn closed(&self) {
+        let task = self.owner.lock().take();
+        match task {
+            Some(t) => {
+                let _ = t.await;
+            }
+            None => self.dead.cancelled().await,
+        }
+    }
+
+    /// For the owner task: the signal to end the session.
+    pub(super) fn close_requested(&self) -> &CancellationToken {
+        &self.close
+    }
+
+    /// For the owner task: the session is over. Fails whoever still waits
+    /// and returns why it ended.
+    pub(super) fn ended(&self) -> EndReason {
+        self.conn.fail_all();
+        self.dead.cancel();
+        *self.reason.lock()
+    }
+
+    pub(super) fn is_dead(&self) -> bool {
+        self.dead.is_cancelled()
+    }
+
+    pub(super) fn dead(&self) -> &CancellationToken {
+        &self.dead
+    }
+
+    pub(super) fn touch(&self) {
+        *self.last_used.lock() = Instant::now();
+    }
+
+    pub(super) fn idle_for(&self) -> Duration {
+        self.last_used.lock().elapsed()
+    }
+}
+
+/// The legacy handshake over a multiplexed connection (stdio, HTTP+SSE).
+pub(super) async fn handshake(conn: &Conn, timeout: Duration) -> Result<InitInfo, UpstreamError> {
+    let b = conn.backend().clone();
+    let outcome = conn
+        .call("initialize", Some(initialize_params()), None, timeout)
+        .await?;
+    let info = InitInfo::from_outcome(&b, &outcome)?;
+    conn.notify("notifications/initialized", None).await?;
+    Ok(info)
+}
+
+pub(super) fn initialize_params() -> Box<serde_json::value::RawValue> {
+    jsonrpc::raw(&serde_json::json!({
+        "protocolVersion": crate::protocol::LegacyVersion::LATEST.as_str(),
+        // Offered so that backends may use them; routing is the gateway's job.
+        "capabilities": { "sampling": {}, "elicitation": {}, "roots": { "listChanged": true } },
+        "clientInfo": { "name": "sluice", "version": env!("CARGO_PKG_VERSION") },
+    }))
+}
+
+/// Healthy means a list call succeeded, not that a process or socket exists.
+/// Returns the first page, so the probe also fills the cache.
+pub(super) async fn probe(
+    link: &Link,
+    timeout: Duration,
+) -> Result<(&'static str, Box<serde_json::value::RawValue>), UpstreamError> {
+    let method = link.info.health_probe();
+    match link.conn.call(method, None, None, timeout).await? {
+        Outcome::Result(r) => Ok((method, r)),
+        Outcome::Error(e) => Err(UpstreamError::protocol(
+            &name_of(link),
+            format!("{method} refused: {}", e.get()),
+        )),
+    }
+}
+
+fn name_of(link: &Link) -> BackendName {
+    link.conn.backend().clone()
+}

@@ -1,0 +1,113 @@
+//! The one task that owns a backend's health: it opens the shared backend
+//! session (or, for per-session backends, a probe session it closes again),
+//! checks it with a list call, and reopens with capped exponential backoff
+//! when it fails. On stop it ends every backend session it has.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::link::{self, EndReason, Link};
+use super::{Backend, Health, Pool, UpstreamError};
+
+const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A run this long resets the backoff.
+const STABLE_AFTER: Duration = Duration::from_secs(10);
+
+pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
+    if let Pool::PerSession(p) = &backend.pool {
+        tokio::spawn(reap(p.clone(), stop.clone()));
+    }
+    let mut backoff = BACKOFF_FIRST;
+    loop {
+        let started = Instant::now();
+        match connect(&backend).await {
+            Ok(link) => serve(&backend, link, &stop).await,
+            Err(e) => {
+                tracing::warn!(backend = %backend.name, error = %e, "backend unhealthy");
+                backend.set_health(Health::Down(e.to_string()));
+            }
+        }
+        if stop.is_cancelled() {
+            break;
+        }
+        if started.elapsed() >= STABLE_AFTER {
+            backoff = BACKOFF_FIRST;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+    if let Pool::PerSession(p) = &backend.pool {
+        p.close_all(EndReason::Shutdown).await;
+    }
+    backend.set_health(Health::Stopped);
+}
+
+/// Opens a session and proves it healthy; the probe's page seeds the cache.
+async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
+    let link = backend.open().await?;
+    match link::probe(&link, backend.ctx.timeout).await {
+        Ok((method, page)) => {
+            backend.cache.clear();
+            backend
+                .cache
+                .put(backend.cache.version(), method, None, &page);
+            Ok(link)
+        }
+        Err(e) => {
+            link.close(EndReason::Failed);
+            link.closed().await;
+            Err(e)
+        }
+    }
+}
+
+/// Healthy until the shared session dies (or, per-session, until a call
+/// finds the backend unreachable), or until stop.
+async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
+    let info = link.info.clone();
+    match &backend.pool {
+        Pool::Shared(slot) => {
+            *slot.lock() = Some(link.clone());
+            backend.set_health(Health::Up(info));
+            tracing::info!(backend = %backend.name, "backend healthy");
+            tokio::select! {
+                _ = stop.cancelled() => link.close(EndReason::Shutdown),
+                _ = link.dead().cancelled() => {}
+            }
+            *slot.lock() = None;
+            if !stop.is_cancelled() {
+                backend.set_health(Health::Down("backend session ended; reconnecting".into()));
+            }
+            link.closed().await;
+        }
+        Pool::PerSession(_) => {
+            link.close(EndReason::Probe);
+            link.closed().await;
+            backend.set_health(Health::Up(info));
+            tracing::info!(backend = %backend.name, "backend healthy");
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = backend.wake.notified() => {}
+            }
+        }
+    }
+}
+
+/// One sweeper for the backend's per-session links, no timer per link.
+async fn reap(pool: Arc<super::pool::PerSession>, stop: CancellationToken) {
+    let period = (pool.idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    let mut tick = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => pool.reap_idle(),
+        }
+    }
+}
