@@ -90,10 +90,10 @@ async fn own(
     }
     writer.abort();
     listener.abort();
-    let reason = link.ended();
-    if reason != EndReason::Failed {
+    if link.reason() != EndReason::Failed {
         wire.delete().await;
     }
+    let reason = link.ended();
     wire.ctx
         .metrics
         .backend_session_closed(&wire.ctx.name, reason.label());

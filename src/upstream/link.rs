@@ -99,6 +99,11 @@ impl Link {
         &self.close
     }
 
+    /// Why the session is ending (Failed unless someone asked to close it).
+    pub(super) fn reason(&self) -> EndReason {
+        *self.reason.lock()
+    }
+
     /// For the owner task: the session is over. Fails whoever still waits
     /// and returns why it ended.
     pub(super) fn ended(&self) -> EndReason {
@@ -138,8 +143,9 @@ pub(super) async fn handshake(conn: &Conn, timeout: Duration) -> Result<InitInfo
 pub(super) fn initialize_params() -> Box<serde_json::value::RawValue> {
     jsonrpc::raw(&serde_json::json!({
         "protocolVersion": crate::protocol::LegacyVersion::LATEST.as_str(),
-        // Offered so that backends may use them; routing is the gateway's job.
-        "capabilities": { "sampling": {}, "elicitation": {}, "roots": { "listChanged": true } },
+        // Routable to the client that caused them. Roots are not offered:
+        // they belong to one client, and a shared backend serves many.
+        "capabilities": { "sampling": {}, "elicitation": {} },
         "clientInfo": { "name": "sluice", "version": env!("CARGO_PKG_VERSION") },
     }))
 }

@@ -118,6 +118,9 @@ impl PerSession {
                 _ = ended.cancelled() => link.close(EndReason::ClientClosed),
                 _ = link.dead().cancelled() => {}
             }
+            // The slot stays taken until the session is really over, so a
+            // shutdown waiting on the pool also waits for this one.
+            link.closed().await;
             pool.forget(&key, &cell);
         });
     }
