@@ -87,7 +87,10 @@ fn check_reads_the_desktop_mcp_servers_form() {
     );
     let (code, out, err) = check("claude_desktop_config.json", &json, &[]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("web") && out.contains("http://127.0.0.1:9/mcp"), "{out}");
+    assert!(
+        out.contains("web") && out.contains("http://127.0.0.1:9/mcp"),
+        "{out}"
+    );
 
     let json = format!(
         r#"{{"mcpServers": {{"demo": {{"command": "{BIN}", "args": ["demo-server"], "bogus": 1}}}}}}"#

@@ -374,12 +374,24 @@ impl Http {
             .unwrap()
     }
 
-    /// Starts `demo__sleep_ms` with a progress token and returns once the
-    /// reply's headers arrive: an SSE reply starts with the backend's first
-    /// progress event, so from then on the call is in flight at the backend.
+    /// Starts `demo__sleep_ms` with a progress token; see `start_progress_call`.
     pub async fn start_slow_call(&self, session: &str, id: Value, ms: u64) -> ::reqwest::Response {
+        self.start_progress_call(session, id, "demo__sleep_ms", json!({ "ms": ms }))
+            .await
+    }
+
+    /// Starts a tool call with a progress token and returns once the reply's
+    /// headers arrive: an SSE reply starts with the backend's first progress
+    /// event, so from then on the call is in flight at the backend.
+    pub async fn start_progress_call(
+        &self,
+        session: &str,
+        id: Value,
+        tool: &str,
+        args: Value,
+    ) -> ::reqwest::Response {
         let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
-            "name":"demo__sleep_ms","arguments":{"ms":ms},"_meta":{"progressToken":"slow"}}});
+            "name":tool,"arguments":args,"_meta":{"progressToken":"slow"}}});
         let resp = self
             .client
             .post(&self.url)
@@ -416,4 +428,101 @@ pub fn text_of(msg: &Value) -> &str {
     msg["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no text in {msg}"))
+}
+
+/// The stateful Streamable HTTP test backend (examples/stateful_backend.rs):
+/// a real rmcp server that holds an object per session and reports its
+/// live-session count on `/stats`. It exits when its stdin closes, so a
+/// failed test never leaves it running.
+pub struct Fixture {
+    pub child: Child,
+    pub addr: String,
+    _stdin: std::process::ChildStdin,
+}
+
+impl Fixture {
+    pub fn bin() -> PathBuf {
+        let sluice = PathBuf::from(BIN);
+        sluice
+            .parent()
+            .unwrap()
+            .join("examples")
+            .join("stateful_backend")
+    }
+
+    pub fn start(listen: &str, extra: &[&str]) -> Fixture {
+        let mut child = Command::new(Self::bin())
+            .args(["--listen", listen, "--max-lifetime", "300"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start stateful_backend (built by cargo test as an example)");
+        let stdin = child.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("stateful_backend listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_owned();
+        Fixture {
+            child,
+            addr,
+            _stdin: stdin,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    pub fn stats(&self) -> Value {
+        let (status, body) = http_get(&format!("http://{}", self.addr), "/stats").unwrap();
+        assert_eq!(status, 200);
+        serde_json::from_str(&body).unwrap()
+    }
+
+    pub fn live(&self) -> u64 {
+        self.stats()["live_sessions"].as_u64().unwrap()
+    }
+
+    /// Forgets every session, as a restart would.
+    pub fn forget(&self) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        write!(
+            s,
+            "POST /admin/forget HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
+        )
+        .unwrap();
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).unwrap();
+        assert!(
+            buf.starts_with("HTTP/1.0 200") || buf.starts_with("HTTP/1.1 200"),
+            "{buf}"
+        );
+    }
+
+    pub fn stop(mut self) {
+        // SAFETY: our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn http_backend(name: &str, url: &str, extra: &str) -> String {
+    format!("[backends.{name}]\ntransport = \"http\"\nurl = \"{url}\"\n{extra}\n")
 }
