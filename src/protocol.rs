@@ -50,6 +50,17 @@ impl fmt::Display for LegacyVersion {
 /// The first revision without initialize and sessions.
 pub const MODERN_FIRST: &str = "2026-07-28";
 
+/// The stateless revisions this gateway serves.
+pub const MODERN_SUPPORTED: [&str; 1] = [MODERN_FIRST];
+
+/// Every revision, newest first, as `supported` lists name them.
+pub fn supported_versions() -> Vec<&'static str> {
+    MODERN_SUPPORTED
+        .into_iter()
+        .chain(LegacyVersion::ALL.map(LegacyVersion::as_str))
+        .collect()
+}
+
 /// The key in `params._meta` that marks a 2026-07-28 request.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 

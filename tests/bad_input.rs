@@ -85,7 +85,7 @@ async fn bad_input_table() {
         Case { name: "wrong bearer token", method: "POST", headers: with_session(&[("authorization", "Bearer nope")]), body: ping.clone(), status: 401, code: Some(-32000) },
         Case { name: "unsupported protocol version header", method: "POST", headers: with_session(&[("mcp-protocol-version", "1999-01-01")]), body: ping.clone(), status: 400, code: Some(-32000) },
         Case { name: "batch on 2025-06-18", method: "POST", headers: with_session(&[]), body: format!("[{}]", String::from_utf8(ping.clone()).unwrap()).into_bytes(), status: 400, code: Some(-32600) },
-        Case { name: "modern request (not yet served)", method: "POST", headers: with_session(&[]), body: br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#.to_vec(), status: 400, code: Some(-32022) },
+        Case { name: "modern request without clientCapabilities", method: "POST", headers: with_session(&[]), body: br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#.to_vec(), status: 400, code: Some(-32602) },
         Case { name: "GET without session", method: "GET", headers: h(&[("accept", "text/event-stream"), ("authorization", auth_a)]), body: vec![], status: 400, code: Some(-32000) },
         Case { name: "GET without SSE in Accept", method: "GET", headers: h(&[("accept", "application/json"), ("authorization", auth_a), ("mcp-session-id", &healthy)]), body: vec![], status: 406, code: Some(-32000) },
         Case { name: "DELETE of unknown session", method: "DELETE", headers: h(&[("authorization", auth_a), ("mcp-session-id", "nope")]), body: vec![], status: 404, code: Some(-32001) },

@@ -5,8 +5,22 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::jsonrpc::RawId;
 use crate::jsonrpc::{self, ParseError};
-use crate::protocol::LegacyVersion;
+use crate::protocol;
+
+/// The 2026-07-28 revision's own refusals (`S/2026-07-28/basic/index.mdx`).
+#[derive(Debug)]
+pub enum ModernError {
+    /// A revision after ours: the client retries with one we list.
+    UnsupportedVersion(String),
+    /// A required `_meta` key is absent.
+    MissingMeta(&'static str),
+    /// A required header is missing or disagrees with the body.
+    HeaderMismatch(String),
+    /// Unknown, or removed in this revision.
+    UnknownMethod(String),
+}
 
 #[derive(Debug)]
 pub enum Reject {
@@ -23,8 +37,11 @@ pub enum Reject {
     MissingSession,
     SessionNotFound,
     BadProtocolVersion,
-    /// A 2026-07-28 request: this gateway serves only the legacy revisions yet.
-    UnsupportedModernVersion(String),
+    /// A 2026-07-28-era request refused; the body carries its id.
+    Modern {
+        id: RawId,
+        error: ModernError,
+    },
     MethodNotAllowed,
     UnknownNamespace,
     StreamConflict,
@@ -33,6 +50,14 @@ pub enum Reject {
 }
 
 impl Reject {
+    /// Which era's request was refused, for the request metrics.
+    pub fn era(&self) -> crate::protocol::Era {
+        match self {
+            Reject::Modern { .. } => crate::protocol::Era::Modern,
+            _ => crate::protocol::Era::Legacy,
+        }
+    }
+
     fn parts(&self) -> (StatusCode, i64, String) {
         use Reject::*;
         match self {
@@ -97,11 +122,28 @@ impl Reject {
                 jsonrpc::TRANSPORT_ERROR,
                 "Bad Request: Unsupported protocol version".into(),
             ),
-            UnsupportedModernVersion(_) => (
-                StatusCode::BAD_REQUEST,
-                UNSUPPORTED_VERSION,
-                "Unsupported protocol version".into(),
-            ),
+            Modern { error, .. } => match error {
+                ModernError::UnsupportedVersion(_) => (
+                    StatusCode::BAD_REQUEST,
+                    UNSUPPORTED_VERSION,
+                    "Unsupported protocol version".into(),
+                ),
+                ModernError::MissingMeta(key) => (
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_PARAMS,
+                    format!("Invalid params: params._meta[\"{key}\"] is required"),
+                ),
+                ModernError::HeaderMismatch(why) => (
+                    StatusCode::BAD_REQUEST,
+                    HEADER_MISMATCH,
+                    format!("Header mismatch: {why}"),
+                ),
+                ModernError::UnknownMethod(method) => (
+                    StatusCode::NOT_FOUND,
+                    jsonrpc::METHOD_NOT_FOUND,
+                    format!("Method not found: {method}"),
+                ),
+            },
             MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 jsonrpc::TRANSPORT_ERROR,
@@ -133,20 +175,28 @@ impl Reject {
 
 /// 2026-07-28's UnsupportedProtocolVersionError.
 const UNSUPPORTED_VERSION: i64 = -32022;
+/// 2026-07-28's HeaderMismatchError.
+const HEADER_MISMATCH: i64 = -32020;
 
 impl IntoResponse for Reject {
     fn into_response(self) -> Response {
         let (status, code, message) = self.parts();
-        let data = match &self {
-            Reject::UnsupportedModernVersion(requested) => Some(json!({
-                "supported": LegacyVersion::ALL.map(LegacyVersion::as_str),
-                "requested": requested,
-            })),
-            _ => None,
+        let (id, data) = match &self {
+            Reject::Modern { id, error } => {
+                let data = match error {
+                    ModernError::UnsupportedVersion(requested) => Some(json!({
+                        "supported": protocol::supported_versions(),
+                        "requested": requested,
+                    })),
+                    _ => None,
+                };
+                (Some(&**id), data)
+            }
+            _ => (None, None),
         };
         let null = jsonrpc::raw_null();
         let body = jsonrpc::response(
-            &null,
+            id.unwrap_or(&null),
             &jsonrpc::Outcome::Error(jsonrpc::error_object(code, &message, data)),
         );
         let mut response =

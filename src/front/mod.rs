@@ -4,6 +4,8 @@
 
 mod checks;
 mod error;
+mod listen;
+mod modern;
 mod ops;
 mod post;
 mod reply;
@@ -81,7 +83,7 @@ async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Response
             _ => "other",
         };
         front.metrics.request(
-            crate::protocol::Era::Legacy,
+            reject.era(),
             metrics::method_label(label),
             metrics::Outcome::rejected,
             0.0,

@@ -40,10 +40,13 @@ pub(super) async fn handle(
     let bytes = read_body(body, headers, front.policy.max_body_bytes).await?;
     let message = Message::parse_body(&bytes).map_err(Reject::Parse)?;
 
-    if let RpcBody::Single(Message::Request(r)) = &message {
-        if let Some(v) = modern_version(r.params.as_deref()) {
-            return Err(Reject::UnsupportedModernVersion(v));
-        }
+    if let RpcBody::Single(Message::Request(r)) = &message
+        && is_modern(r.params.as_deref())
+    {
+        let RpcBody::Single(Message::Request(r)) = message else {
+            unreachable!("matched above")
+        };
+        return super::modern::handle(front, ns, principal, headers, r, started).await;
     }
     let header_version = match checks::protocol_version(headers)? {
         Some(v) => Some(LegacyVersion::parse(v).ok_or(Reject::BadProtocolVersion)?),
@@ -63,6 +66,7 @@ pub(super) async fn handle(
         ns,
         active: begin(front, headers, &principal)?,
         principal,
+        era: crate::protocol::Era::Legacy,
     };
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),
@@ -126,8 +130,12 @@ async fn read_body(body: Body, headers: &HeaderMap, max: usize) -> Result<bytes:
     })
 }
 
-/// `params._meta["io.modelcontextprotocol/protocolVersion"]` when it names
-/// a 2026-07-28-or-later revision.
+/// Whether `params._meta["io.modelcontextprotocol/protocolVersion"]` names
+/// a 2026-07-28-or-later revision: such a request is served statelessly.
+fn is_modern(params: Option<&serde_json::value::RawValue>) -> bool {
+    modern_version(params).is_some()
+}
+
 fn modern_version(params: Option<&serde_json::value::RawValue>) -> Option<String> {
     let params = params?;
     // Cheap test first: almost every request lacks the key.

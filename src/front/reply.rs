@@ -33,6 +33,7 @@ pub(super) struct Ctx {
     pub(super) ns: Arc<Namespace>,
     pub(super) principal: Principal,
     pub(super) active: Option<Active>,
+    pub(super) era: Era,
 }
 
 impl Ctx {
@@ -57,6 +58,8 @@ pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response 
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
     let (done_tx, mut done) = oneshot::channel::<String>();
     let cancel = ctx.track(&req);
+    // 2026-07-28: closing a request's stream cancels it. Legacy: it does not.
+    let on_disconnect = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
     tokio::spawn(async move {
         if let Some(line) = run(&ctx, req, &events_tx, &cancel, started).await {
             let _ = done_tx.send(line);
@@ -65,23 +68,35 @@ pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response 
     });
     tokio::select! {
         biased;
-        line = &mut done => match line {
-            Ok(line) if events.is_empty() => json_response(line, None),
-            Ok(line) => sse(drain(events).chain(stream::iter([line]))),
-            // Cancelled by the client: nothing more is sent for it.
-            Err(_) => sse(stream::empty()),
+        line = &mut done => {
+            on_disconnect.map(|g| g.disarm());
+            match line {
+                Ok(line) if events.is_empty() => json_response(line, None),
+                Ok(line) => sse(drain(events).chain(stream::iter([line]))),
+                // Cancelled by the client: nothing more is sent for it.
+                Err(_) => sse(stream::empty()),
+            }
         },
         first = events.recv() => {
             let head = stream::iter(first);
-            let rest = stream::unfold((events, Some(done)), |(mut events, done)| async move {
+            // The guard rides in the stream: dropping the body cancels.
+            let rest = stream::unfold((events, Some(done), on_disconnect), |(mut events, done, guard)| async move {
                 let mut done = done?;
+                let finish = |guard: Option<tokio_util::sync::DropGuard>| guard.map(|g| g.disarm());
                 tokio::select! {
                     biased;
                     ev = events.recv() => match ev {
-                        Some(ev) => Some((ev, (events, Some(done)))),
-                        None => (&mut done).await.ok().map(|line| (line, (events, None))),
+                        Some(ev) => Some((ev, (events, Some(done), guard))),
+                        None => {
+                            let line = (&mut done).await.ok();
+                            finish(guard);
+                            line.map(|line| (line, (events, None, None)))
+                        }
                     },
-                    line = &mut done => line.ok().map(|l| (l, (events, None))),
+                    line = &mut done => {
+                        finish(guard);
+                        line.ok().map(|l| (l, (events, None, None)))
+                    }
                 }
             });
             sse(head.chain(rest))
@@ -103,6 +118,10 @@ async fn run(
         o = ctx.ns.handle(&caller, &req.method, req.params, events) => Some(o),
         _ = cancel.cancelled() => None,
     };
+    let outcome = match ctx.era {
+        Era::Modern => outcome.map(|o| super::modern::decorate(&req.method, o)),
+        Era::Legacy => outcome,
+    };
     if let Some(a) = &ctx.active {
         a.session().untrack(req.id.get());
     }
@@ -112,7 +131,7 @@ async fn run(
     };
     ctx.front
         .metrics
-        .request(Era::Legacy, method, label, started.elapsed().as_secs_f64());
+        .request(ctx.era, method, label, started.elapsed().as_secs_f64());
     outcome.map(|o| jsonrpc::response(&req.id, &o))
 }
 

@@ -1,0 +1,255 @@
+//! The 2026-07-28 front: a request carrying
+//! `params._meta["io.modelcontextprotocol/protocolVersion"]` stands alone.
+//! No session, nothing kept: it is checked (required `_meta`, headers that
+//! must mirror the body, known method), answered, and forgotten.
+
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use axum::response::Response;
+use base64::Engine as _;
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::error::{ModernError, Reject};
+use super::{Front, listen, reply};
+use crate::jsonrpc::{self, Outcome, Request};
+use crate::protocol::{self, Era};
+use crate::router::Namespace;
+use crate::sessions::Principal;
+
+type Fields = IndexMap<String, Box<RawValue>>;
+
+/// Requests the 2026-07-28 revision still has, served through the router.
+const ROUTED: [&str; 8] = [
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+];
+
+/// The `_meta` keys every modern request must carry.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+pub(super) async fn handle(
+    front: &Arc<Front>,
+    ns: Arc<Namespace>,
+    principal: Principal,
+    headers: &HeaderMap,
+    req: Request,
+    started: Instant,
+) -> Result<Response, Reject> {
+    let refuse = |error| Reject::Modern {
+        id: req.id.clone(),
+        error,
+    };
+    let fields: Fields = req
+        .params
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_default();
+    let meta: Fields = fields
+        .get("_meta")
+        .and_then(|m| serde_json::from_str(m.get()).ok())
+        .unwrap_or_default();
+    let version: String = meta
+        .get(protocol::META_PROTOCOL_VERSION)
+        .and_then(|v| serde_json::from_str(v.get()).ok())
+        .ok_or_else(|| refuse(ModernError::MissingMeta(protocol::META_PROTOCOL_VERSION)))?;
+    if !protocol::MODERN_SUPPORTED.contains(&version.as_str()) {
+        return Err(refuse(ModernError::UnsupportedVersion(version)));
+    }
+    if !meta
+        .get(CLIENT_CAPABILITIES)
+        .is_some_and(|c| c.get().starts_with('{'))
+    {
+        return Err(refuse(ModernError::MissingMeta(CLIENT_CAPABILITIES)));
+    }
+    check_headers(headers, &version, &req.method, &fields)
+        .map_err(|why| refuse(ModernError::HeaderMismatch(why)))?;
+
+    match req.method.as_str() {
+        "server/discover" => {
+            ns.settle().await;
+            let result = discover(&ns);
+            record(front, "server/discover", started);
+            Ok(super::post::json_response(
+                jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result))),
+                None,
+            ))
+        }
+        "subscriptions/listen" => Ok(listen::open(front, &ns, req.id, &fields)),
+        m if ROUTED.contains(&m) => {
+            let ctx = reply::Ctx {
+                front: front.clone(),
+                ns,
+                principal,
+                active: None,
+                era: Era::Modern,
+            };
+            Ok(reply::serve(ctx, req, started).await)
+        }
+        other => Err(refuse(ModernError::UnknownMethod(other.to_owned()))),
+    }
+}
+
+fn record(front: &Front, method: &'static str, started: Instant) {
+    front.metrics.request(
+        Era::Modern,
+        method,
+        crate::metrics::Outcome::ok,
+        started.elapsed().as_secs_f64(),
+    );
+}
+
+/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` must mirror the body
+/// (`S/2026-07-28/basic/transports/streamable-http.mdx`, SEP-2243).
+fn check_headers(
+    headers: &HeaderMap,
+    version: &str,
+    method: &str,
+    fields: &Fields,
+) -> Result<(), String> {
+    let header = |name: &str| -> Result<Option<String>, String> {
+        match headers.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .to_str()
+                .map(|s| Some(s.to_owned()))
+                .map_err(|_| format!("{name} has invalid characters")),
+        }
+    };
+    match header("mcp-protocol-version")? {
+        Some(v) if v == version => {}
+        Some(v) => {
+            return Err(format!(
+                "MCP-Protocol-Version {v} disagrees with _meta ({version})"
+            ));
+        }
+        None => return Err("MCP-Protocol-Version is required".into()),
+    }
+    match header("mcp-method")? {
+        Some(m) if m == method => {}
+        Some(m) => return Err(format!("Mcp-Method {m} disagrees with the body ({method})")),
+        None => return Err("Mcp-Method is required".into()),
+    }
+    let name_key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(key) = name_key {
+        let body: Option<String> = fields
+            .get(key)
+            .and_then(|v| serde_json::from_str(v.get()).ok());
+        match (header("mcp-name")?, body) {
+            (Some(h), Some(b)) if decode_header_value(&h).as_deref() == Some(b.as_str()) => {}
+            (Some(_), Some(_)) => return Err("Mcp-Name disagrees with the body".into()),
+            (None, _) => return Err("Mcp-Name is required".into()),
+            (Some(_), None) => return Err(format!("params.{key} is required")),
+        }
+    }
+    Ok(())
+}
+
+/// Header values outside the safe set travel as `=?base64?...?=`.
+pub(crate) fn decode_header_value(value: &str) -> Option<String> {
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(b64) => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+            String::from_utf8(bytes).ok()
+        }
+        None => Some(value.to_owned()),
+    }
+}
+
+/// `server/discover` for a namespace: what every backend offers, merged.
+fn discover(ns: &Namespace) -> Value {
+    let mut capabilities = ns.capabilities();
+    // Logging is per request in 2026-07-28 (`logLevel`), not a capability.
+    if let Some(caps) = capabilities.as_object_mut() {
+        caps.remove("logging");
+    }
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": protocol::supported_versions(),
+        "capabilities": capabilities,
+        // Lists change when backends say so; nothing here is worth caching.
+        "ttlMs": 0,
+        "cacheScope": "public",
+        "_meta": { SERVER_INFO: server_info() },
+    });
+    if let Some(text) = ns.instructions() {
+        result["instructions"] = json!(text);
+    }
+    result
+}
+
+pub(super) fn server_info() -> Value {
+    json!({ "name": "sluice", "version": env!("CARGO_PKG_VERSION") })
+}
+
+/// Every modern result says what it is and who answered; lists say how long
+/// they may be cached. Fields a backend set are kept as it set them.
+pub(super) fn decorate(method: &str, outcome: Outcome) -> Outcome {
+    let Outcome::Result(raw) = outcome else {
+        return outcome;
+    };
+    let Ok(mut fields) = serde_json::from_str::<Fields>(raw.get()) else {
+        return Outcome::Result(raw);
+    };
+    fields
+        .entry("resultType".into())
+        .or_insert_with(|| jsonrpc::raw("complete"));
+    if method.ends_with("/list") {
+        fields
+            .entry("ttlMs".into())
+            .or_insert_with(|| jsonrpc::raw(&0));
+        fields
+            .entry("cacheScope".into())
+            .or_insert_with(|| jsonrpc::raw("public"));
+    }
+    let mut meta: Fields = fields
+        .get("_meta")
+        .and_then(|m| serde_json::from_str(m.get()).ok())
+        .unwrap_or_default();
+    meta.insert(SERVER_INFO.into(), jsonrpc::raw(&server_info()));
+    fields.insert("_meta".into(), jsonrpc::raw(&meta));
+    Outcome::Result(jsonrpc::raw(&fields))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_decode() {
+        assert_eq!(decode_header_value("plain").as_deref(), Some("plain"));
+        assert_eq!(decode_header_value("=?base64?w6k=?=").as_deref(), Some("é"));
+        assert_eq!(decode_header_value("=?base64?***?="), None);
+    }
+
+    #[test]
+    fn results_are_decorated_and_backend_fields_kept() {
+        let raw = RawValue::from_string(r#"{"tools":[],"ttlMs":5000,"x":1.50}"#.into()).unwrap();
+        let Outcome::Result(r) = decorate("tools/list", Outcome::Result(raw)) else {
+            panic!()
+        };
+        let v: Value = serde_json::from_str(r.get()).unwrap();
+        assert_eq!(v["resultType"], "complete");
+        assert_eq!(v["ttlMs"], 5000);
+        assert_eq!(v["cacheScope"], "public");
+        assert_eq!(v["_meta"][SERVER_INFO]["name"], "sluice");
+        assert!(r.get().contains(r#""x":1.50"#));
+    }
+}
