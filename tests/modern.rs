@@ -132,7 +132,13 @@ async fn modern_refusals() {
     ];
     let m = meta();
     // (case, headers, body, status, JSON-RPC code)
-    type Case = (&'static str, Vec<(&'static str, &'static str)>, Value, u16, i64);
+    type Case = (
+        &'static str,
+        Vec<(&'static str, &'static str)>,
+        Value,
+        u16,
+        i64,
+    );
     let cases: Vec<Case> = vec![
         (
             "unsupported version",

@@ -212,6 +212,10 @@ impl IntoResponse for Reject {
             Reject::Busy | Reject::ShuttingDown => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
+            // The unread body is still on the wire: this connection is done.
+            Reject::PayloadTooLarge(_) => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             _ => {}
         }
         response

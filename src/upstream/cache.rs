@@ -1,12 +1,15 @@
 //! A backend's list pages (tools, prompts, resources, templates), kept
-//! until the backend says they changed. Filled over an existing backend
-//! session; clients listing never cost the backend a session or a call.
+//! until the backend says they changed (or, for a 2026-07-28 backend, until
+//! its `ttlMs` runs out). Filled over an existing backend session; clients
+//! listing never cost the backend a session or a call.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
+use tokio::time::Instant;
 
 type Key = (&'static str, Option<String>);
 
@@ -20,7 +23,8 @@ struct Inner {
     /// Bumped by every invalidation; a fetch that started before one must
     /// not store what it got.
     version: u64,
-    pages: HashMap<Key, Box<RawValue>>,
+    /// A page, and when it expires (None: at the next change).
+    pages: HashMap<Key, (Box<RawValue>, Option<Instant>)>,
     /// What each page hashed to when last fetched, to tell changes apart.
     seen: HashMap<Key, u64>,
 }
@@ -31,23 +35,25 @@ pub(super) type Refresh = &'static str;
 impl ListCache {
     pub(super) fn get(&self, method: &'static str, cursor: Option<&str>) -> Option<Box<RawValue>> {
         let inner = self.inner.lock();
-        inner
-            .pages
-            .get(&(method, cursor.map(str::to_owned)))
-            .cloned()
+        let (page, expires) = inner.pages.get(&(method, cursor.map(str::to_owned)))?;
+        expires
+            .is_none_or(|at| Instant::now() < at)
+            .then(|| page.clone())
     }
 
     pub(super) fn version(&self) -> u64 {
         self.inner.lock().version
     }
 
-    /// Stores a fetched page unless the lists changed meanwhile.
+    /// Stores a fetched page unless the lists changed meanwhile. `ttl`:
+    /// None keeps it until a change; zero does not store it at all.
     pub(super) fn put(
         &self,
         version: u64,
         method: &'static str,
         cursor: Option<&str>,
         page: &RawValue,
+        ttl: Option<Duration>,
     ) -> Refresh {
         let mut inner = self.inner.lock();
         let key = (method, cursor.map(str::to_owned));
@@ -58,8 +64,9 @@ impl ListCache {
             Some(old) if old == hash => "unchanged",
             _ => "changed",
         };
-        if inner.version == version {
-            inner.pages.insert(key, page.to_owned());
+        if inner.version == version && ttl != Some(Duration::ZERO) {
+            let expires = ttl.map(|t| Instant::now() + t);
+            inner.pages.insert(key, (page.to_owned(), expires));
         }
         result
     }
@@ -100,17 +107,17 @@ mod tests {
         let c = ListCache::default();
         let v = c.version();
         assert_eq!(
-            c.put(v, "tools/list", None, &raw(r#"{"tools":[]}"#)),
+            c.put(v, "tools/list", None, &raw(r#"{"tools":[]}"#), None),
             "changed"
         );
-        c.put(v, "prompts/list", None, &raw(r#"{"prompts":[]}"#));
+        c.put(v, "prompts/list", None, &raw(r#"{"prompts":[]}"#), None);
         assert!(c.get("tools/list", None).is_some());
         c.invalidate("notifications/tools/list_changed");
         assert!(c.get("tools/list", None).is_none());
         assert!(c.get("prompts/list", None).is_some());
         let v = c.version();
         assert_eq!(
-            c.put(v, "tools/list", None, &raw(r#"{"tools":[]}"#)),
+            c.put(v, "tools/list", None, &raw(r#"{"tools":[]}"#), None),
             "unchanged"
         );
     }
@@ -120,7 +127,30 @@ mod tests {
         let c = ListCache::default();
         let before = c.version();
         c.invalidate("notifications/tools/list_changed");
-        c.put(before, "tools/list", None, &raw("{}"));
+        c.put(before, "tools/list", None, &raw("{}"), None);
+        assert!(c.get("tools/list", None).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn modern_pages_live_for_their_ttl() {
+        let c = ListCache::default();
+        c.put(
+            c.version(),
+            "tools/list",
+            None,
+            &raw("{}"),
+            Some(Duration::from_secs(2)),
+        );
+        c.put(
+            c.version(),
+            "prompts/list",
+            None,
+            &raw("{}"),
+            Some(Duration::ZERO),
+        );
+        assert!(c.get("tools/list", None).is_some());
+        assert!(c.get("prompts/list", None).is_none(), "ttlMs 0: not cached");
+        tokio::time::advance(Duration::from_secs(3)).await;
         assert!(c.get("tools/list", None).is_none());
     }
 }

@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Response, StatusCode};
+use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::conn::{Conn, Frame};
 use super::event_stream::events;
 use super::link::{self, EndReason, Link};
+use super::meta;
 use super::{InitInfo, LinkCtx, UpstreamError};
 use crate::jsonrpc::{self, Message, Outcome};
 
@@ -46,6 +48,8 @@ struct Session {
 }
 
 struct Wire {
+    /// A 2026-07-28 backend: no session, metadata on every request.
+    modern: bool,
     ctx: LinkCtx,
     spec: Arc<HttpSpec>,
     session: Mutex<Session>,
@@ -55,7 +59,10 @@ struct Wire {
 }
 
 pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link>, UpstreamError> {
+    // The era is probed on every open, so a backend that changed is found.
+    let discovered = discover(ctx, spec).await?;
     let wire = Arc::new(Wire {
+        modern: discovered.is_some(),
         ctx: ctx.clone(),
         spec: spec.clone(),
         session: Mutex::new(Session {
@@ -66,7 +73,10 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
         reinit: tokio::sync::Mutex::new(()),
         fatal: CancellationToken::new(),
     });
-    let info = wire.initialize().await?;
+    let info = match discovered {
+        Some(info) => info,
+        None => wire.initialize().await?,
+    };
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
     let conn = Conn::new(ctx.name.clone(), tx);
     let link = Link::new(conn.clone(), info);
@@ -94,9 +104,42 @@ async fn own(
         wire.delete().await;
     }
     let reason = link.ended();
-    wire.ctx
-        .metrics
-        .backend_session_closed(&wire.ctx.name, reason.label());
+    if !wire.modern {
+        wire.ctx
+            .metrics
+            .backend_session_closed(&wire.ctx.name, reason.label());
+    }
+}
+
+/// The era probe: `server/discover` in the 2026-07-28 form. A result means
+/// a modern backend (no session will be opened); a refusal without a modern
+/// answer means a legacy one (`S/2026-07-28/basic/versioning.mdx`).
+async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, UpstreamError> {
+    let id = jsonrpc::raw(&"sluice-discover");
+    let (params, _) = meta::ensure_modern("server/discover", None);
+    let body = jsonrpc::request(&id, "server/discover", Some(&params));
+    let resp = spec
+        .client
+        .post(spec.url.clone())
+        .headers(spec.headers.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json, text/event-stream")
+        .header(VERSION_HEADER, crate::protocol::MODERN_FIRST)
+        .header("mcp-method", "server/discover")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| UpstreamError::unavailable(&ctx.name, e.to_string()))?;
+    if !resp.status().is_success() {
+        return Ok(None);
+    }
+    let outcome = tokio::time::timeout(ctx.timeout, answer_of(&ctx.name, resp, &id))
+        .await
+        .map_err(|_| UpstreamError::timeout(&ctx.name))?;
+    match outcome {
+        Ok(Outcome::Result(r)) => Ok(Some(InitInfo::from_discover(&ctx.name, &r)?)),
+        _ => Ok(None),
+    }
 }
 
 impl Wire {
@@ -118,6 +161,34 @@ impl Wire {
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
             .body(body)
+    }
+
+    /// A modern request: metadata in the body, mirrored in the headers.
+    fn post_modern(&self, line: &str) -> reqwest::RequestBuilder {
+        let mut req = self
+            .spec
+            .client
+            .post(self.spec.url.clone())
+            .headers(self.spec.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(VERSION_HEADER, crate::protocol::MODERN_FIRST);
+        let body = match Message::parse(line.as_bytes()) {
+            Ok(Message::Request(r)) => {
+                let (params, name) = meta::ensure_modern(&r.method, r.params.as_deref());
+                req = req.header("mcp-method", r.method.as_str());
+                if let Some(n) = name {
+                    req = req.header("mcp-name", meta::header_value(&n));
+                }
+                jsonrpc::request(&r.id, &r.method, Some(&params))
+            }
+            Ok(Message::Notification(n)) => {
+                req = req.header("mcp-method", n.method.as_str());
+                line.to_owned()
+            }
+            _ => line.to_owned(),
+        };
+        req.body(body)
     }
 
     fn unreachable(&self, e: impl std::fmt::Display) -> UpstreamError {
@@ -213,9 +284,18 @@ async fn write_frames(wire: Arc<Wire>, conn: Arc<Conn>, mut rx: mpsc::Receiver<F
 
 async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
     let name = &wire.ctx.name;
+    if wire.modern && frame.call.is_none() {
+        // 2026-07-28 has no client notifications or responses over HTTP.
+        return;
+    }
     for attempt in 0..2 {
         let session = wire.session.lock().clone();
-        let resp = match wire.post(&session, frame.line.clone()).send().await {
+        let req = if wire.modern {
+            wire.post_modern(&frame.line)
+        } else {
+            wire.post(&session, frame.line.clone())
+        };
+        let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
                 if let Some(id) = frame.call {
@@ -324,17 +404,28 @@ async fn answer_of(
     Err(UpstreamError::protocol(name, "initialize got no answer"))
 }
 
-/// The standalone GET stream: list changes and other unsolicited messages.
-/// Reconnects with backoff while the link lives; a 405 means there is none.
+/// The standalone GET stream (legacy) or `subscriptions/listen` (modern):
+/// list changes and other unsolicited messages. Reconnects with backoff
+/// while the link lives; a 405 means there is none.
 async fn listen(wire: Arc<Wire>, conn: Arc<Conn>) {
     let mut backoff = Duration::from_millis(500);
     loop {
         let session = wire.session.lock().clone();
-        let resp = wire
-            .request(reqwest::Method::GET, &session)
-            .header(ACCEPT, "text/event-stream")
-            .send()
-            .await;
+        let resp = if wire.modern {
+            let all = json!({ "notifications": {
+                "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true } });
+            let line = jsonrpc::request(
+                &jsonrpc::raw(&"sluice-listen"),
+                "subscriptions/listen",
+                Some(&jsonrpc::raw(&all)),
+            );
+            wire.post_modern(&line).send().await
+        } else {
+            wire.request(reqwest::Method::GET, &session)
+                .header(ACCEPT, "text/event-stream")
+                .send()
+                .await
+        };
         match resp {
             Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
             Ok(r) if r.status() == StatusCode::NOT_FOUND && session.id.is_some() => {

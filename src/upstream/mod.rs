@@ -11,6 +11,7 @@ mod event_stream;
 mod http;
 mod legacy_sse;
 mod link;
+mod meta;
 mod pool;
 mod stdio;
 mod supervisor;
@@ -99,6 +100,29 @@ impl InitInfo {
             instructions: w.instructions,
             protocol_version: w.protocol_version,
         })
+    }
+
+    /// From a 2026-07-28 `server/discover` result.
+    fn from_discover(backend: &BackendName, result: &RawValue) -> Result<InitInfo, UpstreamError> {
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            #[serde(default)]
+            capabilities: serde_json::Map<String, serde_json::Value>,
+            #[serde(default)]
+            instructions: Option<String>,
+        }
+        let w: Wire = serde_json::from_str(result.get())
+            .map_err(|e| UpstreamError::protocol(backend, format!("bad discover result: {e}")))?;
+        Ok(InitInfo {
+            capabilities: w.capabilities,
+            instructions: w.instructions,
+            protocol_version: crate::protocol::MODERN_FIRST.to_owned(),
+        })
+    }
+
+    /// A 2026-07-28 backend: stateless, metadata on every request.
+    pub fn is_modern(&self) -> bool {
+        crate::protocol::is_modern(&self.protocol_version)
     }
 
     pub fn has(&self, capability: &str) -> bool {
@@ -293,6 +317,11 @@ impl Backend {
     ) -> Result<Outcome, UpstreamError> {
         let link = self.link_for(caller).await?;
         link.touch();
+        let params = if link.info.is_modern() {
+            params
+        } else {
+            meta::strip_modern(params)
+        };
         let result = link
             .conn
             .call(method, params, events, self.ctx.timeout)
@@ -332,7 +361,10 @@ impl Backend {
             link.close(EndReason::Probe);
         }
         let refresh = match &result {
-            Ok(Outcome::Result(page)) => self.cache.put(version, method, cursor, page),
+            Ok(Outcome::Result(page)) => {
+                let ttl = link.info.is_modern().then(|| ttl_of(page));
+                self.cache.put(version, method, cursor, page, ttl)
+            }
             _ => "error",
         };
         self.ctx.metrics.list_refresh(&self.name, refresh);
@@ -357,6 +389,20 @@ impl Backend {
         self.cache.invalidate(method);
         let _ = self.changes.send(method.to_owned());
     }
+}
+
+/// A modern result's `ttlMs` (missing or negative: 0, per the spec).
+fn ttl_of(page: &RawValue) -> Duration {
+    #[derive(serde::Deserialize)]
+    struct Ttl {
+        #[serde(rename = "ttlMs", default)]
+        ttl_ms: Option<i64>,
+    }
+    let ms = serde_json::from_str::<Ttl>(page.get())
+        .ok()
+        .and_then(|t| t.ttl_ms)
+        .unwrap_or(0);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {

@@ -55,9 +55,9 @@ async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
     match link::probe(&link, backend.ctx.timeout).await {
         Ok((method, page)) => {
             backend.cache.clear();
-            backend
-                .cache
-                .put(backend.cache.version(), method, None, &page);
+            let ttl = link.info.is_modern().then(|| super::ttl_of(&page));
+            let version = backend.cache.version();
+            backend.cache.put(version, method, None, &page, ttl);
             Ok(link)
         }
         Err(e) => {

@@ -1,0 +1,144 @@
+//! The 2026-07-28 per-request metadata, as the gateway writes it to
+//! backends: modern backends need it on every request; legacy backends get
+//! none of it (a dual-era server would take it for a stateless request).
+
+use base64::Engine as _;
+use indexmap::IndexMap;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use crate::jsonrpc;
+use crate::protocol::{self, META_PROTOCOL_VERSION};
+
+type Fields = IndexMap<String, Box<RawValue>>;
+
+const MODERN_KEYS: [&str; 4] = [
+    META_PROTOCOL_VERSION,
+    "io.modelcontextprotocol/clientCapabilities",
+    "io.modelcontextprotocol/clientInfo",
+    "io.modelcontextprotocol/logLevel",
+];
+
+fn fields(params: Option<&RawValue>) -> Option<Fields> {
+    serde_json::from_str(params.map_or("{}", RawValue::get)).ok()
+}
+
+/// For a legacy backend: the modern `_meta` keys removed, the rest raw.
+pub(super) fn strip_modern(params: Option<Box<RawValue>>) -> Option<Box<RawValue>> {
+    let raw = params?;
+    if !raw.get().contains(META_PROTOCOL_VERSION) {
+        return Some(raw);
+    }
+    let Some(mut f) = fields(Some(&raw)) else {
+        return Some(raw);
+    };
+    let Some(mut meta) = f.get("_meta").and_then(|m| fields(Some(m))) else {
+        return Some(raw);
+    };
+    meta.retain(|k, _| !MODERN_KEYS.contains(&k.as_str()));
+    if meta.is_empty() {
+        f.shift_remove("_meta");
+    } else {
+        f.insert("_meta".into(), jsonrpc::raw(&meta));
+    }
+    Some(jsonrpc::raw(&f))
+}
+
+/// For a modern backend: the request's own modern `_meta` (a modern
+/// client's, passed through), or the gateway's when the client is legacy.
+/// Also returns the value for `Mcp-Name`, when the method has one.
+pub(super) fn ensure_modern(
+    method: &str,
+    params: Option<&RawValue>,
+) -> (Box<RawValue>, Option<String>) {
+    let mut f = fields(params).unwrap_or_default();
+    let mut meta = f
+        .get("_meta")
+        .and_then(|m| fields(Some(m)))
+        .unwrap_or_default();
+    if !meta.contains_key(META_PROTOCOL_VERSION) {
+        meta.insert(
+            META_PROTOCOL_VERSION.into(),
+            jsonrpc::raw(protocol::MODERN_FIRST),
+        );
+        // A legacy client cannot answer input requests: declare nothing.
+        meta.insert(MODERN_KEYS[1].into(), jsonrpc::raw(&json!({})));
+        meta.insert(
+            MODERN_KEYS[2].into(),
+            jsonrpc::raw(&json!({ "name": "sluice", "version": env!("CARGO_PKG_VERSION") })),
+        );
+    }
+    f.insert("_meta".into(), jsonrpc::raw(&meta));
+    let key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    let name = key
+        .and_then(|k| f.get(k))
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+    (jsonrpc::raw(&f), name)
+}
+
+/// A header value as SEP-2243 writes it: plain when it is safe, else
+/// `=?base64?...?=`.
+pub(super) fn header_value(value: &str) -> String {
+    let safe = !value.is_empty()
+        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !value.starts_with(' ')
+        && !value.ends_with(' ')
+        && !value.starts_with("=?");
+    if safe {
+        value.to_owned()
+    } else {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(value.as_bytes());
+        format!("=?base64?{b64}?=")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn legacy_backends_get_no_modern_meta() {
+        let p = raw(
+            r#"{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7}}"#,
+        );
+        assert_eq!(
+            strip_modern(Some(p)).unwrap().get(),
+            r#"{"name":"t","_meta":{"progressToken":7}}"#
+        );
+        let p = raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#);
+        assert_eq!(strip_modern(Some(p)).unwrap().get(), "{}");
+        let untouched = r#"{"a": 1.50}"#;
+        assert_eq!(strip_modern(Some(raw(untouched))).unwrap().get(), untouched);
+    }
+
+    #[test]
+    fn modern_backends_get_meta_and_a_name() {
+        let (p, name) = ensure_modern(
+            "tools/call",
+            Some(&raw(r#"{"name":"t","arguments":{"x":1.0}}"#)),
+        );
+        let v: serde_json::Value = serde_json::from_str(p.get()).unwrap();
+        assert_eq!(v["_meta"][META_PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(name.as_deref(), Some("t"));
+        assert!(p.get().contains(r#""arguments":{"x":1.0}"#));
+        // A modern client's own metadata passes through.
+        let own = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}"#;
+        let (p, _) = ensure_modern("tools/list", Some(&raw(own)));
+        assert!(p.get().contains(r#""elicitation":{}"#));
+    }
+
+    #[test]
+    fn header_values_encode_when_unsafe() {
+        assert_eq!(header_value("demo__echo"), "demo__echo");
+        assert_eq!(header_value("é"), "=?base64?w6k=?=");
+        assert_eq!(header_value(" lead"), "=?base64?IGxlYWQ=?=");
+    }
+}
