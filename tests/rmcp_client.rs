@@ -112,3 +112,35 @@ async fn rmcp_client_lists_and_calls_through_the_gateway() {
         1.0
     );
 }
+
+/// rmcp's client with the 2026-07-28 `Discover` lifecycle: no session, no
+/// initialize, per-request metadata; the gateway bridges it to the legacy
+/// stdio demo backend over its own backend session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_discover_client_reaches_a_legacy_backend() {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+
+    let gw = Gateway::start_default();
+    let recorder = Recorder::default();
+    let transport = StreamableHttpClientTransport::from_uri(gw.url("/mcp"));
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client = recorder
+        .clone()
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .expect("discover through sluice");
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 4);
+    let mut call = CallToolRequestParams::new("demo__sleep_ms");
+    call.arguments = args(serde_json::json!({"ms": 40}));
+    let r = client.call_tool(call).await.unwrap();
+    assert_eq!(serde_json::to_value(&r.content[0]).unwrap()["text"], "slept 40ms");
+    assert_eq!(recorder.progress.lock().len(), 5, "progress reaches a modern client too");
+    client.cancel().await.unwrap();
+    let m = gw.metrics();
+    assert_eq!(m.get("sluice_client_sessions_opened_total"), 0.0, "a modern client has no session");
+    assert!(m.get(r#"sluice_requests_total{era="modern",method="tools/call",outcome="ok"}"#) >= 1.0);
+}
