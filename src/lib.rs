@@ -12,6 +12,7 @@ pub mod demo_server;
 pub mod front;
 pub mod jsonrpc;
 pub mod metrics;
+pub mod mirror;
 pub mod protocol;
 pub mod router;
 pub mod sessions;

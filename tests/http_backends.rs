@@ -124,7 +124,9 @@ async fn seed_per_session_isolation_closes_every_session() {
     });
     // The gateway counts a session closed once its DELETE was answered.
     wait_until(Duration::from_secs(10), || {
-        gw.metrics().get(r#"sluice_backend_sessions_live{backend="web"}"#) == 0.0
+        gw.metrics()
+            .get(r#"sluice_backend_sessions_live{backend="web"}"#)
+            == 0.0
     });
     let m = gw.metrics();
     let stats = fx.stats();

@@ -375,3 +375,34 @@ async fn ten_thousand_stateless_initializes_keep_nothing() {
         10_000.0
     );
 }
+
+/// `Mcp-Param-*` headers must mirror the arguments that the tool's schema
+/// marks with `x-mcp-header`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn param_headers_are_checked_against_the_schema() {
+    let gw = Gateway::start(&format!(
+        "[backends.raw]\ntransport = \"stdio\"\ncommand = \"python3\"\nargs = [\"{RAW}\"]\n"
+    ));
+    let http = Http::new(gw.url("/mcp"));
+    let mut params = json!({"name":"raw__routed","arguments":{"region":"eu-west"}});
+    params["_meta"] = meta();
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":params}).to_string();
+    let base = [
+        ("content-type", "application/json"),
+        ("accept", ACCEPT_BOTH),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "raw__routed"),
+    ];
+    let r = http.post_raw(&base, body.clone()).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], -32020);
+    let mut wrong = base.to_vec();
+    wrong.push(("mcp-param-region", "us-east"));
+    let r = http.post_raw(&wrong, body.clone()).await;
+    assert_eq!(r.json()["error"]["code"], -32020);
+    let mut right = base.to_vec();
+    right.push(("Mcp-Param-Region", "eu-west"));
+    let r = http.post_raw(&right, body).await;
+    assert_eq!(text_of(&r.json()), "routed");
+}

@@ -137,10 +137,23 @@ async fn rmcp_discover_client_reaches_a_legacy_backend() {
     let mut call = CallToolRequestParams::new("demo__sleep_ms");
     call.arguments = args(serde_json::json!({"ms": 40}));
     let r = client.call_tool(call).await.unwrap();
-    assert_eq!(serde_json::to_value(&r.content[0]).unwrap()["text"], "slept 40ms");
-    assert_eq!(recorder.progress.lock().len(), 5, "progress reaches a modern client too");
+    assert_eq!(
+        serde_json::to_value(&r.content[0]).unwrap()["text"],
+        "slept 40ms"
+    );
+    assert_eq!(
+        recorder.progress.lock().len(),
+        5,
+        "progress reaches a modern client too"
+    );
     client.cancel().await.unwrap();
     let m = gw.metrics();
-    assert_eq!(m.get("sluice_client_sessions_opened_total"), 0.0, "a modern client has no session");
-    assert!(m.get(r#"sluice_requests_total{era="modern",method="tools/call",outcome="ok"}"#) >= 1.0);
+    assert_eq!(
+        m.get("sluice_client_sessions_opened_total"),
+        0.0,
+        "a modern client has no session"
+    );
+    assert!(
+        m.get(r#"sluice_requests_total{era="modern",method="tools/call",outcome="ok"}"#) >= 1.0
+    );
 }

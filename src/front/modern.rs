@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use axum::response::Response;
-use base64::Engine as _;
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -74,6 +73,11 @@ pub(super) async fn handle(
     }
     check_headers(headers, &version, &req.method, &fields)
         .map_err(|why| refuse(ModernError::HeaderMismatch(why)))?;
+    if req.method == "tools/call" {
+        check_param_headers(&ns, &principal, headers, &fields)
+            .await
+            .map_err(|why| refuse(ModernError::HeaderMismatch(why)))?;
+    }
 
     match req.method.as_str() {
         "server/discover" => {
@@ -150,7 +154,7 @@ fn check_headers(
             .get(key)
             .and_then(|v| serde_json::from_str(v.get()).ok());
         match (header("mcp-name")?, body) {
-            (Some(h), Some(b)) if decode_header_value(&h).as_deref() == Some(b.as_str()) => {}
+            (Some(h), Some(b)) if crate::mirror::decode(&h).as_deref() == Some(b.as_str()) => {}
             (Some(_), Some(_)) => return Err("Mcp-Name disagrees with the body".into()),
             (None, _) => return Err("Mcp-Name is required".into()),
             (Some(_), None) => return Err(format!("params.{key} is required")),
@@ -159,18 +163,32 @@ fn check_headers(
     Ok(())
 }
 
-/// Header values outside the safe set travel as `=?base64?...?=`.
-pub(crate) fn decode_header_value(value: &str) -> Option<String> {
-    match value
-        .strip_prefix("=?base64?")
-        .and_then(|v| v.strip_suffix("?="))
-    {
-        Some(b64) => {
-            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-            String::from_utf8(bytes).ok()
-        }
-        None => Some(value.to_owned()),
-    }
+/// `Mcp-Param-*` must mirror the arguments the tool's schema marks with
+/// `x-mcp-header`. An unknown tool is left to fail as a call.
+async fn check_param_headers(
+    ns: &Namespace,
+    principal: &Principal,
+    headers: &HeaderMap,
+    fields: &Fields,
+) -> Result<(), String> {
+    let Some(name) = fields
+        .get("name")
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+    else {
+        return Ok(());
+    };
+    let caller = crate::upstream::Caller::principal(principal.clone());
+    let Some(schema) = ns.tool_schema(&caller, &name).await else {
+        return Ok(());
+    };
+    let arguments: Option<Value> = fields
+        .get("arguments")
+        .and_then(|a| serde_json::from_str(a.get()).ok());
+    crate::mirror::check_params(
+        headers,
+        &crate::mirror::annotations(&schema),
+        arguments.as_ref(),
+    )
 }
 
 /// `server/discover` for a namespace: what every backend offers, merged.
@@ -231,13 +249,6 @@ pub(super) fn decorate(method: &str, outcome: Outcome) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn header_values_decode() {
-        assert_eq!(decode_header_value("plain").as_deref(), Some("plain"));
-        assert_eq!(decode_header_value("=?base64?w6k=?=").as_deref(), Some("é"));
-        assert_eq!(decode_header_value("=?base64?***?="), None);
-    }
 
     #[test]
     fn results_are_decorated_and_backend_fields_kept() {

@@ -77,8 +77,8 @@ pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response 
                 Err(_) => sse(stream::empty()),
             }
         },
-        first = events.recv() => {
-            let head = stream::iter(first);
+        Some(first) = events.recv() => {
+            let head = stream::iter([first]);
             // The guard rides in the stream: dropping the body cancels.
             let rest = stream::unfold((events, Some(done), on_disconnect), |(mut events, done, guard)| async move {
                 let mut done = done?;

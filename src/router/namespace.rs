@@ -146,6 +146,12 @@ impl Namespace {
         }
     }
 
+    /// The input schema of an exposed tool, for checking `Mcp-Param-*`.
+    pub async fn tool_schema(&self, caller: &Caller, exposed: &str) -> Option<serde_json::Value> {
+        let (i, original) = self.resolve(caller, Kind::Tool, exposed).await?;
+        self.members[i].backend.tool_schema(caller, &original).await
+    }
+
     /// Routes a client's answer to a server-to-client request back to the
     /// backend that asked (ids look like `sluice:{backend}:{n}`).
     pub fn answer(&self, caller: &Caller, id: &RawValue, outcome: &Outcome) -> bool {

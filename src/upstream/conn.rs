@@ -35,6 +35,8 @@ pub type EventSink = mpsc::Sender<String>;
 pub(super) struct Frame {
     pub(super) line: String,
     pub(super) call: Option<u64>,
+    /// Extra HTTP headers for transports that have them (`Mcp-Param-*`).
+    pub(super) headers: Vec<(String, String)>,
 }
 
 pub(super) struct Conn {
@@ -104,6 +106,19 @@ impl Conn {
         events: Option<&EventSink>,
         timeout: std::time::Duration,
     ) -> Result<Outcome, UpstreamError> {
+        self.call_with(method, params, events, timeout, Vec::new())
+            .await
+    }
+
+    /// `call`, with HTTP headers for the transport to send along.
+    pub(super) async fn call_with(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: Option<&EventSink>,
+        timeout: std::time::Duration,
+        headers: Vec<(String, String)>,
+    ) -> Result<Outcome, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (params, client_token) = match (params, events) {
             (Some(p), Some(_)) => rewrite_progress_token(p, id),
@@ -128,6 +143,7 @@ impl Conn {
         let frame = Frame {
             line: jsonrpc::request(&jsonrpc::raw_u64(id), method, params.as_deref()),
             call: Some(id),
+            headers,
         };
         if self.writer.send(frame).await.is_err() {
             return Err(UpstreamError::exited(&self.backend));
@@ -149,6 +165,7 @@ impl Conn {
         let frame = Frame {
             line: jsonrpc::notification(method, params),
             call: None,
+            headers: Vec::new(),
         };
         self.writer
             .send(frame)
@@ -158,7 +175,12 @@ impl Conn {
 
     /// Queues a message the gateway does not await, without waiting.
     fn send(&self, line: String) -> bool {
-        self.writer.try_send(Frame { line, call: None }).is_ok()
+        let frame = Frame {
+            line,
+            call: None,
+            headers: Vec::new(),
+        };
+        self.writer.try_send(frame).is_ok()
     }
 
     /// Delivers a client's answer to a server-to-client request.

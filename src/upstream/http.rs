@@ -164,7 +164,7 @@ impl Wire {
     }
 
     /// A modern request: metadata in the body, mirrored in the headers.
-    fn post_modern(&self, line: &str) -> reqwest::RequestBuilder {
+    fn post_modern(&self, line: &str, extra: &[(String, String)]) -> reqwest::RequestBuilder {
         let mut req = self
             .spec
             .client
@@ -173,12 +173,15 @@ impl Wire {
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
             .header(VERSION_HEADER, crate::protocol::MODERN_FIRST);
+        for (k, v) in extra {
+            req = req.header(k.as_str(), v.as_str());
+        }
         let body = match Message::parse(line.as_bytes()) {
             Ok(Message::Request(r)) => {
                 let (params, name) = meta::ensure_modern(&r.method, r.params.as_deref());
                 req = req.header("mcp-method", r.method.as_str());
                 if let Some(n) = name {
-                    req = req.header("mcp-name", meta::header_value(&n));
+                    req = req.header("mcp-name", crate::mirror::encode(&n));
                 }
                 jsonrpc::request(&r.id, &r.method, Some(&params))
             }
@@ -291,7 +294,7 @@ async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
     for attempt in 0..2 {
         let session = wire.session.lock().clone();
         let req = if wire.modern {
-            wire.post_modern(&frame.line)
+            wire.post_modern(&frame.line, &frame.headers)
         } else {
             wire.post(&session, frame.line.clone())
         };
@@ -419,7 +422,7 @@ async fn listen(wire: Arc<Wire>, conn: Arc<Conn>) {
                 "subscriptions/listen",
                 Some(&jsonrpc::raw(&all)),
             );
-            wire.post_modern(&line).send().await
+            wire.post_modern(&line, &[]).send().await
         } else {
             wire.request(reqwest::Method::GET, &session)
                 .header(ACCEPT, "text/event-stream")

@@ -2,7 +2,6 @@
 //! backends: modern backends need it on every request; legacy backends get
 //! none of it (a dual-era server would take it for a stateless request).
 
-use base64::Engine as _;
 use indexmap::IndexMap;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -80,22 +79,6 @@ pub(super) fn ensure_modern(
     (jsonrpc::raw(&f), name)
 }
 
-/// A header value as SEP-2243 writes it: plain when it is safe, else
-/// `=?base64?...?=`.
-pub(super) fn header_value(value: &str) -> String {
-    let safe = !value.is_empty()
-        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !value.starts_with(' ')
-        && !value.ends_with(' ')
-        && !value.starts_with("=?");
-    if safe {
-        value.to_owned()
-    } else {
-        let b64 = base64::engine::general_purpose::STANDARD.encode(value.as_bytes());
-        format!("=?base64?{b64}?=")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,12 +116,5 @@ mod tests {
         let own = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}"#;
         let (p, _) = ensure_modern("tools/list", Some(&raw(own)));
         assert!(p.get().contains(r#""elicitation":{}"#));
-    }
-
-    #[test]
-    fn header_values_encode_when_unsafe() {
-        assert_eq!(header_value("demo__echo"), "demo__echo");
-        assert_eq!(header_value("é"), "=?base64?w6k=?=");
-        assert_eq!(header_value(" lead"), "=?base64?IGxlYWQ=?=");
     }
 }

@@ -317,14 +317,15 @@ impl Backend {
     ) -> Result<Outcome, UpstreamError> {
         let link = self.link_for(caller).await?;
         link.touch();
-        let params = if link.info.is_modern() {
-            params
+        let (params, headers) = if link.info.is_modern() {
+            let headers = self.param_headers(caller, method, params.as_deref()).await;
+            (params, headers)
         } else {
-            meta::strip_modern(params)
+            (meta::strip_modern(params), Vec::new())
         };
         let result = link
             .conn
-            .call(method, params, events, self.ctx.timeout)
+            .call_with(method, params, events, self.ctx.timeout, headers)
             .await;
         if let Err(e) = &result
             && e.is_unreachable()
@@ -369,6 +370,60 @@ impl Backend {
         };
         self.ctx.metrics.list_refresh(&self.name, refresh);
         result
+    }
+
+    /// A tool's input schema, from the (cached) tools list.
+    pub async fn tool_schema(&self, caller: &Caller, tool: &str) -> Option<serde_json::Value> {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            #[serde(default)]
+            tools: Vec<serde_json::Value>,
+            #[serde(rename = "nextCursor")]
+            next: Option<String>,
+        }
+        let mut cursor: Option<String> = None;
+        // Bounded: a backend whose cursors never end is not followed forever.
+        for _ in 0..100 {
+            let Ok(Outcome::Result(raw)) = self.list(caller, "tools/list", cursor.as_deref()).await
+            else {
+                return None;
+            };
+            let page: Page = serde_json::from_str(raw.get()).ok()?;
+            if let Some(t) = page.tools.into_iter().find(|t| t["name"] == tool) {
+                return t.get("inputSchema").cloned();
+            }
+            cursor = Some(page.next?);
+        }
+        None
+    }
+
+    /// The `Mcp-Param-*` headers a modern backend expects on a tools/call,
+    /// computed from its own schema (the gateway may have renamed the tool).
+    async fn param_headers(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Vec<(String, String)> {
+        if method != "tools/call" {
+            return Vec::new();
+        }
+        #[derive(serde::Deserialize)]
+        struct Call {
+            name: String,
+            #[serde(default)]
+            arguments: Option<serde_json::Value>,
+        }
+        let Some(call) = params.and_then(|p| serde_json::from_str::<Call>(p.get()).ok()) else {
+            return Vec::new();
+        };
+        match self.tool_schema(caller, &call.name).await {
+            Some(schema) => crate::mirror::params(
+                &crate::mirror::annotations(&schema),
+                call.arguments.as_ref(),
+            ),
+            None => Vec::new(),
+        }
     }
 
     /// Delivers a client's answer to a request this backend sent it.
