@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
@@ -22,7 +22,7 @@ use crate::sessions::Principal;
 type Fields = IndexMap<String, Box<RawValue>>;
 
 /// Requests the 2026-07-28 revision still has, served through the router.
-const ROUTED: [&str; 8] = [
+const ROUTED: [&str; 11] = [
     "tools/list",
     "tools/call",
     "prompts/list",
@@ -31,6 +31,9 @@ const ROUTED: [&str; 8] = [
     "resources/templates/list",
     "resources/read",
     "completion/complete",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// The `_meta` keys every modern request must carry.
@@ -62,16 +65,20 @@ pub(super) async fn handle(
         .get(protocol::META_PROTOCOL_VERSION)
         .and_then(|v| serde_json::from_str(v.get()).ok())
         .ok_or_else(|| refuse(ModernError::MissingMeta(protocol::META_PROTOCOL_VERSION)))?;
-    if !protocol::MODERN_SUPPORTED.contains(&version.as_str()) {
-        return Err(refuse(ModernError::UnsupportedVersion(version)));
-    }
     if !meta
         .get(CLIENT_CAPABILITIES)
         .is_some_and(|c| c.get().starts_with('{'))
     {
         return Err(refuse(ModernError::MissingMeta(CLIENT_CAPABILITIES)));
     }
-    check_headers(headers, &version, &req.method, &fields)
+    // A header that disagrees with the body is a header error, whatever
+    // the versions: only an agreed but unknown version is -32022.
+    check_version_header(headers, &version)
+        .map_err(|why| refuse(ModernError::HeaderMismatch(why)))?;
+    if !protocol::MODERN_SUPPORTED.contains(&version.as_str()) {
+        return Err(refuse(ModernError::UnsupportedVersion(version)));
+    }
+    check_headers(headers, &req.method, &fields)
         .map_err(|why| refuse(ModernError::HeaderMismatch(why)))?;
     if req.method == "tools/call" {
         check_param_headers(&ns, &principal, headers, &fields)
@@ -113,32 +120,31 @@ fn record(front: &Front, method: &'static str, started: Instant) {
     );
 }
 
-/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` must mirror the body
-/// (`S/2026-07-28/basic/transports/streamable-http.mdx`, SEP-2243).
-fn check_headers(
-    headers: &HeaderMap,
-    version: &str,
-    method: &str,
-    fields: &Fields,
-) -> Result<(), String> {
-    let header = |name: &str| -> Result<Option<String>, String> {
-        match headers.get(name) {
-            None => Ok(None),
-            Some(v) => v
-                .to_str()
-                .map(|s| Some(s.to_owned()))
-                .map_err(|_| format!("{name} has invalid characters")),
-        }
-    };
-    match header("mcp-protocol-version")? {
-        Some(v) if v == version => {}
-        Some(v) => {
-            return Err(format!(
-                "MCP-Protocol-Version {v} disagrees with _meta ({version})"
-            ));
-        }
-        None => return Err("MCP-Protocol-Version is required".into()),
+/// A header's value; surrounding whitespace is not part of it.
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, String> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(|s| Some(s.trim()))
+            .map_err(|_| format!("{name} has invalid characters")),
     }
+}
+
+fn check_version_header(headers: &HeaderMap, version: &str) -> Result<(), String> {
+    match header(headers, "mcp-protocol-version")? {
+        Some(v) if v == version => Ok(()),
+        Some(v) => Err(format!(
+            "MCP-Protocol-Version {v} disagrees with _meta ({version})"
+        )),
+        None => Err("MCP-Protocol-Version is required".into()),
+    }
+}
+
+/// `Mcp-Method` and `Mcp-Name` must mirror the body
+/// (`S/2026-07-28/basic/transports/streamable-http.mdx`, SEP-2243).
+fn check_headers(headers: &HeaderMap, method: &str, fields: &Fields) -> Result<(), String> {
+    let header = |name: &str| header(headers, name).map(|v| v.map(str::to_owned));
     match header("mcp-method")? {
         Some(m) if m == method => {}
         Some(m) => return Err(format!("Mcp-Method {m} disagrees with the body ({method})")),
@@ -147,6 +153,7 @@ fn check_headers(
     let name_key = match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     };
     if let Some(key) = name_key {
@@ -177,7 +184,7 @@ async fn check_param_headers(
     else {
         return Ok(());
     };
-    let caller = crate::upstream::Caller::principal(principal.clone());
+    let caller = crate::upstream::Caller::modern(principal.clone());
     let Some(schema) = ns.tool_schema(&caller, &name).await else {
         return Ok(());
     };
@@ -215,6 +222,32 @@ fn discover(ns: &Namespace) -> Value {
 
 pub(super) fn server_info() -> Value {
     json!({ "name": "sluice", "version": env!("CARGO_PKG_VERSION") })
+}
+
+/// The HTTP status of a modern response: the revision's request errors
+/// are 400 whoever raised them (a backend's -32021 included); everything
+/// else, in-band errors too, is 200.
+pub(super) fn status_of(line: &str) -> StatusCode {
+    if !line.contains("\"error\"") {
+        return StatusCode::OK;
+    }
+    #[derive(serde::Deserialize)]
+    struct Line {
+        error: Option<Code>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    match serde_json::from_str::<Line>(line)
+        .ok()
+        .and_then(|l| l.error)
+    {
+        Some(Code {
+            code: -32022..=-32020,
+        }) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
 }
 
 /// Every modern result says what it is and who answered; lists say how long

@@ -40,8 +40,14 @@ pub(super) async fn handle(
     let bytes = read_body(body, headers, front.policy.max_body_bytes).await?;
     let message = Message::parse_body(&bytes).map_err(Reject::Parse)?;
 
+    // Modern by its body's `_meta`, or by its header even when the body
+    // lacks the `_meta` (then it is refused as the modern request it is).
+    let modern_header = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| crate::protocol::is_modern(v.trim()));
     if let RpcBody::Single(Message::Request(r)) = &message
-        && is_modern(r.params.as_deref())
+        && (modern_header || is_modern(r.params.as_deref()))
     {
         let RpcBody::Single(Message::Request(r)) = message else {
             unreachable!("matched above")

@@ -39,9 +39,10 @@ pub(super) struct Ctx {
 impl Ctx {
     /// The key of per-session isolation: the session, else the principal.
     fn caller(&self) -> Caller {
-        match &self.active {
-            Some(a) => Caller::session(a.session().id.clone(), a.session().ended().clone()),
-            None => Caller::principal(self.principal.clone()),
+        match (&self.active, self.era) {
+            (Some(a), _) => Caller::session(a.session().id.clone(), a.session().ended().clone()),
+            (None, Era::Legacy) => Caller::principal(self.principal.clone()),
+            (None, Era::Modern) => Caller::modern(self.principal.clone()),
         }
     }
 
@@ -58,6 +59,7 @@ pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response 
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
     let (done_tx, mut done) = oneshot::channel::<String>();
     let cancel = ctx.track(&req);
+    let era = ctx.era;
     // 2026-07-28: closing a request's stream cancels it. Legacy: it does not.
     let on_disconnect = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
     tokio::spawn(async move {
@@ -71,7 +73,15 @@ pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response 
         line = &mut done => {
             on_disconnect.map(|g| g.disarm());
             match line {
-                Ok(line) if events.is_empty() => json_response(line, None),
+                Ok(line) if events.is_empty() => {
+                    let status = match era {
+                        Era::Modern => super::modern::status_of(&line),
+                        Era::Legacy => axum::http::StatusCode::OK,
+                    };
+                    let mut response = json_response(line, None);
+                    *response.status_mut() = status;
+                    response
+                }
                 Ok(line) => sse(drain(events).chain(stream::iter([line]))),
                 // Cancelled by the client: nothing more is sent for it.
                 Err(_) => sse(stream::empty()),

@@ -5,6 +5,7 @@ mod cursor;
 mod kind;
 mod names;
 mod namespace;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -30,6 +30,34 @@ pub(super) fn strip_uri<'a>(backend: &BackendName, exposed: &'a str) -> Option<&
         .strip_prefix('/')
 }
 
+/// Whether `uri` is an instance of an RFC 6570 template, comparing the
+/// literal parts in order (each `{...}` matches any non-empty text).
+pub(super) fn template_matches(template: &str, uri: &str) -> bool {
+    let mut rest = uri;
+    let mut parts = template.split('{');
+    let Some(head) = parts.next() else {
+        return false;
+    };
+    let Some(after) = rest.strip_prefix(head) else {
+        return false;
+    };
+    rest = after;
+    for part in parts {
+        let Some((_, literal)) = part.split_once('}') else {
+            return false;
+        };
+        if literal.is_empty() {
+            // A trailing variable takes what is left.
+            return !rest.is_empty();
+        }
+        match rest.get(1..).and_then(|r| r.find(literal)) {
+            Some(pos) => rest = &rest[1 + pos + literal.len()..],
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
 /// The spec's tool-name rule: 1-128 chars of `A-Za-z0-9_-.`.
 pub(super) fn valid_tool_name(name: &str) -> bool {
     (1..=128).contains(&name.len())
@@ -67,6 +95,21 @@ mod tests {
             assert_eq!(strip_uri(&be, &exposed), Some(uri));
         }
         assert_eq!(strip_uri(&be, "sluice://fsx/a"), None);
+    }
+
+    #[test]
+    fn templates_match_their_instances() {
+        assert!(template_matches(
+            "test://template/{id}/data",
+            "test://template/123/data"
+        ));
+        assert!(template_matches("demo://echo/{text}", "demo://echo/hi"));
+        assert!(!template_matches("demo://echo/{text}", "demo://echo/"));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template/123/other"
+        ));
+        assert!(!template_matches("test://a/{x}", "test://b/1"));
     }
 
     #[test]

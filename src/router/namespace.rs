@@ -12,6 +12,7 @@ use tokio::sync::broadcast;
 use super::cursor::Cursor;
 use super::kind::Kind;
 use super::names;
+use super::tasks::{self, TaskIndex};
 use crate::config::{NamespaceName, Prefix, ToolFilter};
 use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
 use crate::upstream::{Backend, Caller, EventSink};
@@ -32,6 +33,7 @@ pub struct Namespace {
     prefix: Prefix,
     /// Unprefixed names seen in lists -> member, for `prefix = "never"`.
     index: Mutex<HashMap<(Kind, String), usize>>,
+    tasks: Mutex<TaskIndex>,
 }
 
 fn error(code: i64, message: &str) -> Outcome {
@@ -64,6 +66,7 @@ impl Namespace {
                 .collect(),
             prefix,
             index: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(TaskIndex::default()),
         }
     }
 
@@ -88,10 +91,31 @@ impl Namespace {
             caps.insert("prompts".into(), json!({ "listChanged": true }));
         }
         if has("resources") {
-            caps.insert("resources".into(), json!({ "listChanged": true }));
+            let subscribe = infos.iter().any(|i| {
+                i.capabilities
+                    .get("resources")
+                    .and_then(|r| r.get("subscribe"))
+                    == Some(&json!(true))
+            });
+            caps.insert(
+                "resources".into(),
+                json!({ "listChanged": true, "subscribe": subscribe }),
+            );
         }
         if has("completions") {
             caps.insert("completions".into(), json!({}));
+        }
+        // Extensions (tasks, ...) that any backend offers, first one wins.
+        let mut extensions = serde_json::Map::new();
+        for info in &infos {
+            if let Some(Value::Object(ext)) = info.capabilities.get("extensions") {
+                for (k, v) in ext {
+                    extensions.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        if !extensions.is_empty() {
+            caps.insert("extensions".into(), Value::Object(extensions));
         }
         caps.insert("logging".into(), json!({}));
         Value::Object(caps)
@@ -128,7 +152,8 @@ impl Namespace {
             return self.list(caller, kind, params.as_deref()).await;
         }
         match method {
-            "ping" | "logging/setLevel" => ok(&json!({})),
+            "ping" => ok(&json!({})),
+            "logging/setLevel" => self.set_level(caller, params, events).await,
             "tools/call" => {
                 self.forward(caller, Kind::Tool, method, params, events)
                     .await
@@ -142,6 +167,9 @@ impl Namespace {
                     .await
             }
             "completion/complete" => self.complete(caller, params, events).await,
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                self.forward_task(caller, method, params, events).await
+            }
             _ => error(METHOD_NOT_FOUND, &format!("Method not found: {method}")),
         }
     }
@@ -217,7 +245,40 @@ impl Namespace {
         }
         // A name never listed through us: walk the lists once, then retry.
         self.fill_index(caller, kind).await;
-        lookup(self)
+        if let Some(hit) = lookup(self) {
+            return Some(hit);
+        }
+        if kind.is_uri() {
+            return self.resolve_uri(caller, exposed).await;
+        }
+        None
+    }
+
+    /// A URI no list named (a template's instance, or one only the backend
+    /// knows): the backend whose template matches it, else the only
+    /// backend that serves resources.
+    async fn resolve_uri(&self, caller: &Caller, uri: &str) -> Option<(usize, String)> {
+        self.fill_index(caller, Kind::Template).await;
+        let by_template = self
+            .index
+            .lock()
+            .iter()
+            .find(|((k, template), _)| {
+                *k == Kind::Template && names::template_matches(template, uri)
+            })
+            .map(|(_, i)| *i);
+        if let Some(i) = by_template {
+            return Some((i, uri.to_owned()));
+        }
+        let mut serving = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.backend.info().is_some_and(|i| i.has("resources")));
+        match (serving.next(), serving.next()) {
+            (Some((i, _)), None) => Some((i, uri.to_owned())),
+            _ => None,
+        }
     }
 
     async fn fill_index(&self, caller: &Caller, kind: Kind) {
@@ -373,7 +434,88 @@ impl Namespace {
             (Kind::Resource, Outcome::Result(r)) if self.prefix == Prefix::Always => {
                 Outcome::Result(rename_contents(m, &r).unwrap_or(r))
             }
+            (_, Outcome::Result(r)) => Outcome::Result(self.expose_task(i, r)),
             (_, o) => o,
+        }
+    }
+
+    /// A result that names a task: the client sees the task id it will
+    /// route back with (prefixed), or the index learns its backend.
+    fn expose_task(&self, member: usize, result: Box<RawValue>) -> Box<RawValue> {
+        let Some(task) = tasks::task_id(&result) else {
+            return result;
+        };
+        match self.prefix {
+            Prefix::Never => {
+                self.tasks.lock().remember(&task, member);
+                result
+            }
+            Prefix::Always => {
+                let exposed = names::prefixed(&self.members[member].backend.name, &task);
+                replace_field(&result, "taskId", &exposed).unwrap_or(result)
+            }
+        }
+    }
+
+    /// A level for log messages goes to every backend that logs. On a
+    /// shared backend it is the level for everyone: the last one set wins.
+    async fn set_level(
+        &self,
+        caller: &Caller,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        let logging = self
+            .members
+            .iter()
+            .filter(|m| m.backend.info().is_some_and(|i| i.has("logging")));
+        let calls =
+            logging.map(|m| self.call(caller, m, "logging/setLevel", params.clone(), events));
+        for outcome in futures_util::future::join_all(calls).await {
+            if let Outcome::Error(e) = outcome {
+                tracing::debug!(error = e.get(), "a backend refused logging/setLevel");
+            }
+        }
+        ok(&json!({}))
+    }
+
+    /// tasks/get|update|cancel: to the backend that made the task.
+    async fn forward_task(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        let Some(mut fields) = parse_fields(params.as_deref()) else {
+            return error(INVALID_PARAMS, "params must be an object");
+        };
+        let Some(exposed) = string_field(&fields, "taskId") else {
+            return error(INVALID_PARAMS, "params.taskId is required");
+        };
+        let owner = match self.prefix {
+            Prefix::Always => self.members.iter().enumerate().find_map(|(i, m)| {
+                names::strip(&m.backend.name, &exposed).map(|t| (i, t.to_owned()))
+            }),
+            Prefix::Never => {
+                let known = self.tasks.lock().owner(&exposed);
+                // One backend: it is the owner even of tasks we never saw.
+                known
+                    .or_else(|| (self.members.len() == 1).then_some(0))
+                    .map(|i| (i, exposed.clone()))
+            }
+        };
+        let Some((i, original)) = owner else {
+            return error(INVALID_PARAMS, &format!("Unknown task: {exposed}"));
+        };
+        fields.insert("taskId".into(), jsonrpc::raw(&original));
+        let m = &self.members[i];
+        match self
+            .call(caller, m, method, Some(jsonrpc::raw(&fields)), events)
+            .await
+        {
+            Outcome::Result(r) => Outcome::Result(self.expose_task(i, r)),
+            o => o,
         }
     }
 
@@ -437,10 +579,19 @@ fn not_found(kind: Kind, exposed: &str) -> Outcome {
     match kind {
         Kind::Tool => error(INVALID_PARAMS, &format!("Unknown tool: {exposed}")),
         Kind::Prompt => error(INVALID_PARAMS, &format!("Unknown prompt: {exposed}")),
-        Kind::Resource | Kind::Template => {
-            error(INVALID_PARAMS, &format!("Resource not found: {exposed}"))
-        }
+        Kind::Resource | Kind::Template => Outcome::Error(jsonrpc::error_object(
+            INVALID_PARAMS,
+            &format!("Resource not found: {exposed}"),
+            Some(json!({ "uri": exposed })),
+        )),
     }
+}
+
+/// A copy of an object with one string field replaced, the rest raw.
+fn replace_field(object: &RawValue, key: &str, value: &str) -> Option<Box<RawValue>> {
+    let mut fields: Fields = serde_json::from_str(object.get()).ok()?;
+    fields.insert(key.into(), jsonrpc::raw(value));
+    Some(jsonrpc::raw(&fields))
 }
 
 /// `resources/read` results name their URIs: show the client's form.

@@ -54,6 +54,22 @@ struct Pending {
     next_server_request: u64,
 }
 
+impl Pending {
+    /// The one in-flight request whose client can receive messages, when
+    /// there is exactly one: nothing else ties an unsolicited message to a
+    /// client on a connection many share.
+    fn sole_caller(&self) -> Option<(u64, EventSink)> {
+        let mut candidates = self
+            .calls
+            .iter()
+            .filter_map(|(id, c)| Some((*id, c.events.clone()?)));
+        match (candidates.next(), candidates.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        }
+    }
+}
+
 struct PendingCall {
     reply: oneshot::Sender<Result<Outcome, UpstreamError>>,
     events: Option<EventSink>,
@@ -227,7 +243,7 @@ impl Conn {
                 }
                 None
             }
-            Message::Notification(n) => self.on_notification(n),
+            Message::Notification(n) => self.on_notification(n, origin),
             Message::Request(r) => {
                 self.on_server_request(r, origin);
                 None
@@ -235,7 +251,7 @@ impl Conn {
         }
     }
 
-    fn on_notification(&self, n: jsonrpc::Notification) -> Option<String> {
+    fn on_notification(&self, n: jsonrpc::Notification, origin: Option<u64>) -> Option<String> {
         match n.method.as_str() {
             "notifications/progress" => {
                 let params = n.params?;
@@ -256,7 +272,20 @@ impl Conn {
             }
             m if m.ends_with("/list_changed") => Some(m.to_owned()),
             "notifications/message" => {
-                tracing::debug!(backend = %self.backend, "backend log message");
+                // On a request's own stream it belongs to that request's
+                // client; elsewhere only if one request could have caused it.
+                let st = self.state.lock();
+                let target = match origin {
+                    Some(id) => st.calls.get(&id).and_then(|c| c.events.clone()),
+                    None => st.sole_caller().map(|(_, events)| events),
+                };
+                match target {
+                    Some(events) => {
+                        let _ =
+                            events.try_send(jsonrpc::notification(&n.method, n.params.as_deref()));
+                    }
+                    None => tracing::debug!(backend = %self.backend, "backend log message"),
+                }
                 None
             }
             _ => None,
@@ -278,17 +307,7 @@ impl Conn {
             let mut st = self.state.lock();
             let target = match origin {
                 Some(id) => st.calls.get(&id).map(|c| (id, c.events.clone())),
-                None => {
-                    let mut candidates = st
-                        .calls
-                        .iter()
-                        .filter(|(_, c)| c.events.is_some())
-                        .map(|(id, c)| (*id, c.events.clone()));
-                    match (candidates.next(), candidates.next()) {
-                        (Some(one), None) => Some(one),
-                        _ => None,
-                    }
-                }
+                None => st.sole_caller().map(|(id, events)| (id, Some(events))),
             };
             match target {
                 Some((origin, Some(events))) if st.server_requests.len() < MAX_SERVER_REQUESTS => {

@@ -58,9 +58,26 @@ struct Wire {
     fatal: CancellationToken,
 }
 
+/// Opens a link in the backend's era: probed on every open, so a backend
+/// that changed is found.
 pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link>, UpstreamError> {
-    // The era is probed on every open, so a backend that changed is found.
     let discovered = discover(ctx, spec).await?;
+    connect(ctx, spec, discovered).await
+}
+
+/// A legacy session, for the legacy clients of a dual-era backend.
+pub(super) async fn open_legacy(
+    ctx: &LinkCtx,
+    spec: &Arc<HttpSpec>,
+) -> Result<Arc<Link>, UpstreamError> {
+    connect(ctx, spec, None).await
+}
+
+async fn connect(
+    ctx: &LinkCtx,
+    spec: &Arc<HttpSpec>,
+    discovered: Option<InitInfo>,
+) -> Result<Arc<Link>, UpstreamError> {
     let wire = Arc::new(Wire {
         modern: discovered.is_some(),
         ctx: ctx.clone(),
@@ -213,7 +230,11 @@ impl Wire {
             .await
             .map_err(|e| self.unreachable(e))?;
         if !resp.status().is_success() {
-            return Err(self.unreachable(format!("initialize answered HTTP {}", resp.status())));
+            // Reachable, but refusing sessions (a modern-only server).
+            return Err(UpstreamError::protocol(
+                name,
+                format!("initialize answered HTTP {}", resp.status()),
+            ));
         }
         let session_id = resp.headers().get(SESSION_HEADER).cloned();
         let outcome = tokio::time::timeout(self.ctx.timeout, answer_of(name, resp, &id))
@@ -321,6 +342,15 @@ async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
             continue;
         }
         if !status.is_success() {
+            // A JSON-RPC error riding on a 4xx (-32021, -32602, ...) is the
+            // backend's answer: it passes through, its data intact.
+            if is_json(&resp)
+                && let Ok(body) = resp.bytes().await
+                && let Ok(Message::Response(_)) = Message::parse(&body)
+            {
+                dispatch(wire, conn, &String::from_utf8_lossy(&body), frame.call);
+                return;
+            }
             if let Some(id) = frame.call {
                 conn.fail(
                     id,
@@ -373,6 +403,13 @@ fn dispatch(wire: &Wire, conn: &Conn, data: &str, origin: Option<u64>) {
     if let Some(change) = conn.dispatch(data, origin) {
         (wire.ctx.on_change)(&change);
     }
+}
+
+fn is_json(resp: &Response) -> bool {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
 }
 
 fn is_event_stream(resp: &Response) -> bool {

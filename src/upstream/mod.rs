@@ -30,6 +30,7 @@ pub use error::UpstreamError;
 use crate::config::{BackendConfig, BackendName, Isolation, Transport};
 use crate::jsonrpc::{self, Outcome};
 use crate::metrics::Metrics;
+use crate::protocol::Era;
 use crate::sessions::{Principal, SessionId};
 use link::{EndReason, Link};
 use pool::PerSession;
@@ -40,6 +41,8 @@ pub struct Caller {
     key: ClientKey,
     /// Cancelled when the client session ends (None: no session to end).
     ended: Option<CancellationToken>,
+    /// A dual-era backend serves each client in the client's own era.
+    era: Era,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -54,13 +57,26 @@ impl Caller {
         Caller {
             key: ClientKey::Session(id),
             ended: Some(ended),
+            era: Era::Legacy,
         }
     }
 
+    /// A legacy client without a session (`sessions = "stateless"`).
     pub fn principal(p: Principal) -> Caller {
         Caller {
             key: ClientKey::Principal(p),
             ended: None,
+            era: Era::Legacy,
+        }
+    }
+
+    /// A 2026-07-28 client: no session, so per-session isolation keys on
+    /// its principal.
+    pub fn modern(p: Principal) -> Caller {
+        Caller {
+            key: ClientKey::Principal(p),
+            ended: None,
+            era: Era::Modern,
         }
     }
 }
@@ -185,6 +201,13 @@ pub struct Backend {
     changes: broadcast::Sender<String>,
     /// A call found the backend unreachable: re-check its health now.
     wake: Notify,
+    /// A 2026-07-28 backend's stateless link (None for legacy backends).
+    modern: Mutex<Option<Arc<Link>>>,
+    /// Set when a modern backend refused `initialize`: legacy clients are
+    /// then served over the modern link too.
+    legacy_refused: std::sync::atomic::AtomicBool,
+    /// One legacy session opened at a time for a shared modern backend.
+    opening: tokio::sync::Mutex<()>,
 }
 
 impl Backend {
@@ -224,6 +247,9 @@ impl Backend {
                 settled: watch::channel(false).0,
                 changes: broadcast::channel(16).0,
                 wake: Notify::new(),
+                modern: Mutex::new(None),
+                legacy_refused: std::sync::atomic::AtomicBool::new(false),
+                opening: tokio::sync::Mutex::new(()),
             }
         });
         backend.ctx.metrics.backend_up(&backend.name, false);
@@ -288,8 +314,37 @@ impl Backend {
         }
     }
 
+    /// A legacy session on an HTTP backend, skipping the era probe.
+    async fn open_legacy(&self) -> Result<Arc<Link>, UpstreamError> {
+        match &self.transport {
+            TransportSpec::Http(spec) => http::open_legacy(&self.ctx, spec).await,
+            _ => self.open().await,
+        }
+    }
+
+    fn modern_link(&self) -> Option<Arc<Link>> {
+        self.modern.lock().clone().filter(|l| !l.is_dead())
+    }
+
     async fn link_for(&self, caller: &Caller) -> Result<Arc<Link>, UpstreamError> {
         self.check_health()?;
+        if let Some(modern) = self.modern_link() {
+            use std::sync::atomic::Ordering::Relaxed;
+            if caller.era == Era::Modern || self.legacy_refused.load(Relaxed) {
+                return Ok(modern);
+            }
+            // A legacy client keeps its legacy semantics (sessions, server
+            // requests, logging) when the backend still speaks them.
+            return match self.legacy_link(caller).await {
+                Ok(link) => Ok(link),
+                Err(e) if !e.is_unreachable() => {
+                    tracing::info!(backend = %self.name, error = %e, "no legacy sessions; serving legacy clients statelessly");
+                    self.legacy_refused.store(true, Relaxed);
+                    Ok(modern)
+                }
+                Err(e) => Err(e),
+            };
+        }
         let link = match &self.pool {
             Pool::Shared(slot) => slot
                 .lock()
@@ -304,6 +359,22 @@ impl Backend {
             self.wake.notify_one();
         }
         link
+    }
+
+    /// The legacy session for a legacy client of a dual-era backend.
+    async fn legacy_link(&self, caller: &Caller) -> Result<Arc<Link>, UpstreamError> {
+        match &self.pool {
+            Pool::Shared(slot) => {
+                let _one = self.opening.lock().await;
+                if let Some(l) = slot.lock().clone().filter(|l| !l.is_dead()) {
+                    return Ok(l);
+                }
+                let link = self.open_legacy().await?;
+                *slot.lock() = Some(link.clone());
+                Ok(link)
+            }
+            Pool::PerSession(p) => p.get_or_open(caller, || self.open_legacy()).await,
+        }
     }
 
     /// Sends a request. Progress and server-to-client requests caused by it
@@ -349,9 +420,10 @@ impl Backend {
             return Ok(Outcome::Result(page));
         }
         let version = self.cache.version();
-        let (link, transient) = match &self.pool {
-            Pool::Shared(_) => (self.link_for(caller).await?, false),
-            Pool::PerSession(p) => match p.any_for(caller) {
+        let (link, transient) = match (&self.pool, self.modern_link()) {
+            (_, Some(modern)) => (modern, false),
+            (Pool::Shared(_), None) => (self.link_for(caller).await?, false),
+            (Pool::PerSession(p), None) => match p.any_for(caller) {
                 Some(l) => (l, false),
                 None => (self.open().await?, true),
             },

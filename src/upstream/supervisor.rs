@@ -43,8 +43,16 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
-    if let Pool::PerSession(p) = &backend.pool {
-        p.close_all(EndReason::Shutdown).await;
+    match &backend.pool {
+        Pool::PerSession(p) => p.close_all(EndReason::Shutdown).await,
+        // A dual-era backend's legacy session, opened for legacy clients.
+        Pool::Shared(slot) => {
+            let legacy = slot.lock().take();
+            if let Some(l) = legacy {
+                l.close(EndReason::Shutdown);
+                l.closed().await;
+            }
+        }
     }
     backend.set_health(Health::Stopped);
 }
@@ -72,6 +80,23 @@ async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
 /// finds the backend unreachable), or until stop.
 async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
     let info = link.info.clone();
+    if info.is_modern() {
+        // Stateless: one link for all, whatever the isolation; legacy
+        // clients get legacy sessions of their own (Backend::legacy_link).
+        *backend.modern.lock() = Some(link.clone());
+        backend.set_health(Health::Up(info));
+        tracing::info!(backend = %backend.name, "backend healthy (2026-07-28)");
+        tokio::select! {
+            _ = stop.cancelled() => link.close(EndReason::Shutdown),
+            _ = link.dead().cancelled() => {}
+        }
+        *backend.modern.lock() = None;
+        if !stop.is_cancelled() {
+            backend.set_health(Health::Down("backend unreachable; reconnecting".into()));
+        }
+        link.closed().await;
+        return;
+    }
     match &backend.pool {
         Pool::Shared(slot) => {
             *slot.lock() = Some(link.clone());

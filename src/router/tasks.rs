@@ -1,0 +1,67 @@
+//! Task ids (the 2026-07-28 tasks extension): `tasks/get|update|cancel`
+//! carry only a `taskId`, so the gateway must know which backend made it.
+//! With prefixed names the id itself says (`{backend}__{id}`); unprefixed,
+//! a bounded index remembers the backend of each task it has seen.
+
+use std::collections::{HashMap, VecDeque};
+
+/// Tasks remembered per namespace; the oldest is forgotten beyond this.
+const MAX_TASKS: usize = 10_000;
+
+#[derive(Default)]
+pub(super) struct TaskIndex {
+    owner: HashMap<String, usize>,
+    order: VecDeque<String>,
+}
+
+impl TaskIndex {
+    pub(super) fn remember(&mut self, task: &str, member: usize) {
+        if self.owner.insert(task.to_owned(), member).is_none() {
+            self.order.push_back(task.to_owned());
+            if self.order.len() > MAX_TASKS
+                && let Some(old) = self.order.pop_front()
+            {
+                self.owner.remove(&old);
+            }
+        }
+    }
+
+    pub(super) fn owner(&self, task: &str) -> Option<usize> {
+        self.owner.get(task).copied()
+    }
+}
+
+/// The `taskId` of a result that carries one (a created task, a task's
+/// status), located without parsing results that cannot have one.
+pub(super) fn task_id(result: &serde_json::value::RawValue) -> Option<String> {
+    if !result.get().contains("\"taskId\"") {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct T {
+        #[serde(rename = "taskId")]
+        task_id: String,
+    }
+    serde_json::from_str::<T>(result.get())
+        .ok()
+        .map(|t| t.task_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_index_is_bounded() {
+        let mut ix = TaskIndex::default();
+        for i in 0..MAX_TASKS + 5 {
+            ix.remember(&format!("t{i}"), i % 3);
+        }
+        assert_eq!(ix.owner.len(), MAX_TASKS);
+        assert_eq!(ix.owner("t0"), None);
+        assert_eq!(
+            ix.owner(&format!("t{}", MAX_TASKS + 4)),
+            Some((MAX_TASKS + 4) % 3)
+        );
+    }
+}
