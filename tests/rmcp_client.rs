@@ -157,3 +157,59 @@ async fn rmcp_discover_client_reaches_a_legacy_backend() {
         m.get(r#"sluice_requests_total{era="modern",method="tools/call",outcome="ok"}"#) >= 1.0
     );
 }
+
+/// rmcp in both lifecycles against a 2026-07-28 HTTP backend (the
+/// conformance fixture): legacy clients bridged to it, modern ones served
+/// statelessly end to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_both_lifecycles_reach_a_modern_backend() {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+
+    let fx = Fixture::start_example("conformance_fixture", "127.0.0.1:0", &[]);
+    let gw = Gateway::start(&http_backend("modern", &fx.url(), ""));
+    for lifecycle in [
+        ClientLifecycleMode::Initialize,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    ] {
+        let recorder = Recorder::default();
+        let transport = StreamableHttpClientTransport::from_uri(gw.url("/mcp"));
+        let client = recorder
+            .clone()
+            .serve_with_lifecycle(transport, lifecycle.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{lifecycle:?}: {e}"));
+        let names: Vec<_> = client
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert!(
+            names.contains(&"modern__test_simple_text".to_owned()),
+            "{names:?}"
+        );
+        let r = client
+            .call_tool(CallToolRequestParams::new("modern__test_simple_text"))
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&r.content[0]).unwrap()["text"],
+            "This is a simple text response for testing."
+        );
+        client
+            .call_tool(CallToolRequestParams::new(
+                "modern__test_tool_with_progress",
+            ))
+            .await
+            .unwrap();
+        assert!(
+            recorder.progress.lock().len() >= 3,
+            "{lifecycle:?}: progress"
+        );
+        client.cancel().await.unwrap();
+    }
+}

@@ -441,24 +441,25 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    pub fn bin() -> PathBuf {
+    pub fn bin(name: &str) -> PathBuf {
         let sluice = PathBuf::from(BIN);
-        sluice
-            .parent()
-            .unwrap()
-            .join("examples")
-            .join("stateful_backend")
+        sluice.parent().unwrap().join("examples").join(name)
     }
 
     pub fn start(listen: &str, extra: &[&str]) -> Fixture {
-        let mut child = Command::new(Self::bin())
+        Self::start_example("stateful_backend", listen, extra)
+    }
+
+    /// An example server that prints `{name} listening on ADDR` when bound.
+    pub fn start_example(name: &str, listen: &str, extra: &[&str]) -> Fixture {
+        let mut child = Command::new(Self::bin(name))
             .args(["--listen", listen, "--max-lifetime", "300"])
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start stateful_backend (built by cargo test as an example)");
+            .expect("start the example (cargo test builds examples)");
         let stdin = child.stdin.take().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
@@ -466,7 +467,7 @@ impl Fixture {
             .unwrap();
         let addr = line
             .trim()
-            .strip_prefix("stateful_backend listening on ")
+            .strip_prefix(&format!("{name} listening on "))
             .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
             .to_owned();
         Fixture {
