@@ -93,17 +93,32 @@ pub struct NotFound;
 
 pub struct Sessions {
     table: Mutex<Table>,
+    freed_since_trim: std::sync::atomic::AtomicUsize,
     limits: Limits,
     metrics: Arc<Metrics>,
 }
 
 /// Largest number of sessions ended under one lock acquisition.
 const SWEEP_BATCH: usize = 1024;
+/// Once this many sessions ended (or the table emptied), freed memory goes
+/// back to the OS.
+const RETURN_MEMORY_AFTER: usize = 1024;
+
+/// The allocator keeps freed pages for reuse; after a large sweep the
+/// operator expects the process to shrink (the seeds' drain test).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
 
 impl Sessions {
     pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Sessions> {
         Arc::new(Sessions {
             table: Mutex::new(Table::new()),
+            freed_since_trim: std::sync::atomic::AtomicUsize::new(0),
             limits,
             metrics,
         })
@@ -187,9 +202,22 @@ impl Sessions {
             }
             total += n;
             if n < SWEEP_BATCH {
-                return total;
+                break;
             }
         }
+        if total > 0 {
+            let empty = {
+                let mut table = self.table.lock();
+                table.shrink();
+                table.len() == 0
+            };
+            let freed = self.freed_since_trim.fetch_add(total, Ordering::Relaxed) + total;
+            if empty || freed >= RETURN_MEMORY_AFTER {
+                self.freed_since_trim.store(0, Ordering::Relaxed);
+                release_free_memory();
+            }
+        }
+        total
     }
 
     /// Ends every session (gateway shutdown).

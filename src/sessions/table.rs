@@ -175,6 +175,16 @@ impl Table {
         expired
     }
 
+    /// Gives back the map's spare room once most sessions are gone: a
+    /// burst of abandoned sessions must not hold its peak memory forever.
+    pub(super) fn shrink(&mut self) {
+        let (len, cap) = (self.map.len(), self.map.capacity());
+        if cap > 64 && len * 4 < cap {
+            self.map.shrink_to(len * 2);
+            self.per_principal.shrink_to(self.per_principal.len() * 2);
+        }
+    }
+
     pub(super) fn drain(&mut self) -> Vec<Arc<Session>> {
         self.by_use.clear();
         self.per_principal.clear();
