@@ -380,14 +380,16 @@ async fn deliver(wire: &Wire, conn: &Conn, resp: Response, origin: Option<u64>) 
             }
         }
     } else if let Ok(body) = resp.bytes().await {
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        match serde_json::from_slice::<Vec<Box<RawValue>>>(&body) {
-            Ok(batch) => batch
-                .iter()
-                .for_each(|m| dispatch(wire, conn, m.get(), origin)),
-            Err(_) => dispatch(wire, conn, &String::from_utf8_lossy(&body), origin),
+        // One object is the common case: a batch only when it starts with '['.
+        match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => {}
+            Some(b'[') => match serde_json::from_slice::<Vec<Box<RawValue>>>(&body) {
+                Ok(batch) => batch
+                    .iter()
+                    .for_each(|m| dispatch(wire, conn, m.get(), origin)),
+                Err(e) => tracing::warn!(backend = %wire.ctx.name, error = %e, "unparseable batch"),
+            },
+            Some(_) => dispatch(wire, conn, &String::from_utf8_lossy(&body), origin),
         }
     }
     if let Some(id) = origin {
