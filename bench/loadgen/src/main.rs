@@ -1,1 +1,472 @@
-fn main() {}
+//! sluice's load generator: the same client for every server under test.
+//!
+//! ```text
+//! loadgen forward   --url URL --concurrency 1,16,64 --duration 5s [--pid PID]
+//! loadgen abandon   --url URL --count 1000 --checkpoint 100 --pid PID --drain 15s
+//! loadgen init-rate --url URL --concurrency 16 --duration 3s [--pid PID]
+//! loadgen idle-cost --url URL --levels 100,100000 --concurrency 1,16 [--pid PID]
+//! loadgen stdio     --concurrency 1,16,64 --duration 5s -- COMMAND ARGS...
+//! ```
+//!
+//! Every command prints one JSON document on stdout (or `--out FILE`) and a
+//! short summary on stderr, and exits 3 when any request failed (a non-2xx
+//! status, a body without a JSON-RPC success for our id, a tool error, a
+//! timeout or a broken connection), so a harness can refuse a dirty run.
+//! Only loopback URLs are accepted; every loop is bounded in time or count.
+
+mod abandon;
+mod churn;
+mod client;
+mod forward;
+mod procs;
+mod stats;
+mod stdio;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+#[derive(Parser)]
+#[command(
+    name = "loadgen",
+    about = "Load generator for MCP servers over Streamable HTTP"
+)]
+struct Cli {
+    /// Worker threads of the load generator (1: a single-threaded runtime,
+    /// which leaves the other core to the server on a 2-core machine).
+    #[arg(long, default_value_t = 1, global = true)]
+    threads: usize,
+    /// Write the JSON result here instead of stdout.
+    #[arg(long, global = true)]
+    out: Option<std::path::PathBuf>,
+    /// Accepted for symmetry: output is always JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// tools/call at fixed concurrency: throughput and latency percentiles.
+    Forward(ForwardArgs),
+    /// The abandoned-sessions reproduction: batches, drain, stale id.
+    Abandon(AbandonArgs),
+    /// initialize requests per second.
+    InitRate(InitRateArgs),
+    /// tools/call cost with few vs many live idle sessions.
+    IdleCost(IdleCostArgs),
+    /// tools/call written straight to a stdio server (the physical limit).
+    Stdio(StdioArgs),
+}
+
+#[derive(Args)]
+struct StdioArgs {
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    concurrency: Vec<usize>,
+    /// Rounds per level; the best is reported (see forward).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    #[arg(long, value_parser = duration, default_value = "5s")]
+    duration: Duration,
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    warmup: Duration,
+    #[command(flatten)]
+    call: CallArgs,
+    /// The server command and its arguments (after `--`).
+    #[arg(required = true, last = true)]
+    command: Vec<String>,
+}
+
+#[derive(Args, Clone)]
+struct CallArgs {
+    /// The tool to call.
+    #[arg(long, default_value = "echo")]
+    tool: String,
+    /// The tool's arguments (a JSON object).
+    #[arg(long, default_value = r#"{"text":"hello"}"#)]
+    args: String,
+}
+
+impl CallArgs {
+    fn params(&self) -> Result<String, String> {
+        let args: serde_json::Value =
+            serde_json::from_str(&self.args).map_err(|e| format!("--args: {e}"))?;
+        Ok(serde_json::json!({ "name": self.tool, "arguments": args }).to_string())
+    }
+}
+
+#[derive(Args)]
+struct ForwardArgs {
+    /// Repeat to compare servers: each round runs every URL in turn at a
+    /// level, so that a disturbance of the machine hits them alike.
+    #[arg(long, required = true)]
+    url: Vec<String>,
+    /// Rounds per level and URL; the round with the highest throughput is
+    /// reported (all rounds are listed, all their errors counted).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Comma-separated concurrency levels, run one after another.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    concurrency: Vec<usize>,
+    #[arg(long, value_parser = duration, default_value = "5s")]
+    duration: Duration,
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    warmup: Duration,
+    /// The server's PID (one per --url, in order): its process tree's CPU
+    /// and RSS are recorded.
+    #[arg(long)]
+    pid: Vec<i32>,
+    #[command(flatten)]
+    call: CallArgs,
+}
+
+#[derive(Args)]
+struct AbandonArgs {
+    #[arg(long)]
+    url: String,
+    /// Sessions per batch.
+    #[arg(long, default_value_t = 500)]
+    count: usize,
+    /// RSS is read after every this many sessions.
+    #[arg(long, default_value_t = 50)]
+    checkpoint: usize,
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    #[arg(long)]
+    pid: i32,
+    /// Idle time after batch 1: longer than the server's idle TTL.
+    #[arg(long, value_parser = duration, default_value = "15s")]
+    drain: Duration,
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    sample_every: Duration,
+    #[arg(long, default_value_t = 2)]
+    batches: usize,
+    /// Sessions opened, used and DELETEd before batch 1's start is read
+    /// (one-time start-up costs are then not counted as per-session growth).
+    #[arg(long, default_value_t = 0)]
+    warmup_sessions: usize,
+}
+
+#[derive(Args)]
+struct InitRateArgs {
+    #[arg(long)]
+    url: String,
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    #[arg(long, value_parser = duration, default_value = "3s")]
+    duration: Duration,
+    #[arg(long)]
+    pid: Option<i32>,
+}
+
+#[derive(Args)]
+struct IdleCostArgs {
+    #[arg(long)]
+    url: String,
+    /// Live idle sessions to open before each measurement (ascending).
+    #[arg(long, value_delimiter = ',', default_value = "100,100000")]
+    levels: Vec<usize>,
+    #[arg(long, default_value_t = 16)]
+    open_concurrency: usize,
+    /// Concurrency of the measured tools/call (all on one session).
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    concurrency: Vec<usize>,
+    #[arg(long, value_parser = duration, default_value = "3s")]
+    duration: Duration,
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    warmup: Duration,
+    #[arg(long)]
+    pid: Option<i32>,
+    #[command(flatten)]
+    call: CallArgs,
+}
+
+/// "250ms", "5s", "2m", or plain seconds.
+fn duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s
+        .find(|c: char| c.is_ascii_alphabetic())
+        .map_or((s, "s"), |i| (&s[..i], &s[i..]));
+    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" => v,
+        "m" => v * 60.0,
+        _ => return Err(format!("bad duration unit in {s:?} (ms, s, m)")),
+    };
+    if !(0.0..=3600.0).contains(&secs) {
+        return Err(format!("duration {s:?} out of range (0..1h)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[derive(Serialize)]
+struct Output<T: Serialize> {
+    kind: &'static str,
+    url: String,
+    errors: u64,
+    result: T,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = if cli.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(cli.threads);
+        b
+    }
+    .enable_all()
+    .build()
+    .expect("tokio runtime");
+    match rt.block_on(run(&cli)) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(errors) => {
+            eprintln!("loadgen: {errors} failed requests");
+            ExitCode::from(3)
+        }
+        Err(e) => {
+            eprintln!("loadgen: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn emit<T: Serialize>(cli: &Cli, out: &Output<T>) -> Result<u64, String> {
+    let text = serde_json::to_string_pretty(out).map_err(|e| e.to_string())? + "\n";
+    match &cli.out {
+        Some(path) => std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(out.errors)
+}
+
+async fn run(cli: &Cli) -> Result<u64, String> {
+    match &cli.cmd {
+        Cmd::Forward(a) => {
+            let targets = a
+                .url
+                .iter()
+                .map(|u| client::Target::parse(u))
+                .collect::<Result<Vec<_>, _>>()?;
+            let params = a.call.params()?;
+            let mut series: Vec<Vec<forward::Run>> =
+                (0..targets.len()).map(|_| Vec::new()).collect();
+            for &c in &a.concurrency {
+                let mut tries: Vec<Vec<forward::Run>> =
+                    (0..targets.len()).map(|_| Vec::new()).collect();
+                for _ in 0..a.rounds.max(1) {
+                    for (i, target) in targets.iter().enumerate() {
+                        let r = forward::run(&forward::Plan {
+                            target: target.clone(),
+                            concurrency: c,
+                            duration: a.duration,
+                            warmup: a.warmup,
+                            method: "tools/call".into(),
+                            params: params.clone(),
+                            pid: a.pid.get(i).copied(),
+                            shared_session: false,
+                        })
+                        .await;
+                        eprintln!(
+                            "loadgen: forward {} c={c:<3} {:>9.0} req/s  p50 {:>8.1}us  p99 {:>8.1}us  p99.9 {:>8.1}us  errors {}",
+                            a.url[i],
+                            r.throughput_rps,
+                            r.latency.p50_us,
+                            r.latency.p99_us,
+                            r.latency.p999_us,
+                            r.errors
+                        );
+                        tries[i].push(r);
+                    }
+                }
+                for (i, t) in tries.into_iter().enumerate() {
+                    series[i].extend(forward::best_of(t));
+                }
+            }
+            let errors = series.iter().flatten().map(|r| r.errors).sum();
+            if series.len() == 1 {
+                let runs = series.pop().expect("one series");
+                return emit(
+                    cli,
+                    &Output {
+                        kind: "forward",
+                        url: a.url[0].clone(),
+                        errors,
+                        result: runs,
+                    },
+                );
+            }
+            #[derive(Serialize)]
+            struct Series {
+                url: String,
+                errors: u64,
+                result: Vec<forward::Run>,
+            }
+            let result: Vec<Series> = a
+                .url
+                .iter()
+                .zip(series)
+                .map(|(url, runs)| Series {
+                    url: url.clone(),
+                    errors: runs.iter().map(|r| r.errors).sum(),
+                    result: runs,
+                })
+                .collect();
+            emit(
+                cli,
+                &Output {
+                    kind: "forward-multi",
+                    url: a.url.join(" "),
+                    errors,
+                    result,
+                },
+            )
+        }
+        Cmd::Abandon(a) => {
+            let target = client::Target::parse(&a.url)?;
+            let r = abandon::run(&abandon::Plan {
+                target,
+                count: a.count,
+                checkpoint: a.checkpoint,
+                concurrency: a.concurrency,
+                pid: a.pid,
+                drain: a.drain,
+                sample_every: a.sample_every,
+                batches: a.batches,
+                warmup_sessions: a.warmup_sessions,
+                polite: false,
+            })
+            .await;
+            eprintln!(
+                "loadgen: abandon {:.2} KiB/session, after drain x{:.3}, batch-2 peak x{:.3}, stale id -> {:?}, errors {}",
+                r.kib_per_session,
+                r.after_drain_ratio.unwrap_or(f64::NAN),
+                r.batch2_peak_ratio.unwrap_or(f64::NAN),
+                r.stale_id.as_ref().and_then(|p| p.status),
+                r.errors
+            );
+            emit(
+                cli,
+                &Output {
+                    kind: "abandon",
+                    url: a.url.clone(),
+                    errors: r.errors,
+                    result: r,
+                },
+            )
+        }
+        Cmd::InitRate(a) => {
+            let target = client::Target::parse(&a.url)?;
+            let r = churn::init_rate(&target, a.concurrency, a.duration, a.pid).await;
+            eprintln!(
+                "loadgen: init-rate {:.0}/s  p50 {:.1}us  p99 {:.1}us  errors {}",
+                r.initialize_per_s, r.latency.p50_us, r.latency.p99_us, r.errors
+            );
+            emit(
+                cli,
+                &Output {
+                    kind: "init-rate",
+                    url: a.url.clone(),
+                    errors: r.errors,
+                    result: r,
+                },
+            )
+        }
+        Cmd::IdleCost(a) => {
+            let target = client::Target::parse(&a.url)?;
+            let r = churn::idle_cost(&churn::IdlePlan {
+                target,
+                levels: a.levels.clone(),
+                open_concurrency: a.open_concurrency,
+                concurrency: a.concurrency.clone(),
+                duration: a.duration,
+                warmup: a.warmup,
+                method: "tools/call".into(),
+                params: a.call.params()?,
+                pid: a.pid,
+            })
+            .await;
+            for l in &r.levels {
+                for run in &l.runs {
+                    eprintln!(
+                        "loadgen: idle-cost live={:<7} c={:<3} {:>9.0} req/s  p50 {:>8.1}us  p99 {:>8.1}us",
+                        l.live,
+                        run.concurrency,
+                        run.throughput_rps,
+                        run.latency.p50_us,
+                        run.latency.p99_us
+                    );
+                }
+            }
+            emit(
+                cli,
+                &Output {
+                    kind: "idle-cost",
+                    url: a.url.clone(),
+                    errors: r.errors,
+                    result: r,
+                },
+            )
+        }
+        Cmd::Stdio(a) => {
+            let params = a.call.params()?;
+            let mut runs = Vec::new();
+            for &c in &a.concurrency {
+                let mut tries = Vec::new();
+                for _ in 0..a.rounds.max(1) {
+                    let r = stdio::run(&stdio::Plan {
+                        command: a.command[0].clone(),
+                        args: a.command[1..].to_vec(),
+                        concurrency: c,
+                        duration: a.duration,
+                        warmup: a.warmup,
+                        params: params.clone(),
+                    })
+                    .await?;
+                    eprintln!(
+                        "loadgen: stdio c={c:<3} {:>9.0} req/s  p50 {:>8.1}us  p99 {:>8.1}us  p99.9 {:>8.1}us  errors {}",
+                        r.throughput_rps,
+                        r.latency.p50_us,
+                        r.latency.p99_us,
+                        r.latency.p999_us,
+                        r.errors
+                    );
+                    tries.push(r);
+                }
+                runs.extend(forward::best_of(tries));
+            }
+            let errors = runs.iter().map(|r| r.errors).sum();
+            let url = format!("stdio:{}", a.command.join(" "));
+            emit(
+                cli,
+                &Output {
+                    kind: "forward",
+                    url,
+                    errors,
+                    result: runs,
+                },
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(duration("5s").unwrap(), Duration::from_secs(5));
+        assert_eq!(duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(duration("3").unwrap(), Duration::from_secs(3));
+        assert!(duration("5h").is_err());
+        assert!(duration("x").is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! The server under test as the kernel sees it: a process and all its
+//! descendants (a gateway's stdio children, supergateway's per-session
+//! children), read from /proc. RSS is the sum of `VmRSS`; CPU is the sum of
+//! user+system time, including what reaped children used (`cutime`/`cstime`).
+
+use std::collections::HashMap;
+use std::fs;
+
+use serde::Serialize;
+
+/// A process and its live descendants (the process first).
+pub fn tree(root: i32) -> Vec<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    if let Ok(dir) = fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if let Some(stat) = stat_fields(pid) {
+                children.entry(stat.ppid).or_default().push(pid);
+            }
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        if let Some(kids) = children.get(&found[i]) {
+            found.extend(kids);
+        }
+        i += 1;
+    }
+    found
+}
+
+struct Stat {
+    ppid: i32,
+    /// utime + stime + cutime + cstime, in clock ticks.
+    ticks: u64,
+}
+
+fn stat_fields(pid: i32) -> Option<Stat> {
+    let raw = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm is in parentheses and may hold spaces: split after the last ')'.
+    let rest = &raw[raw.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state); ppid is field 4, utime..cstime fields 14..17.
+    let num = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok());
+    Some(Stat {
+        ppid: num(4)? as i32,
+        ticks: num(14)? + num(15)? + num(16)? + num(17)?,
+    })
+}
+
+fn vm_rss_kib(pid: i32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sample {
+    pub rss_kib: u64,
+    pub processes: usize,
+    pub cpu_s: f64,
+    /// Voluntary + involuntary context switches of every thread so far.
+    pub ctx_switches: u64,
+}
+
+fn ctx_switches(pid: i32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    let mut n = 0;
+    for t in tasks.flatten() {
+        let Ok(status) = fs::read_to_string(t.path().join("status")) else {
+            continue;
+        };
+        n += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    n
+}
+
+/// RSS and CPU of a process tree now. A root that is gone reads as zero.
+pub fn sample(root: i32) -> Sample {
+    let pids = tree(root);
+    let tps = ticks_per_second();
+    let mut s = Sample {
+        rss_kib: 0,
+        processes: 0,
+        cpu_s: 0.0,
+        ctx_switches: 0,
+    };
+    for pid in pids {
+        if let Some(rss) = vm_rss_kib(pid) {
+            s.rss_kib += rss;
+            s.processes += 1;
+            s.ctx_switches += ctx_switches(pid);
+        }
+        if let Some(stat) = stat_fields(pid) {
+            s.cpu_s += stat.ticks as f64 / tps;
+        }
+    }
+    s
+}
+
+/// CPU seconds this process (the load generator) has used.
+pub fn self_cpu_s() -> f64 {
+    let pid = std::process::id() as i32;
+    stat_fields(pid).map_or(0.0, |s| s.ticks as f64 / ticks_per_second())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_process() {
+        let me = std::process::id() as i32;
+        let s = sample(me);
+        assert!(s.rss_kib > 0);
+        assert_eq!(s.processes, 1);
+        assert_eq!(tree(me)[0], me);
+    }
+}

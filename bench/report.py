@@ -1,0 +1,898 @@
+#!/usr/bin/env python3
+"""Turns bench/run's JSON results into RESULTS.md and PNG plots.
+
+    report.py meta   --mode M --build B --root DIR --sizes TEXT --out FILE
+    report.py report --results DIR --markdown FILE [--plots DIR | --no-plots]
+    report.py split  --multi FILE --names A,B --dir DIR
+
+`meta` records the machine, the date and the versions at run time (stdlib
+only). `report` reads DIR/*.json (one file per loadgen run, named by
+bench/run) and writes the tables, the targets (met / not met) and, unless
+--no-plots, rss.png, throughput.png and latency.png (matplotlib, imported
+only then). A hand-written bench/analysis.md, when present, is appended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import glob
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+# ------------------------------------------------------------------ names
+
+SERVERS = {
+    "sluice-table": "sluice (session table, shared stdio backend)",
+    "sluice-stateless": 'sluice (`sessions = "stateless"`)',
+    "everything": "server-everything (streamableHttp, TS SDK)",
+    "py-stateful": "Python SDK one-tool server (stateful)",
+    "py-stateless": "Python SDK one-tool server (stateless_http)",
+    "supergateway-stateful": "supergateway --stateful (stdio child per session)",
+    "supergateway-stateless": "supergateway stateless (stdio child per request)",
+    "mcp-proxy-stateful": "mcp-proxy (stateful)",
+    "mcp-proxy-stateless": "mcp-proxy --stateless",
+}
+
+FORWARD = {
+    "http": [
+        ("http-direct", "fast backend, direct (physical limit)"),
+        ("http-sluice", "through sluice"),
+    ],
+    "stdio": [
+        ("stdio-direct", "`sluice demo-server` over its own stdin/stdout (physical limit)"),
+        ("stdio-sluice", "through sluice (shared stdio backend)"),
+        ("stdio-supergateway-stateful", "through supergateway --stateful"),
+        ("stdio-supergateway-stateless", "through supergateway (stateless)"),
+        ("stdio-mcp-proxy-stateful", "through mcp-proxy (stateful)"),
+        ("stdio-mcp-proxy-stateless", "through mcp-proxy --stateless"),
+    ],
+}
+
+
+def run_text(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "not found"
+
+
+def pkg_version(path: Path) -> str:
+    try:
+        return json.loads(path.read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return "not installed"
+
+
+def dist_version(venv: Path, name: str) -> str:
+    found = glob.glob(str(venv / "lib" / "python*" / "site-packages" / f"{name}-*.dist-info"))
+    if not found:
+        return "not installed"
+    return Path(found[0]).name[len(name) + 1 : -len(".dist-info")]
+
+
+def cmd_meta(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    work = root / "bench" / ".work"
+    nm = work / "node" / "node_modules"
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    rev = run_text(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"],
+                           capture_output=True, text=True).stdout.strip()
+    perf_hw = run_text(["sh", "-c", "perf stat -x, -e instructions true 2>&1 | head -n1"])
+    meta = {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": args.mode,
+        "build": args.build,
+        "sizes": args.sizes,
+        "machine": {
+            "cpu": cpu,
+            "cores": os.cpu_count(),
+            "memory_gib": round(mem_kib / 1024 / 1024, 1),
+            "kernel": platform.release(),
+            "perf_hardware_counters": "not supported" not in perf_hw and perf_hw != "not found",
+        },
+        "versions": {
+            "sluice": f"{rev}{' (+ uncommitted changes in src/)' if dirty else ''}",
+            "rustc": run_text(["rustc", "--version"]),
+            "node": run_text(["node", "--version"]),
+            "python": platform.python_version(),
+            "@modelcontextprotocol/server-everything": pkg_version(nm / "@modelcontextprotocol/server-everything/package.json"),
+            "supergateway": pkg_version(nm / "supergateway/package.json"),
+            "supergateway's @modelcontextprotocol/sdk": pkg_version(
+                nm / "supergateway/node_modules/@modelcontextprotocol/sdk/package.json"
+            )
+            if (nm / "supergateway/node_modules/@modelcontextprotocol/sdk").exists()
+            else pkg_version(nm / "@modelcontextprotocol/sdk/package.json"),
+            "mcp (Python SDK, one-tool peer)": dist_version(work / "venv", "mcp"),
+            "mcp-proxy": dist_version(work / "mcp-proxy-venv", "mcp_proxy"),
+            "mcp (under mcp-proxy)": dist_version(work / "mcp-proxy-venv", "mcp"),
+            "matplotlib": dist_version(work / "venv", "matplotlib"),
+        },
+    }
+    Path(args.out).write_text(json.dumps(meta, indent=2) + "\n")
+    return 0
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def load(results: Path, name: str) -> dict | None:
+    p = results / f"{name}.json"
+    if not p.exists():
+        return None
+    return json.loads(p.read_text())
+
+
+def fmt(v: float | None, digits: int = 0, unit: str = "") -> str:
+    if v is None:
+        return "–"
+    if digits == 0:
+        return f"{v:,.0f}{unit}"
+    return f"{v:,.{digits}f}{unit}"
+
+
+def us(v: float | None) -> str:
+    if v is None:
+        return "–"
+    if v >= 10_000:
+        return f"{v / 1000:,.1f} ms"
+    if v >= 1000:
+        return f"{v / 1000:,.2f} ms"
+    return f"{v:,.0f} µs"
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def mark(ok: bool | None) -> str:
+    return "–" if ok is None else ("**met**" if ok else "**not met**")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def by_c(doc: dict | None) -> dict[int, dict]:
+    if not doc:
+        return {}
+    return {r["concurrency"]: r for r in doc["result"]}
+
+
+def probe_text(p: dict | None) -> str:
+    if not p:
+        return "–"
+    s = str(p.get("status") or p.get("outcome"))
+    if p.get("rpc_error_code") is not None:
+        s += f" ({p['rpc_error_code']})"
+    return s
+
+
+# ------------------------------------------------------------------ sections
+
+
+def abandoned_section(results: Path) -> tuple[str, dict]:
+    rows = []
+    found = {}
+    for key, label in SERVERS.items():
+        doc = load(results, f"abandon-{key}")
+        if not doc:
+            continue
+        r = doc["result"]
+        found[key] = r
+        b1 = r["batches"][0]
+        b2 = r["batches"][1] if len(r["batches"]) > 1 else None
+        procs = max(c["processes"] for c in b1["checkpoints"])
+        rows.append(
+            [
+                label,
+                str(r["count"]),
+                fmt(r.get("cold_rss_kib", b1["start"]["rss_kib"]) / 1024, 1),
+                fmt(b1["start"]["rss_kib"] / 1024, 1),
+                fmt(b1["peak_rss_kib"] / 1024, 1),
+                fmt(r["kib_per_session"], 2),
+                fmt(r["kib_per_session_slope"], 2),
+                fmt(r["after_drain_ratio"], 3),
+                fmt(r["batch2_peak_ratio"], 3),
+                probe_text(r.get("stale_id")),
+                probe_text(r.get("unknown_id")),
+                fmt(b1["sessions_per_s"]),
+                str(procs),
+                str(doc["errors"]),
+            ]
+        )
+    if not rows:
+        return "", found
+    text = table(
+        [
+            "server",
+            "sessions / batch",
+            "cold MiB",
+            "batch-1 start MiB",
+            "batch-1 peak MiB",
+            "KiB / session",
+            "KiB / session (slope)",
+            "after drain ÷ batch-1 start",
+            "batch-2 peak ÷ batch-1 peak",
+            "stale id →",
+            "never-issued id →",
+            "sessions / s",
+            "processes",
+            "errors",
+        ],
+        rows,
+    )
+    return text, found
+
+
+def forward_rows(results: Path, kind: str) -> tuple[list[list[str]], dict]:
+    docs = {key: by_c(load(results, f"forward-{key}")) for key, _ in FORWARD[kind]}
+    direct = docs[FORWARD[kind][0][0]]
+    rows = []
+    for key, label in FORWARD[kind]:
+        for c, r in sorted(docs[key].items()):
+            d = direct.get(c)
+            lat, dlat = r["latency"], (d["latency"] if d else None)
+            rows.append(
+                [
+                    label,
+                    str(c),
+                    fmt(r["throughput_rps"]),
+                    fmt(ratio(r["throughput_rps"], d["throughput_rps"] if d else None), 3),
+                    us(lat["p50_us"]),
+                    us(lat["p99_us"]),
+                    us(lat["p999_us"]),
+                    us(lat["p50_us"] - dlat["p50_us"]) if dlat and key != FORWARD[kind][0][0] else "–",
+                    us(lat["p99_us"] - dlat["p99_us"]) if dlat and key != FORWARD[kind][0][0] else "–",
+                    fmt(r.get("server_cpu_us_per_request"), 1),
+                    fmt(r.get("server_ctx_switches_per_request"), 2),
+                    str(r.get("server_processes") or "–"),
+                    " / ".join(f"{x['throughput_rps'] / 1000:,.1f}k" for x in r.get("rounds", [])) or "1",
+                    str(r["errors"]),
+                ]
+            )
+    return rows, docs
+
+
+FORWARD_HEADERS = [
+    "path",
+    "concurrency",
+    "req/s",
+    "÷ direct",
+    "p50",
+    "p99",
+    "p99.9",
+    "added p50",
+    "added p99",
+    "server CPU µs/req",
+    "ctx switches/req",
+    "processes",
+    "rounds (req/s)",
+    "errors",
+]
+
+
+def churn_section(results: Path) -> tuple[str, dict]:
+    parts = []
+    out: dict = {}
+    prof = results / "profile" / "profile.json"
+    if prof.exists():
+        out["cg_idle"] = json.loads(prof.read_text()).get("idle") or []
+    init = load(results, "churn-init-rate-sluice")
+    if init:
+        r = init["result"]
+        out["init"] = r
+        parts.append(
+            table(
+                ["server", "concurrency", "initialize / s", "p50", "p99", "server CPU µs / initialize", "errors"],
+                [
+                    [
+                        "sluice (session table)",
+                        str(r["concurrency"]),
+                        fmt(r["initialize_per_s"]),
+                        us(r["latency"]["p50_us"]),
+                        us(r["latency"]["p99_us"]),
+                        fmt(r.get("server_cpu_us_per_initialize"), 1),
+                        str(r["errors"]),
+                    ]
+                ],
+            )
+        )
+    idle = load(results, "churn-idle-cost-sluice")
+    if idle:
+        r = idle["result"]
+        out["idle"] = r
+        rows = []
+        for lvl in r["levels"]:
+            for run in lvl["runs"]:
+                rows.append(
+                    [
+                        f"{lvl['live']:,}",
+                        str(run["concurrency"]),
+                        fmt(run["throughput_rps"]),
+                        us(run["latency"]["p50_us"]),
+                        us(run["latency"]["p99_us"]),
+                        fmt(run.get("server_cpu_us_per_request"), 1),
+                        fmt((lvl.get("rss") or {}).get("rss_kib", 0) / 1024, 1),
+                        f"{lvl['open_s']:.1f} s",
+                        str(run["errors"] + lvl["open_errors"]),
+                    ]
+                )
+        parts.append(
+            table(
+                [
+                    "live idle sessions",
+                    "concurrency (one session)",
+                    "req/s",
+                    "p50",
+                    "p99",
+                    "server CPU µs/req",
+                    "RSS MiB",
+                    "time to open them",
+                    "errors",
+                ],
+                rows,
+            )
+        )
+        if out.get("cg_idle"):
+            parts.append(
+                "The same question without the noise of two shared cores: sluice under callgrind "
+                "(`bench/profile`), counters zeroed once the sessions are open, then `tools/call` at concurrency 16:\n\n"
+                + table(
+                    ["live idle sessions", "requests", "instructions / request"],
+                    [[f"{x['live']:,}", f"{x['requests']:,}", fmt(x["instructions"] / x["requests"] if x["requests"] else None)] for x in out["cg_idle"]],
+                )
+            )
+        if r.get("kib_per_live_session") is not None:
+            parts.append(
+                f"RSS per live idle session between the two levels: **{r['kib_per_live_session']:.2f} KiB** "
+                "(sessions opened with `initialize` only; the backend is shared)."
+            )
+    return "\n\n".join(parts), out
+
+
+def targets(abandon: dict, fwd_http: dict, fwd_stdio: dict, churn: dict) -> str:
+    rows = []
+    table_run = abandon.get("sluice-table")
+    idle = churn.get("idle")
+    kib_live = idle.get("kib_per_live_session") if idle else None
+    kib_batch = table_run["kib_per_session"] if table_run else None
+    kib = kib_live if kib_live is not None else kib_batch
+    basis = (
+        f"{fmt(kib_live, 2)} KiB with {idle['levels'][-1]['live']:,} live sessions; {fmt(kib_batch, 2)} KiB over the abandoned batch"
+        if kib_live is not None
+        else f"{fmt(kib_batch, 2)} KiB over the abandoned batch"
+    )
+    rows.append(["abandoned sessions: retained per live session (shared backends)", "≤ 1 KiB", basis, mark(None if kib is None else kib <= 1.0)])
+    for key in ("sluice-table", "sluice-stateless"):
+        r = abandon.get(key)
+        if not r:
+            continue
+        name = "table" if key == "sluice-table" else "stateless"
+        a, b = r["after_drain_ratio"], r["batch2_peak_ratio"]
+        rows.append([f"abandoned ({name}): RSS after the drain", "≤ batch-1 start + 5%", f"× {fmt(a, 3)}", mark(None if a is None else a <= 1.05)])
+        rows.append([f"abandoned ({name}): batch-2 peak", "≤ batch-1 peak + 5%", f"× {fmt(b, 3)}", mark(None if b is None else b <= 1.05)])
+    d1, s1 = fwd_http.get("http-direct", {}).get(1), fwd_http.get("http-sluice", {}).get(1)
+    if d1 and s1:
+        add50 = s1["latency"]["p50_us"] - d1["latency"]["p50_us"]
+        add99 = s1["latency"]["p99_us"] - d1["latency"]["p99_us"]
+        rows.append(["forwarding, fast HTTP backend: added p50 (concurrency 1)", "≤ 100 µs", us(add50), mark(add50 <= 100)])
+        rows.append(["forwarding, fast HTTP backend: added p99 (concurrency 1)", "≤ 1 ms", us(add99), mark(add99 <= 1000)])
+    top = max(fwd_http.get("http-direct", {}) or {0: None})
+    d64, s64 = fwd_http.get("http-direct", {}).get(top), fwd_http.get("http-sluice", {}).get(top)
+    if d64 and s64:
+        r = s64["throughput_rps"] / d64["throughput_rps"]
+        rows.append([f"forwarding, fast HTTP backend: throughput at concurrency {top}", "≥ 80% of direct", f"{r * 100:.0f}%", mark(r >= 0.8)])
+    sl = fwd_stdio.get("stdio-sluice", {})
+    for peer in ("stdio-supergateway-stateful", "stdio-supergateway-stateless", "stdio-mcp-proxy-stateful", "stdio-mcp-proxy-stateless"):
+        p = fwd_stdio.get(peer, {})
+        if not p or not sl:
+            continue
+        c = max(set(p) & set(sl))
+        r = ratio(sl[c]["throughput_rps"], p[c]["throughput_rps"])
+        name = peer.removeprefix("stdio-")
+        rows.append([f"forwarding, same stdio server: sluice vs {name} (concurrency {c})", "≥ 10×", f"{fmt(r, 1)}×", mark(None if r is None else r >= 10)])
+    init = churn.get("init")
+    if init:
+        v = init["initialize_per_s"]
+        rows.append(["churn: initialize rate", "≥ 10,000 / s", f"{v:,.0f} / s", mark(v >= 10_000)])
+    cg_idle = churn.get("cg_idle") or []
+    if len(cg_idle) >= 2 and all(x["requests"] for x in cg_idle):
+        lo, hi = cg_idle[0], cg_idle[-1]
+        a, b = lo["instructions"] / lo["requests"], hi["instructions"] / hi["requests"]
+        rows.append(
+            [
+                f"churn: cost per request with {hi['live']:,} vs {lo['live']:,} live sessions "
+                "(callgrind instructions per forwarded request)",
+                "within 10%",
+                f"{b:,.0f} vs {a:,.0f}: × {b / a:.3f}",
+                mark(b / a <= 1.10),
+            ]
+        )
+    if idle and len(idle["levels"]) >= 2:
+        lo, hi = idle["levels"][0], idle["levels"][-1]
+        for run_lo, run_hi in zip(lo["runs"], hi["runs"]):
+            c = run_lo["concurrency"]
+            a, b = run_lo.get("server_cpu_us_per_request"), run_hi.get("server_cpu_us_per_request")
+            t = ratio(run_lo["throughput_rps"], run_hi["throughput_rps"])
+            rows.append(
+                [
+                    f"churn (wall clock, informative): {hi['live']:,} vs {lo['live']:,} live sessions, concurrency {c}",
+                    "within 10%",
+                    f"CPU/request × {fmt(ratio(b, a), 3)}; time/request (1/throughput) × {fmt(t, 3)}; "
+                    f"p50 × {fmt(ratio(run_hi['latency']['p50_us'], run_lo['latency']['p50_us']), 3)}",
+                    "info",
+                ]
+            )
+    return table(["target", "wanted", "measured", "met?"], rows)
+
+
+CG_LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*([\d.]+)%\)\s+(<\s+|\*\s+|>\s+)?(.*?)(?:\s+\(([\d,]+)x\))?(?:\s+\[(.*)\])?\s*$")
+CRATE_RE = re.compile(r"/index\.crates\.io-[^/]+/([^/]+?)-\d+\.\d+\.\d+[^/]*/")
+MALLOC = {"malloc", "free", "cfree", "realloc", "calloc", "_int_malloc", "_int_free", "_int_realloc",
+          "malloc_consolidate", "unlink_chunk.constprop.0", "__libc_malloc", "__libc_free", "tcache_init",
+          "_int_free_merge_chunk", "_int_free_create_chunk", "_int_free_maybe_consolidate"}
+
+
+def cg_parse(path: Path) -> list[tuple[int, str, str, str, str]]:
+    """(instructions, marker, file, function, object) for each cost line of callgrind_annotate output."""
+    out = []
+    started = False
+    for line in path.read_text(errors="replace").splitlines():
+        if "file:function" in line:
+            started = True
+            continue
+        if not started or "PROGRAM TOTALS" in line:
+            continue
+        m = CG_LINE.match(line)
+        if not m:
+            continue
+        ir = int(m.group(1).replace(",", ""))
+        file, _, fn = m.group(4).partition(":")
+        out.append((ir, (m.group(3) or "").strip(), file, fn, m.group(6) or ""))
+    return out
+
+
+def crate_of_symbol(fn: str) -> str:
+    """The crate a Rust symbol belongs to: its first path segment; for
+    `<T as Trait>::f` with a generic T, the trait's crate."""
+    name = re.sub(r"^(?:[<&*]|mut |dyn )+", "", fn)
+    m = re.match(r"^[A-Z][A-Za-z0-9]{0,2} as (.*)$", name)
+    if m:
+        name = re.sub(r"^(?:[<&*]|mut |dyn )+", "", m.group(1))
+    head = re.split(r"::|<| ", name, maxsplit=1)[0]
+    return head or "?"
+
+
+def category(file: str, fn: str, obj: str) -> str:
+    if "libc.so" in obj or file.startswith("./"):
+        if fn in MALLOC or "malloc" in file or fn.endswith("free"):
+            return "glibc malloc/free"
+        if fn.startswith("__mem") or fn.startswith("__str"):
+            return "glibc memcpy/memmove/memcmp"
+        return "glibc (other)"
+    if "sip.rs" in file or "hash_one" in fn:
+        return "SipHash (std HashMap default hasher)"
+    crate = crate_of_symbol(fn)
+    if crate == "sluice":
+        return "sluice (own code)"
+    if crate in ("core", "alloc", "std", "__rustc"):
+        m = CRATE_RE.search(file)
+        return f"{m.group(1)} (via std)" if m else "Rust std/core/alloc"
+    return crate.replace("_", "-") if crate != "?" else "other"
+
+
+def short(fn: str, width: int = 110) -> str:
+    fn = fn.replace("{{closure}}", "{closure}")
+    return fn if len(fn) <= width else fn[: width - 1] + "…"
+
+
+def callgrind_summary(pdir: Path, requests: int, total: int) -> str:
+    per = lambda ir: ir / requests if requests else 0.0  # noqa: E731
+    self_rows = [e for e in cg_parse(pdir / "callgrind-self.txt") if e[0] < 0.999 * total]
+    # Self cost by crate / category.
+    cats: dict[str, int] = {}
+    for ir, _, file, fn, obj in self_rows:
+        cats[category(file, fn, obj)] = cats.get(category(file, fn, obj), 0) + ir
+    cat_rows = [[k, fmt(per(v)), f"{100 * v / total:.1f}%"] for k, v in sorted(cats.items(), key=lambda kv: -kv[1])[:16]]
+    # Top functions by self cost (the same function may appear under several files: summed).
+    by_fn: dict[str, int] = {}
+    for ir, _, file, fn, obj in self_rows:
+        by_fn[fn] = by_fn.get(fn, 0) + ir
+    top_self = [[f"`{short(k)}`", fmt(per(v)), f"{100 * v / total:.1f}%"] for k, v in sorted(by_fn.items(), key=lambda kv: -kv[1])[:20]]
+    # Inclusive cost of sluice's own functions (max over the files it is listed under).
+    incl: dict[str, int] = {}
+    for ir, _, file, fn, obj in cg_parse(pdir / "callgrind-inclusive.txt"):
+        if "sluice::" in fn and ir < 0.999 * total:
+            incl[fn] = max(incl.get(fn, 0), ir)
+    top_incl = [[f"`{short(k)}`", fmt(per(v)), f"{100 * v / total:.1f}%"] for k, v in sorted(incl.items(), key=lambda kv: -kv[1])[:22]]
+    # Who calls memcpy.
+    callers: dict[str, int] = {}
+    block: list[tuple[int, str, str, str, str]] = []
+    cp = pdir / "callgrind-callers.txt"
+    if cp.exists():
+        for e in cg_parse(cp):
+            if e[1] == "*":
+                if e[3].startswith("__memcpy") or e[3].startswith("__memmove"):
+                    for ir, mark_, file, fn, obj in block:
+                        callers[fn] = callers.get(fn, 0) + ir
+                block = []
+            elif e[1] == "<":
+                block.append(e)
+            else:
+                block = []
+    top_callers = [[f"`{short(k)}`", fmt(per(v)), f"{100 * v / total:.1f}%"] for k, v in sorted(callers.items(), key=lambda kv: -kv[1])[:8]]
+    parts = [
+        "Self cost by crate (instructions a request spends in each, whoever called it):",
+        table(["where", "instructions / request", "share"], cat_rows),
+        "Top functions by self cost:",
+        table(["function", "instructions / request", "share"], top_self),
+        "sluice's own functions by inclusive cost (the function and everything it calls):",
+        table(["function", "instructions / request", "share"], top_incl),
+    ]
+    if top_callers:
+        parts += ["Callers of memcpy (what the copying is):", table(["caller", "instructions / request", "share"], top_callers)]
+    return "\n\n".join(parts)
+
+
+PERF_LINE = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+\[(.)\]\s+(.*?)\s*(?:-\s+-)?\s*$")
+
+
+def perf_summary(pdir: Path) -> str:
+    rows = []
+    for line in (pdir / "perf-symbols.txt").read_text(errors="replace").splitlines():
+        m = PERF_LINE.match(line)
+        if m:
+            rows.append((float(m.group(1)), m.group(2), m.group(4)))
+    cats: dict[str, float] = {}
+    for pct, dso, sym in rows:
+        if dso.startswith("[kernel"):
+            c = "kernel (TCP, scheduler, syscalls)"
+        elif "libc" in dso:
+            base = sym.split("@")[0]
+            c = "glibc malloc/free" if base in MALLOC else ("glibc memcpy/memmove/memcmp" if base.startswith("__mem") else "glibc (other)")
+        elif dso == "sluice":
+            head = sym.lstrip("<").split("::")[0].split(" ")[0]
+            c = f"sluice binary: {head}"
+        else:
+            c = dso
+        cats[c] = cats.get(c, 0.0) + pct
+    dso_text = "\n".join(l.strip() for l in (pdir / "perf-dso.txt").read_text().splitlines()[:8])
+    cat_rows = [[k, f"{v:.1f}%"] for k, v in sorted(cats.items(), key=lambda kv: -kv[1])[:14]]
+    sym_rows = [[f"{p:.2f}%", d, f"`{short(s, 100)}`"] for p, d, s in rows[:25]]
+    return "\n\n".join(
+        [
+            "By shared object:\n\n```\n" + dso_text + "\n```",
+            "By category (symbols above 0.2%; the sluice binary grouped by the crate a symbol starts with):",
+            table(["where", "share of samples"], cat_rows),
+            "Top symbols (self):",
+            table(["share", "object", "symbol"], sym_rows),
+        ]
+    )
+
+
+def strace_summary(pdir: Path, runs: dict) -> str:
+    cols = [k for k in ("sluice", "backend") if k in runs and runs[k].get("requests")]
+    counts: dict[str, dict[str, float]] = {}
+    for k in cols:
+        n = runs[k]["requests"]
+        for line in (pdir / runs[k]["file"]).read_text(errors="replace").splitlines():
+            f = line.split()
+            if len(f) >= 5 and f[3].isdigit() and f[-1] not in ("total",):
+                counts.setdefault(f[-1], {})[k] = int(f[3]) / n
+    rows = sorted(counts.items(), key=lambda kv: -kv[1].get("sluice", 0))
+    rows = [[f"`{name}`"] + [fmt(v.get(k), 2) for k in cols] for name, v in rows if max(v.values()) >= 0.01]
+    names = {"sluice": "sluice", "backend": "fast backend alone"}
+    return table(["system call"] + [f"{names[k]} (per request)" for k in cols], rows)
+
+
+def profile_section(results: Path) -> str:
+    pdir = results / "profile"
+    meta_p = pdir / "profile.json"
+    if not meta_p.exists():
+        return "No profile was taken in this run (`bench/run --no-profile`, or the smoke mode)."
+    meta = json.loads(meta_p.read_text())
+    parts = [
+        f"sluice forwarding `tools/call` to the fast HTTP backend at concurrency {meta['concurrency']} "
+        f"for {meta['duration']} (`bench/profile`; raw files in `bench/.work/results/{results.name}/profile/`)."
+    ]
+    if meta["perf"]["ok"]:
+        parts.append(
+            f"### perf (`perf record -e cpu-clock`, a software clock; {meta['perf']['requests']:,} requests)\n\n"
+            + perf_summary(pdir)
+        )
+    else:
+        parts.append("perf sampling was not available.")
+    cg = meta["callgrind"]
+    if cg["ok"] and cg["requests"]:
+        parts.append(
+            f"### callgrind ({cg['requests']:,} requests under valgrind, counters zeroed after a warm-up; "
+            f"{cg['instructions']:,} instructions: **{cg['instructions'] / cg['requests']:,.0f} instructions per "
+            "forwarded request** in user space, kernel excluded)\n\n" + callgrind_summary(pdir, cg["requests"], cg["instructions"])
+        )
+        floor = meta.get("floor")
+        if floor and floor.get("requests"):
+            per_floor = floor["instructions"] / floor["requests"]
+            parts.append(
+                f"For scale, the fast backend alone under the same load: **{per_floor:,.0f} instructions per request** "
+                f"(one HTTP/1.1 exchange served, hyper, nothing else). A gateway serves one exchange and makes one, "
+                f"so about {2 * per_floor:,.0f} is the floor for a hop; sluice spends "
+                f"{cg['instructions'] / cg['requests'] / per_floor:,.1f}× the backend's cost."
+            )
+    if meta.get("strace"):
+        parts.append(
+            "### strace (`strace -c -f` for 2 s at the same concurrency: system calls per request)\n\n"
+            + strace_summary(pdir, meta["strace"])
+        )
+    return "\n\n".join(parts)
+
+
+# ------------------------------------------------------------------ plots
+
+
+def plots(results: Path, out: Path, abandon: dict, fwd: dict) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    # RSS over the abandoned-sessions run: batch 1, drain, batch 2 on one axis.
+    if abandon:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+        for ax, keys, logy in (
+            (axes[0], list(abandon), True),
+            (axes[1], [k for k in abandon if k.startswith("sluice")], False),
+        ):
+            for key in keys:
+                r = abandon[key]
+                xs, ys = [], []
+                b1 = r["batches"][0]
+                n = max(r["count"], 1)
+                for c in b1["checkpoints"]:
+                    xs.append(c["sessions"] / n)
+                    ys.append(c["rss_kib"] / 1024)
+                if r.get("drain"):
+                    d = r["drain"]
+                    for s in d["samples"]:
+                        xs.append(1 + 0.5 * s["t_s"] / max(d["duration_s"], 1e-9))
+                        ys.append(s["rss_kib"] / 1024)
+                if len(r["batches"]) > 1:
+                    for c in r["batches"][1]["checkpoints"]:
+                        xs.append(1.5 + c["sessions"] / n)
+                        ys.append(c["rss_kib"] / 1024)
+                ax.plot(xs, ys, marker=".", label=key)
+            for x in (1, 1.5):
+                ax.axvline(x, color="grey", lw=0.5, ls="--")
+            ax.set_xticks([0, 0.5, 1, 1.25, 1.5, 2, 2.5])
+            ax.set_xticklabels(["b1 0", "b1 N/2", "b1 N", "drain", "b2 0", "b2 N/2", "b2 N"])
+            ax.set_ylabel("RSS of the process tree (MiB)")
+            if logy:
+                ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        axes[0].set_title("Abandoned sessions: all servers (log scale)")
+        axes[1].set_title("Abandoned sessions: sluice")
+        fig.tight_layout()
+        fig.savefig(out / "rss.png", dpi=110)
+        plt.close(fig)
+        made.append("rss.png")
+
+    # Throughput by concurrency, both backends.
+    series = [(k, lbl) for kind in ("http", "stdio") for k, lbl in FORWARD[kind] if fwd.get(k)]
+    if series:
+        conc = sorted({c for k, _ in series for c in fwd[k]})
+        fig, ax = plt.subplots(figsize=(12, 5))
+        width = 0.8 / len(series)
+        for i, (k, _) in enumerate(series):
+            vals = [fwd[k].get(c, {}).get("throughput_rps", 0) for c in conc]
+            ax.bar([j + i * width for j in range(len(conc))], vals, width, label=k)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(conc))])
+        ax.set_xticklabels([f"concurrency {c}" for c in conc])
+        ax.set_yscale("log")
+        ax.set_ylabel("tools/call per second (log scale)")
+        ax.set_title("Forwarding throughput (loadgen and servers share 2 cores)")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(out / "throughput.png", dpi=110)
+        plt.close(fig)
+        made.append("throughput.png")
+
+        # Latency percentiles per server, one panel per concurrency.
+        fig, axes = plt.subplots(1, len(conc), figsize=(5 * len(conc), 5), squeeze=False)
+        for ax, c in zip(axes[0], conc):
+            names = [k for k, _ in series if c in fwd[k]]
+            for i, (q, lbl) in enumerate((("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9"))):
+                ax.bar(
+                    [j + i * 0.27 for j in range(len(names))],
+                    [fwd[k][c]["latency"][q] for k in names],
+                    0.27,
+                    label=lbl,
+                )
+            ax.set_xticks([j + 0.27 for j in range(len(names))])
+            ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
+            ax.set_yscale("log")
+            ax.set_ylabel("latency (µs, log scale)")
+            ax.set_title(f"concurrency {c}")
+            ax.grid(axis="y", alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle("tools/call latency percentiles")
+        fig.tight_layout()
+        fig.savefig(out / "latency.png", dpi=110)
+        plt.close(fig)
+        made.append("latency.png")
+    return made
+
+
+# ------------------------------------------------------------------ report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    meta = load(results, "meta") or {}
+    abandon_text, abandon = abandoned_section(results)
+    conc = next(iter(abandon.values()))["concurrency"] if abandon else "?"
+    warm = next(iter(abandon.values())).get("warmup_sessions", 0) if abandon else "?"
+    http_rows, fwd_http = forward_rows(results, "http")
+    stdio_rows, fwd_stdio = forward_rows(results, "stdio")
+    churn_text, churn = churn_section(results)
+    fwd = {**fwd_http, **fwd_stdio}
+    made = []
+    if not args.no_plots and args.plots:
+        made = plots(results, Path(args.plots), abandon, fwd)
+
+    m = meta.get("machine", {})
+    lines = [
+        "# sluice benchmark results",
+        "",
+        f"Generated by `bench/run --{meta.get('mode', '?')}` on {meta.get('date', '?')} "
+        f"({meta.get('build', '?')} build; sizes: {meta.get('sizes', '?')}). Raw JSON: `bench/.work/results/{meta.get('mode', '?')}/`.",
+        "",
+        f"**Machine:** {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB, "
+        f"Linux {m.get('kernel', '?')}; hardware performance counters: "
+        f"{'available' if m.get('perf_hardware_counters') else 'not supported (perf uses the cpu-clock software event)'}.",
+        "",
+        "**Read with care:** the load generator (one thread), the server under test and its backend all run on the "
+        "same 2 cores and compete for them. A direct run has two processes on two cores; a run through a gateway "
+        "has three. Throughput ratios therefore understate what a gateway does on a machine of its own; the "
+        "*server CPU µs/req* column (user+system time of the server's whole process tree, children included, "
+        "divided by the requests it served) is the measure that does not depend on that contention.",
+        "",
+        "**Versions:** " + "; ".join(f"{k} {str(v).removeprefix(k + ' ')}" for k, v in meta.get("versions", {}).items()),
+        "",
+        "## Targets",
+        "",
+        targets(abandon, fwd_http, fwd_stdio, churn),
+        "",
+        "Added latency is judged at concurrency 1 (at higher concurrency it is queueing on two shared cores); "
+        "the ≥ 10× comparison at the highest concurrency both ran.",
+        "",
+        "## Abandoned sessions",
+        "",
+        f"The field reports' method: a batch of N sessions, each `initialize` + `notifications/initialized` + "
+        f"`tools/list` on {conc} keep-alive connections, never a DELETE; RSS of the server's whole process tree "
+        f"(children included) at checkpoints, batch 1's start read after a warm-up of {warm} sessions that end with DELETE (one-time "
+        "start-up costs are not per-session growth; *cold* is the RSS before it); the clients disconnect and the server idles for a drain longer than "
+        "its idle TTL; a batch-1 session id is presented (*stale id*), then an id that was never issued (a client "
+        "from before a restart); then a second identical batch. Servers with an idle TTL get the same one as sluice "
+        "(sluice `session_idle_ttl`, the Python SDK's `session_idle_timeout`, supergateway's `--sessionTimeout`); "
+        "server-everything and mcp-proxy have none. *KiB / session* is (batch-1 end − batch-1 start) ÷ N; the "
+        "slope is a least-squares fit over the checkpoints. A stale id answered 200 means the session is still "
+        "live; the spec wants 404 for an ended one; – means the server issued no session id to go stale.",
+        "",
+        abandon_text or "_not run_",
+        "",
+    ]
+    if "rss.png" in made:
+        lines += ["![RSS over the abandoned-sessions run](rss.png)", ""]
+    lines += [
+        "## Forwarding",
+        "",
+        "Closed-loop `tools/call` of an echo tool: every virtual user has its own keep-alive connection and its "
+        "own session (`initialize` + `notifications/initialized` first), then calls back to back. Percentiles "
+        "from an HDR histogram of every measured call; *added* = this path minus the direct path at the same "
+        "concurrency. sluice and the direct paths run several rounds (direct and sluice alternating for the HTTP "
+        "backend) and the round with the highest throughput is shown, all rounds listed; the peers run once.",
+        "",
+        "### Fast HTTP backend",
+        "",
+        "`bench/loadgen/src/bin/fast_backend.rs`: hyper, stateless, JSON replies, one thread.",
+        "",
+        table(FORWARD_HEADERS, http_rows) if http_rows else "_not run_",
+        "",
+        "### stdio backend (`sluice demo-server`)",
+        "",
+        "The direct row is the load generator writing JSON-RPC lines to the server's stdin with that many "
+        "requests in flight (no HTTP at all). The gateways all front the same command.",
+        "",
+        table(FORWARD_HEADERS, stdio_rows) if stdio_rows else "_not run_",
+        "",
+    ]
+    if "throughput.png" in made:
+        lines += ["![throughput by concurrency](throughput.png)", "", "![latency percentiles](latency.png)", ""]
+    lines += [
+        "## Churn",
+        "",
+        "`initialize` alone (it is what creates a session) from 16 connections; then the cost of `tools/call` on "
+        "one more session while the table holds few or many live idle sessions (opened without DELETE, 30 min TTL), "
+        "to the fast HTTP backend.",
+        "",
+        churn_text or "_not run_",
+        "",
+        "## Profile",
+        "",
+        profile_section(results),
+        "",
+    ]
+    analysis = Path(__file__).resolve().parent / "analysis.md"
+    if analysis.exists() and meta.get("mode") != "smoke":
+        lines += [analysis.read_text().rstrip(), ""]
+    Path(args.markdown).write_text("\n".join(lines))
+    print(f"report.py: wrote {args.markdown}" + (f" and {', '.join(made)}" if made else ""), file=sys.stderr)
+    return 0
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    """A `forward-multi` result (several URLs in one loadgen run) into one
+    `forward` file per URL, named as given."""
+    doc = json.loads(Path(args.multi).read_text())
+    names = args.names.split(",")
+    if doc.get("kind") != "forward-multi" or len(doc["result"]) != len(names):
+        print(f"report.py split: {args.multi} is not a forward-multi result for {len(names)} URLs", file=sys.stderr)
+        return 1
+    for name, series in zip(names, doc["result"]):
+        out = {"kind": "forward", "url": series["url"], "errors": series["errors"], "result": series["result"]}
+        (Path(args.dir) / f"{name}.json").write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("split")
+    sp.add_argument("--multi", required=True)
+    sp.add_argument("--names", required=True)
+    sp.add_argument("--dir", required=True)
+    m = sub.add_parser("meta")
+    m.add_argument("--mode", required=True)
+    m.add_argument("--build", required=True)
+    m.add_argument("--root", required=True)
+    m.add_argument("--sizes", default="")
+    m.add_argument("--out", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("--results", required=True)
+    r.add_argument("--markdown", required=True)
+    r.add_argument("--plots")
+    r.add_argument("--no-plots", action="store_true")
+    args = p.parse_args()
+    return {"meta": cmd_meta, "report": cmd_report, "split": cmd_split}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
