@@ -3,12 +3,9 @@
 //! namespace. It holds nothing but itself: it ends when the client closes
 //! it or the gateway stops.
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::response::sse::{Event, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::stream::{self, StreamExt};
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
@@ -19,7 +16,6 @@ use super::Front;
 use crate::jsonrpc::{self, Outcome, RawId};
 use crate::router::Namespace;
 
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The filter keys the gateway honours, and the notification each admits.
@@ -85,14 +81,5 @@ pub(super) fn open(
                 std::future::ready(go)
             }
         }));
-    let events =
-        lines.map(|line| Ok::<_, Infallible>(Event::default().event("message").data(line)));
-    let mut response = Sse::new(events)
-        .keep_alive(axum::response::sse::KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response();
-    response.headers_mut().insert(
-        "x-accel-buffering",
-        axum::http::HeaderValue::from_static("no"),
-    );
-    response
+    super::reply::sse(lines)
 }

@@ -167,7 +167,8 @@ fn drain(mut events: mpsc::Receiver<String>) -> impl Stream<Item = String> {
     stream::iter(queued)
 }
 
-fn sse(lines: impl Stream<Item = String> + Send + 'static) -> Response {
+/// An SSE response of JSON-RPC lines, with keep-alives, unbuffered by proxies.
+pub(super) fn sse(lines: impl Stream<Item = String> + Send + 'static) -> Response {
     let events =
         lines.map(|line| Ok::<_, Infallible>(Event::default().event("message").data(line)));
     let mut response = Sse::new(events)

@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use super::conn::{Conn, Frame};
 use super::event_stream::events;
 use super::http::HttpSpec;
-use super::link::{self, EndReason, Link};
-use super::{InitInfo, LinkCtx, UpstreamError};
+use super::link::{self, Link};
+use super::{LinkCtx, UpstreamError};
 
 const WRITE_QUEUE: usize = 1024;
 
@@ -59,19 +59,10 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
         }
     });
     let handshake = link::handshake(&conn, ctx.timeout).await;
-    let info = handshake
-        .as_ref()
-        .map_or_else(|_| InitInfo::default(), InitInfo::clone);
-    let link = Link::new(conn, info);
-    link.own(tokio::spawn(own(link.clone(), writer, reader, ctx.clone())));
-    match handshake {
-        Ok(_) => Ok(link),
-        Err(e) => {
-            link.close(EndReason::Failed);
-            link.closed().await;
-            Err(e)
-        }
-    }
+    link::establish(conn, handshake, |link| {
+        tokio::spawn(own(link, writer, reader, ctx.clone()))
+    })
+    .await
 }
 
 /// Dropping the GET stream ends the session: the transport has no DELETE.

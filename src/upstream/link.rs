@@ -129,6 +129,28 @@ impl Link {
     }
 }
 
+/// Makes a link of a connection whose handshake has run, with its owner
+/// task; a failed handshake still ends the session through that owner.
+pub(super) async fn establish(
+    conn: Arc<Conn>,
+    handshake: Result<InitInfo, UpstreamError>,
+    owner: impl FnOnce(Arc<Link>) -> tokio::task::JoinHandle<()>,
+) -> Result<Arc<Link>, UpstreamError> {
+    let info = handshake
+        .as_ref()
+        .map_or_else(|_| InitInfo::default(), InitInfo::clone);
+    let link = Link::new(conn, info);
+    link.own(owner(link.clone()));
+    match handshake {
+        Ok(_) => Ok(link),
+        Err(e) => {
+            link.close(EndReason::Failed);
+            link.closed().await;
+            Err(e)
+        }
+    }
+}
+
 /// The legacy handshake over a multiplexed connection (stdio, HTTP+SSE).
 pub(super) async fn handshake(conn: &Conn, timeout: Duration) -> Result<InitInfo, UpstreamError> {
     let b = conn.backend().clone();

@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::child::{self, Spawned};
 use super::conn::{Conn, Frame};
-use super::link::{self, EndReason, Link};
-use super::{InitInfo, LinkCtx, UpstreamError};
+use super::link::{self, Link};
+use super::{LinkCtx, UpstreamError};
 use crate::config::BackendName;
 
 /// A line longer than this from a backend is a protocol error, not a reason
@@ -50,25 +50,10 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
     let reader = tokio::spawn(read_lines(stdout, conn.clone(), ctx.clone()));
 
     let handshake = link::handshake(&conn, ctx.timeout).await;
-    let info = handshake
-        .as_ref()
-        .map_or_else(|_| InitInfo::default(), InitInfo::clone);
-    let link = Link::new(conn, info);
-    link.own(tokio::spawn(own(
-        link.clone(),
-        child,
-        reader,
-        closing,
-        ctx.clone(),
-    )));
-    match handshake {
-        Ok(_) => Ok(link),
-        Err(e) => {
-            link.close(EndReason::Failed);
-            link.closed().await;
-            Err(e)
-        }
-    }
+    link::establish(conn, handshake, |link| {
+        tokio::spawn(own(link, child, reader, closing, ctx.clone()))
+    })
+    .await
 }
 
 /// The owner: waits for a close request or the child's end, then makes
