@@ -286,3 +286,30 @@ async fn list_changed_reaches_get_streams() {
     .await;
     assert!(end.is_ok(), "the GET stream outlived its session");
 }
+
+/// With names unchanged (`prefix = "never"`) a call's params reach the
+/// backend exactly as the client wrote them, whitespace and key order too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unchanged_names_leave_params_untouched() {
+    let toml = format!(
+        "{}[namespaces.plain]\nbackends = [\"raw\"]\nprefix = \"never\"\n",
+        raw_backend("raw")
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/ns/plain/mcp"));
+    let sid = http.initialize().await;
+    let params = r#"{ "z":1,  "name" : "shape", "arguments":{"b": 1.50,"a":[ ]} }"#;
+    let body = format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{params}}}"#);
+    let r = http
+        .post_raw(
+            &[
+                ("content-type", "application/json"),
+                ("accept", ACCEPT_BOTH),
+                ("mcp-session-id", &sid),
+            ],
+            body,
+        )
+        .await;
+    let seen = text_of(&r.json()).to_owned();
+    assert!(seen.contains(&format!(r#""params":{params}"#)), "{seen}");
+}

@@ -425,11 +425,15 @@ impl Namespace {
         let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
             return not_found(kind, &exposed);
         };
-        fields.insert(key.into(), jsonrpc::raw(&original));
+        // An unchanged name leaves the params exactly as the client sent them.
+        let params = if original == exposed {
+            params
+        } else {
+            fields.insert(key.into(), jsonrpc::raw(&original));
+            Some(jsonrpc::raw(&fields))
+        };
         let m = &self.members[i];
-        let outcome = self
-            .call(caller, m, method, Some(jsonrpc::raw(&fields)), events)
-            .await;
+        let outcome = self.call(caller, m, method, params, events).await;
         match (kind, outcome) {
             (Kind::Resource, Outcome::Result(r)) if self.prefix == Prefix::Always => {
                 Outcome::Result(rename_contents(m, &r).unwrap_or(r))
