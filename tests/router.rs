@@ -218,16 +218,7 @@ async fn json_passes_through_byte_for_byte() {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"raw__shape","arguments":{args},"x-client-extra":{{"k":1.0}}}}}}"#
     );
-    let r = http
-        .post_raw(
-            &[
-                ("content-type", "application/json"),
-                ("accept", ACCEPT_BOTH),
-                ("mcp-session-id", &sid),
-            ],
-            body,
-        )
-        .await;
+    let r = http.post_bytes(&sid, body).await;
     assert!(
         r.body.contains(r#""x-extra":{"z":0.10,"a":[ 1 ,2 ]}"#)
             && r.body.contains(r#""x-unknown":"\ud83d\ude00""#),
@@ -300,16 +291,7 @@ async fn unchanged_names_leave_params_untouched() {
     let sid = http.initialize().await;
     let params = r#"{ "z":1,  "name" : "shape", "arguments":{"b": 1.50,"a":[ ]} }"#;
     let body = format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{params}}}"#);
-    let r = http
-        .post_raw(
-            &[
-                ("content-type", "application/json"),
-                ("accept", ACCEPT_BOTH),
-                ("mcp-session-id", &sid),
-            ],
-            body,
-        )
-        .await;
+    let r = http.post_bytes(&sid, body).await;
     let seen = text_of(&r.json()).to_owned();
     assert!(seen.contains(&format!(r#""params":{params}"#)), "{seen}");
 }

@@ -7,6 +7,16 @@ use futures_util::{Stream, StreamExt};
 
 const MAX_EVENT: usize = 64 * 1024 * 1024;
 
+/// A response body as events, with errors that never name the URL.
+pub(super) fn of_response(
+    resp: reqwest::Response,
+) -> impl Stream<Item = Result<Event, EventError>> {
+    events(Box::pin(
+        resp.bytes_stream()
+            .map(|r| r.map_err(reqwest::Error::without_url)),
+    ))
+}
+
 #[derive(Debug, Default, PartialEq)]
 pub(super) struct Event {
     pub(super) event: Option<String>,

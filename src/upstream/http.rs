@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::{Conn, Frame};
-use super::event_stream::events;
+use super::event_stream;
 use super::link::{self, EndReason, Link};
 use super::meta;
 use super::{InitInfo, LinkCtx, UpstreamError};
@@ -146,7 +146,7 @@ async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, Up
         .body(body)
         .send()
         .await
-        .map_err(|e| UpstreamError::unavailable(&ctx.name, e.to_string()))?;
+        .map_err(|e| UpstreamError::from_http(&ctx.name, e))?;
     if !resp.status().is_success() {
         return Ok(None);
     }
@@ -211,10 +211,6 @@ impl Wire {
         req.body(body)
     }
 
-    fn unreachable(&self, e: impl std::fmt::Display) -> UpstreamError {
-        UpstreamError::unavailable(&self.ctx.name, e.to_string())
-    }
-
     /// Opens a session: initialize, remember its id and version, initialized.
     async fn initialize(&self) -> Result<InitInfo, UpstreamError> {
         let name = &self.ctx.name;
@@ -228,7 +224,7 @@ impl Wire {
             .post(&fresh, body)
             .send()
             .await
-            .map_err(|e| self.unreachable(e))?;
+            .map_err(|e| UpstreamError::from_http(&self.ctx.name, e))?;
         if !resp.status().is_success() {
             // Reachable, but refusing sessions (a modern-only server).
             return Err(UpstreamError::protocol(
@@ -257,7 +253,7 @@ impl Wire {
             .post(&session, note)
             .send()
             .await
-            .map_err(|e| self.unreachable(e))?;
+            .map_err(|e| UpstreamError::from_http(&self.ctx.name, e))?;
         if !resp.status().is_success() {
             return Err(UpstreamError::protocol(
                 name,
@@ -323,7 +319,7 @@ async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
             Ok(r) => r,
             Err(e) => {
                 if let Some(id) = frame.call {
-                    conn.fail(id, wire.unreachable(&e));
+                    conn.fail(id, UpstreamError::from_http(&wire.ctx.name, e));
                 }
                 wire.fatal.cancel();
                 return;
@@ -368,7 +364,7 @@ async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
 /// to the connection, tagged with the request it answers.
 async fn deliver(wire: &Wire, conn: &Conn, resp: Response, origin: Option<u64>) {
     if is_event_stream(&resp) {
-        let mut stream = std::pin::pin!(events(resp.bytes_stream()));
+        let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(ev) if !ev.data.is_empty() => dispatch(wire, conn, &ev.data, origin),
@@ -432,7 +428,7 @@ async fn answer_of(
         _ => None,
     };
     if is_event_stream(&resp) {
-        let mut stream = std::pin::pin!(events(resp.bytes_stream()));
+        let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(Ok(ev)) = stream.next().await {
             if let Some(o) = matches(&ev.data) {
                 return Ok(o);
@@ -479,7 +475,7 @@ async fn listen(wire: Arc<Wire>, conn: Arc<Conn>) {
             }
             Ok(r) if r.status().is_success() && is_event_stream(&r) => {
                 backoff = Duration::from_millis(500);
-                let mut stream = std::pin::pin!(events(r.bytes_stream()));
+                let mut stream = std::pin::pin!(event_stream::of_response(r));
                 while let Some(Ok(ev)) = stream.next().await {
                     if !ev.data.is_empty() {
                         dispatch(&wire, &conn, &ev.data, None);
@@ -490,7 +486,7 @@ async fn listen(wire: Arc<Wire>, conn: Arc<Conn>) {
                 tracing::debug!(backend = %wire.ctx.name, status = %r.status(), "no GET stream");
             }
             Err(e) => {
-                tracing::debug!(backend = %wire.ctx.name, error = %e, "GET stream failed");
+                tracing::debug!(backend = %wire.ctx.name, error = %e.without_url(), "GET stream failed");
             }
         }
         tokio::time::sleep(backoff).await;

@@ -11,7 +11,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use tokio::sync::mpsc;
 
 use super::conn::{Conn, Frame};
-use super::event_stream::events;
+use super::event_stream;
 use super::http::HttpSpec;
 use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
@@ -28,11 +28,11 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
         .header(ACCEPT, "text/event-stream")
         .send()
         .await
-        .map_err(|e| unreachable(&e))?;
+        .map_err(|e| UpstreamError::from_http(&ctx.name, e))?;
     if !resp.status().is_success() {
         return Err(unreachable(&format!("GET answered HTTP {}", resp.status())));
     }
-    let mut stream = Box::pin(events(resp.bytes_stream()));
+    let mut stream = Box::pin(event_stream::of_response(resp));
     // The first event must be `endpoint`: where to POST.
     let endpoint = match tokio::time::timeout(ctx.timeout, stream.next()).await {
         Ok(Some(Ok(ev))) if ev.event.as_deref() == Some("endpoint") => spec
@@ -103,7 +103,7 @@ async fn post_frames(
                 conn.backend(),
                 format!("POST answered HTTP {}", r.status()),
             )),
-            Err(e) => Some(UpstreamError::unavailable(conn.backend(), e.to_string())),
+            Err(e) => Some(UpstreamError::from_http(conn.backend(), e)),
         };
         if let (Some(e), Some(id)) = (failed, frame.call) {
             conn.fail(id, e);

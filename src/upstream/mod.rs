@@ -91,48 +91,54 @@ pub struct InitInfo {
 
 impl InitInfo {
     fn from_outcome(backend: &BackendName, outcome: &Outcome) -> Result<InitInfo, UpstreamError> {
-        #[derive(serde::Deserialize)]
-        struct Wire {
-            #[serde(default)]
-            capabilities: serde_json::Map<String, serde_json::Value>,
-            #[serde(default)]
-            instructions: Option<String>,
-            #[serde(rename = "protocolVersion")]
-            protocol_version: String,
+        match outcome {
+            Outcome::Result(r) => Self::parse(backend, r, "initialize", None),
+            Outcome::Error(e) => Err(UpstreamError::protocol(
+                backend,
+                format!("initialize refused: {}", e.get()),
+            )),
         }
-        let result = match outcome {
-            Outcome::Result(r) => r,
-            Outcome::Error(e) => {
-                return Err(UpstreamError::protocol(
-                    backend,
-                    format!("initialize refused: {}", e.get()),
-                ));
-            }
-        };
-        let w: Wire = serde_json::from_str(result.get())
-            .map_err(|e| UpstreamError::protocol(backend, format!("bad initialize result: {e}")))?;
-        Ok(InitInfo {
-            capabilities: w.capabilities,
-            instructions: w.instructions,
-            protocol_version: w.protocol_version,
-        })
     }
 
     /// From a 2026-07-28 `server/discover` result.
     fn from_discover(backend: &BackendName, result: &RawValue) -> Result<InitInfo, UpstreamError> {
+        Self::parse(
+            backend,
+            result,
+            "discover",
+            Some(crate::protocol::MODERN_FIRST),
+        )
+    }
+
+    /// `initialize` names the negotiated version; `server/discover` lists
+    /// versions, and the gateway speaks the one it knows (`version`).
+    fn parse(
+        backend: &BackendName,
+        result: &RawValue,
+        what: &str,
+        version: Option<&str>,
+    ) -> Result<InitInfo, UpstreamError> {
         #[derive(serde::Deserialize)]
         struct Wire {
             #[serde(default)]
             capabilities: serde_json::Map<String, serde_json::Value>,
             #[serde(default)]
             instructions: Option<String>,
+            #[serde(rename = "protocolVersion", default)]
+            protocol_version: Option<String>,
         }
         let w: Wire = serde_json::from_str(result.get())
-            .map_err(|e| UpstreamError::protocol(backend, format!("bad discover result: {e}")))?;
+            .map_err(|e| UpstreamError::protocol(backend, format!("bad {what} result: {e}")))?;
+        let protocol_version = version
+            .map(str::to_owned)
+            .or(w.protocol_version)
+            .ok_or_else(|| {
+                UpstreamError::protocol(backend, format!("{what} result has no protocolVersion"))
+            })?;
         Ok(InitInfo {
             capabilities: w.capabilities,
             instructions: w.instructions,
-            protocol_version: crate::protocol::MODERN_FIRST.to_owned(),
+            protocol_version,
         })
     }
 

@@ -84,6 +84,10 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
         // Stateless: one link for all, whatever the isolation; legacy
         // clients get legacy sessions of their own (Backend::legacy_link).
         *backend.modern.lock() = Some(link.clone());
+        // A redeployed backend may serve legacy sessions again: ask anew.
+        backend
+            .legacy_refused
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         backend.set_health(Health::Up(info));
         tracing::info!(backend = %backend.name, "backend healthy (2026-07-28)");
         tokio::select! {

@@ -349,6 +349,16 @@ impl Http {
         self.post_raw(&headers, msg.to_string()).await
     }
 
+    /// POST these exact bytes on a session, with the usual headers.
+    pub async fn post_bytes(&self, session: &str, body: String) -> Reply {
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", ACCEPT_BOTH),
+            ("mcp-session-id", session),
+        ];
+        self.post_raw(&headers, body).await
+    }
+
     pub async fn initialize(&self) -> String {
         let r = self.post(None, &init_request(1)).await;
         assert_eq!(r.status, 200, "initialize failed: {}", r.body);
