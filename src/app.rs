@@ -66,12 +66,18 @@ pub async fn serve(
     // upstream: one supervised backend per configured server.
     let mut supervisors = Vec::new();
     let mut backends: Vec<Arc<Backend>> = Vec::new();
+    let settle_until = tokio::time::Instant::now() + config.server.settle_timeout;
     for b in &config.backends {
-        let (backend, task) = Backend::start(b, metrics.clone(), stop_backends.child_token())
-            .map_err(|why| ServeError::Backend {
-                backend: b.name.to_string(),
-                why,
-            })?;
+        let (backend, task) = Backend::start(
+            b,
+            metrics.clone(),
+            settle_until,
+            stop_backends.child_token(),
+        )
+        .map_err(|why| ServeError::Backend {
+            backend: b.name.to_string(),
+            why,
+        })?;
         supervisors.push(task);
         backends.push(backend);
     }

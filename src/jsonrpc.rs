@@ -10,6 +10,12 @@ use serde_json::value::RawValue;
 /// A JSON-RPC id exactly as the peer wrote it (number or string).
 pub type RawId = Box<RawValue>;
 
+/// The longest id the gateway accepts, as written (quotes and escapes
+/// included). Ids are echoed back, so a peer cannot make the gateway
+/// hold or repeat an arbitrarily large one; real clients use counters or
+/// UUIDs.
+pub const MAX_ID_LEN: usize = 256;
+
 /// One JSON-RPC message, classified.
 #[derive(Debug)]
 pub enum Message {
@@ -45,10 +51,11 @@ pub enum Outcome {
 }
 
 #[derive(Deserialize)]
-struct Wire {
+struct Envelope {
     #[serde(default)]
     jsonrpc: Option<String>,
-    #[serde(default)]
+    /// `Some("null")` when the peer wrote `"id": null`: absent and null differ.
+    #[serde(default, deserialize_with = "present")]
     id: Option<RawId>,
     #[serde(default)]
     method: Option<String>,
@@ -78,6 +85,50 @@ impl ParseError {
     }
 }
 
+/// Keeps a field's raw value even when it is `null` (serde's `Option` would
+/// read `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RawId>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
+}
+
+/// What an id is, by its first byte: the JSON text is already valid.
+#[derive(Debug, PartialEq, Eq)]
+enum IdShape {
+    Str,
+    Integer,
+    Null,
+    Other,
+}
+
+fn id_shape(id: &RawValue) -> IdShape {
+    let text = id.get();
+    match text.as_bytes().first() {
+        Some(b'"') => IdShape::Str,
+        Some(b'n') => IdShape::Null,
+        Some(b'-' | b'0'..=b'9') if !text.contains(['.', 'e', 'E']) => IdShape::Integer,
+        _ => IdShape::Other,
+    }
+}
+
+/// A request's id: a string or an integer (JSON-RPC 2.0; MCP forbids null).
+fn check_request_id(id: &RawValue) -> Result<(), ParseError> {
+    match id_shape(id) {
+        IdShape::Str | IdShape::Integer if id.get().len() <= MAX_ID_LEN => Ok(()),
+        IdShape::Str | IdShape::Integer => Err(ParseError::Invalid("id is too long")),
+        IdShape::Null => Err(ParseError::Invalid("request id must not be null")),
+        IdShape::Other => Err(ParseError::Invalid("id must be a string or an integer")),
+    }
+}
+
+/// A response's id may also be null: the answer to a request whose id
+/// could not be read.
+fn check_response_id(id: &RawValue) -> Result<(), ParseError> {
+    match id_shape(id) {
+        IdShape::Null => Ok(()),
+        _ => check_request_id(id),
+    }
+}
+
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -90,16 +141,18 @@ pub const TRANSPORT_ERROR: i64 = -32000;
 
 impl Message {
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
-        let wire: Wire = serde_json::from_slice(bytes)?;
-        Self::from_wire(wire)
+        let envelope: Envelope = serde_json::from_slice(bytes)?;
+        Self::classify(envelope)
     }
 
-    fn from_wire(w: Wire) -> Result<Message, ParseError> {
+    fn classify(w: Envelope) -> Result<Message, ParseError> {
         if w.jsonrpc.as_deref() != Some("2.0") {
             return Err(ParseError::Invalid("jsonrpc must be \"2.0\""));
         }
-        if w.id.as_ref().is_some_and(|id| id.get() == "null") && w.method.is_some() {
-            return Err(ParseError::Invalid("request id must not be null"));
+        match (&w.id, w.method.is_some()) {
+            (Some(id), true) => check_request_id(id)?,
+            (Some(id), false) => check_response_id(id)?,
+            (None, _) => {}
         }
         match (w.id, w.method, w.result, w.error) {
             (Some(id), Some(method), None, None) => Ok(Message::Request(Request {
@@ -151,7 +204,7 @@ pub enum Body {
 }
 
 #[derive(Serialize)]
-struct WireOut<'a> {
+struct Outgoing<'a> {
     jsonrpc: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a RawValue>,
@@ -165,13 +218,13 @@ struct WireOut<'a> {
     error: Option<&'a RawValue>,
 }
 
-fn to_line(w: &WireOut<'_>) -> String {
+fn to_line(w: &Outgoing<'_>) -> String {
     // Serialising borrowed raw values cannot fail.
     serde_json::to_string(w).unwrap_or_default()
 }
 
 pub fn request(id: &RawValue, method: &str, params: Option<&RawValue>) -> String {
-    to_line(&WireOut {
+    to_line(&Outgoing {
         jsonrpc: "2.0",
         id: Some(id),
         method: Some(method),
@@ -182,7 +235,7 @@ pub fn request(id: &RawValue, method: &str, params: Option<&RawValue>) -> String
 }
 
 pub fn notification(method: &str, params: Option<&RawValue>) -> String {
-    to_line(&WireOut {
+    to_line(&Outgoing {
         jsonrpc: "2.0",
         id: None,
         method: Some(method),
@@ -197,7 +250,7 @@ pub fn response(id: &RawValue, outcome: &Outcome) -> String {
         Outcome::Result(r) => (Some(&**r), None),
         Outcome::Error(e) => (None, Some(&**e)),
     };
-    to_line(&WireOut {
+    to_line(&Outgoing {
         jsonrpc: "2.0",
         id: Some(id),
         method: None,

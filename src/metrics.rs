@@ -61,6 +61,17 @@ struct MethodLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EntriesLabels {
+    map: &'static str,
+    owner: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DroppedLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RefreshLabels {
     backend: String,
     result: &'static str,
@@ -113,6 +124,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     durations: Family<MethodLabel, Histogram>,
     list_refresh: Family<RefreshLabels, Counter>,
+    entries: Family<EntriesLabels, Gauge>,
+    answers_dropped: Family<DroppedLabels, Counter>,
     rss: Gauge,
     /// Counters since the last summary line.
     window: Window,
@@ -150,6 +163,8 @@ impl Metrics {
             ])
         });
         let list_refresh = Family::<RefreshLabels, Counter>::default();
+        let entries = Family::<EntriesLabels, Gauge>::default();
+        let answers_dropped = Family::<DroppedLabels, Counter>::default();
         let rss = Gauge::default();
 
         registry.register(
@@ -204,6 +219,16 @@ impl Metrics {
             list_refresh.clone(),
         );
         registry.register(
+            "sluice_bounded_entries",
+            "Entries in the gateway's bounded internal maps (caches, indexes, pending requests), by map and owner",
+            entries.clone(),
+        );
+        registry.register(
+            "sluice_server_answers_dropped",
+            "Client answers to server-to-client requests dropped: unknown id, or not from the client asked",
+            answers_dropped.clone(),
+        );
+        registry.register(
             "process_resident_memory_bytes",
             "Resident set size of the gateway process",
             rss.clone(),
@@ -220,6 +245,8 @@ impl Metrics {
             requests,
             durations,
             list_refresh,
+            entries,
+            answers_dropped,
             rss,
             window: Window::default(),
         }
@@ -280,6 +307,24 @@ impl Metrics {
                 backend: backend.to_string(),
                 result,
             })
+            .inc();
+    }
+
+    /// How full one of the bounded internal maps is (set at each scrape).
+    pub fn entries(&self, map: &'static str, owner: &str, n: usize) {
+        self.entries
+            .get_or_create(&EntriesLabels {
+                map,
+                owner: owner.to_owned(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// A client answered a server-to-client request it was not asked (or
+    /// one nobody waits for): dropped, never delivered.
+    pub fn answer_dropped(&self, reason: &'static str) {
+        self.answers_dropped
+            .get_or_create(&DroppedLabels { reason })
             .inc();
     }
 

@@ -58,14 +58,30 @@ fn collect(
     };
     for (name, schema) in props {
         path.push(name.clone());
-        if let Some(Value::String(header)) = schema.get("x-mcp-header")
-            && !header.is_empty()
-        {
-            out.push((path.clone(), header.clone()));
+        if let Some(Value::String(header)) = schema.get("x-mcp-header") {
+            // The name comes from a backend: one that cannot be a header
+            // name is skipped here, so no request is ever built with it.
+            if valid_name(header) {
+                out.push((path.clone(), header.clone()));
+            } else {
+                tracing::debug!("x-mcp-header name is not an HTTP token; not mirrored");
+            }
         }
         collect(schema.get("properties"), path, out);
         path.pop();
     }
+}
+
+/// The longest `x-mcp-header` name mirrored (header limits are tight).
+const MAX_NAME: usize = 64;
+
+/// An HTTP token (RFC 9110 `tchar`), short enough to send.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// The value a header mirrors: strings as they are, booleans and integers
@@ -187,5 +203,24 @@ mod tests {
             "missing header"
         );
         assert!(check_params(&HeaderMap::new(), &ann, Some(&json!({}))).is_ok());
+    }
+
+    /// Issue 9 (15): names a backend supplies are validated where collected.
+    #[test]
+    fn header_names_that_are_not_tokens_are_skipped() {
+        let long = "x".repeat(65);
+        let schema = json!({"type":"object","properties":{
+            "a":{"type":"string","x-mcp-header":"Bad Name"},
+            "b":{"type":"string","x-mcp-header":"Bad\nName"},
+            "c":{"type":"string","x-mcp-header":""},
+            "d":{"type":"string","x-mcp-header":long},
+            "e":{"type":"string","x-mcp-header":"Good-Name_1"}}});
+        let ann = annotations(&schema);
+        assert_eq!(ann, [(vec!["e".to_owned()], "Good-Name_1".to_owned())]);
+        let headers = params(&ann, Some(&json!({"e":"v"})));
+        for (k, v) in headers {
+            assert!(http::HeaderName::from_bytes(k.as_bytes()).is_ok());
+            assert!(http::HeaderValue::from_str(&v).is_ok());
+        }
     }
 }

@@ -64,6 +64,29 @@ pub fn supported_versions() -> Vec<&'static str> {
 /// The key in `params._meta` that marks a 2026-07-28 request.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
+/// What an `MCP-Protocol-Version` header names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Revision {
+    Legacy(LegacyVersion),
+    /// A stateless revision this gateway serves.
+    Modern,
+    /// A revision the gateway does not speak (too old, too new, or junk).
+    Unknown(String),
+}
+
+impl Revision {
+    pub fn of(version: &str) -> Revision {
+        let version = version.trim();
+        if let Some(v) = LegacyVersion::parse(version) {
+            Revision::Legacy(v)
+        } else if MODERN_SUPPORTED.contains(&version) {
+            Revision::Modern
+        } else {
+            Revision::Unknown(version.to_owned())
+        }
+    }
+}
+
 /// Which protocol era a request belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Era {

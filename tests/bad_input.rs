@@ -83,7 +83,18 @@ async fn bad_input_table() {
         Case { name: "bad Host", method: "POST", headers: with_session(&[("host", "evil.example")]), body: ping.clone(), status: 403, code: Some(-32000) },
         Case { name: "no bearer token", method: "POST", headers: with_session(&[]).into_iter().filter(|(k, _)| *k != "authorization").collect(), body: ping.clone(), status: 401, code: Some(-32000) },
         Case { name: "wrong bearer token", method: "POST", headers: with_session(&[("authorization", "Bearer nope")]), body: ping.clone(), status: 401, code: Some(-32000) },
-        Case { name: "unsupported protocol version header", method: "POST", headers: with_session(&[("mcp-protocol-version", "1999-01-01")]), body: ping.clone(), status: 400, code: Some(-32000) },
+        Case { name: "unsupported protocol version header", method: "POST", headers: with_session(&[("mcp-protocol-version", "1999-01-01")]), body: ping.clone(), status: 400, code: Some(-32022) },
+        // Issue 9 (4): a revision nobody speaks is "unsupported", not "_meta required".
+        Case { name: "future protocol version header", method: "POST", headers: with_session(&[("mcp-protocol-version", "9999-12-31")]), body: ping.clone(), status: 400, code: Some(-32022) },
+        // Issue 9 (4): ids are strings or integers; a null id is not a notification.
+        Case { name: "null id", method: "POST", headers: with_session(&[]), body: br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#.to_vec(), status: 400, code: Some(-32600) },
+        Case { name: "object id", method: "POST", headers: with_session(&[]), body: br#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#.to_vec(), status: 400, code: Some(-32600) },
+        Case { name: "array id", method: "POST", headers: with_session(&[]), body: br#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#.to_vec(), status: 400, code: Some(-32600) },
+        Case { name: "boolean id", method: "POST", headers: with_session(&[]), body: br#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#.to_vec(), status: 400, code: Some(-32600) },
+        Case { name: "fractional id", method: "POST", headers: with_session(&[]), body: br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#.to_vec(), status: 400, code: Some(-32600) },
+        Case { name: "60 KB id", method: "POST", headers: with_session(&[]), body: format!(r#"{{"jsonrpc":"2.0","id":"{}","method":"ping"}}"#, "i".repeat(60_000)).into_bytes(), status: 400, code: Some(-32600) },
+        Case { name: "Host with junk after an IPv6 literal", method: "POST", headers: with_session(&[("host", "[::1].evil.com")]), body: ping.clone(), status: 400, code: Some(-32000) },
+        Case { name: "Host with a name glued to an IPv6 literal", method: "POST", headers: with_session(&[("host", "[::1]evil.com:80")]), body: ping.clone(), status: 400, code: Some(-32000) },
         Case { name: "batch on 2025-06-18", method: "POST", headers: with_session(&[]), body: format!("[{}]", String::from_utf8(ping.clone()).unwrap()).into_bytes(), status: 400, code: Some(-32600) },
         Case { name: "modern request without clientCapabilities", method: "POST", headers: with_session(&[]), body: br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#.to_vec(), status: 400, code: Some(-32602) },
         Case { name: "GET without session", method: "GET", headers: h(&[("accept", "text/event-stream"), ("authorization", auth_a)]), body: vec![], status: 400, code: Some(-32000) },
@@ -117,6 +128,11 @@ async fn bad_input_table() {
             assert!(
                 !body.contains(&healthy) && !body.contains(&other_principals),
                 "{}: body leaks a session id",
+                case.name
+            );
+            assert!(
+                body.len() < 1024,
+                "{}: the refusal echoes the input",
                 case.name
             );
         }

@@ -51,8 +51,10 @@ fn names(items: &[Value], key: &str) -> Vec<String> {
         .collect()
 }
 
-/// Two paginating backends: the merged list is complete, in backend order
-/// then each backend's own order, and every page comes from one backend.
+/// Two paginating backends: one `tools/list` returns the whole merged list
+/// (clients rarely follow cursors), in backend order then each backend's
+/// own order; past the page size the list is split, and the cursors resume
+/// exactly, even in the middle of a backend's page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pagination_is_merged_across_backends() {
     let paged = |name: &str| {
@@ -61,28 +63,75 @@ async fn pagination_is_merged_across_backends() {
             demo_backend(name)
         )
     };
+    let all = [
+        "one__echo",
+        "one__add",
+        "one__sleep_ms",
+        "one__counter",
+        "two__echo",
+        "two__add",
+        "two__sleep_ms",
+        "two__counter",
+    ];
     let gw = Gateway::start(&format!("{}{}", paged("one"), paged("two")));
     let http = Http::new(gw.url("/mcp"));
     let sid = http.initialize().await;
     let (tools, pages) = list_all(&http, &sid, "tools/list", "tools").await;
-    assert_eq!(
-        names(&tools, "name"),
-        [
-            "one__echo",
-            "one__add",
-            "one__sleep_ms",
-            "one__counter",
-            "two__echo",
-            "two__add",
-            "two__sleep_ms",
-            "two__counter"
-        ]
-    );
-    assert_eq!(pages, 4);
+    assert_eq!(names(&tools, "name"), all);
+    assert_eq!(pages, 1, "one call lists everything");
     let bad = http
         .call(&sid, 99, "tools/list", json!({"cursor":"not-ours"}))
         .await;
     assert_eq!(bad.json()["error"]["code"], -32602);
+
+    let small = Gateway::start(&format!(
+        "[server]\nlist_page_size = 3\n{}{}",
+        paged("one"),
+        paged("two")
+    ));
+    let http = Http::new(small.url("/mcp"));
+    let sid = http.initialize().await;
+    let (tools, pages) = list_all(&http, &sid, "tools/list", "tools").await;
+    assert_eq!(names(&tools, "name"), all);
+    assert_eq!(pages, 3);
+}
+
+/// Issue 9 (7): cursors a client makes up are passed to the backend but
+/// never kept, and a backend whose cursors loop cannot spin the gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_and_looping_cursors_cost_nothing() {
+    let toml = format!(
+        "{}{}",
+        demo_backend("demo"),
+        faulty_stdio("loop", "loop-cursor", "")
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    // The looping backend is cut short; the other's tools are all there.
+    let r = http.call(&sid, 2, "tools/list", json!({})).await;
+    let tools = names(r.json()["result"]["tools"].as_array().unwrap(), "name");
+    assert_eq!(
+        tools,
+        ["demo__echo", "demo__add", "demo__sleep_ms", "demo__counter"]
+    );
+    for i in 0..500 {
+        let cursor = format!("s2.0.0.made-up-{i}");
+        let r = http
+            .call(&sid, 10 + i, "tools/list", json!({ "cursor": cursor }))
+            .await;
+        assert!(r.json().get("result").is_some(), "{}", r.body);
+    }
+    let m = gw.metrics();
+    let pages = m.get(r#"sluice_bounded_entries{map="list_pages",owner="demo"}"#);
+    let hashes = m.get(r#"sluice_bounded_entries{map="list_hashes",owner="demo"}"#);
+    assert!(
+        pages <= 4.0 && hashes <= 4.0,
+        "pages {pages}, hashes {hashes}"
+    );
+    // Listed 501 times and answered every time: the loop ended each time.
+    let r = http.call(&sid, 9999, "tools/list", json!({})).await;
+    assert_eq!(r.status, 200);
 }
 
 /// `prefix = "never"` keeps names; include/exclude/rename shape the list

@@ -57,8 +57,8 @@ pub(super) fn build(
         provenance,
         issues,
     };
-    let server = b.server(file.server);
     let has_auth = file.auth.is_some();
+    let server = b.server(file.server, has_auth);
     let auth = file.auth.and_then(|a| b.auth(a));
     let metrics = b.metrics(file.metrics);
     if !has_auth && !server.listen.ip().is_loopback() {
@@ -160,7 +160,7 @@ impl Builder<'_> {
         }
     }
 
-    fn server(&mut self, s: FileServer) -> ServerSettings {
+    fn server(&mut self, s: FileServer, has_auth: bool) -> ServerSettings {
         let d = ServerSettings::default();
         let listen = match s.listen {
             None => d.listen,
@@ -181,6 +181,14 @@ impl Builder<'_> {
                 );
             }
         }
+        let max_sessions = self.positive("server.max_sessions", s.max_sessions, d.max_sessions);
+        // Anonymous clients are not one tenant: without auth the cap
+        // would silently shrink the table to it.
+        let per_principal = if has_auth {
+            d.max_sessions_per_principal
+        } else {
+            max_sessions
+        };
         ServerSettings {
             listen,
             sessions: match s.sessions {
@@ -196,11 +204,11 @@ impl Builder<'_> {
                 s.session_idle_ttl,
                 d.session_idle_ttl,
             ),
-            max_sessions: self.positive("server.max_sessions", s.max_sessions, d.max_sessions),
+            max_sessions,
             max_sessions_per_principal: self.positive(
                 "server.max_sessions_per_principal",
                 s.max_sessions_per_principal,
-                d.max_sessions_per_principal,
+                per_principal,
             ),
             max_body_bytes: self.positive(
                 "server.max_body_bytes",
@@ -216,6 +224,39 @@ impl Builder<'_> {
             shutdown_grace: s
                 .shutdown_grace
                 .map_or(d.shutdown_grace, |FileDuration(d)| d),
+            settle_timeout: s
+                .settle_timeout
+                .map_or(d.settle_timeout, |FileDuration(d)| d),
+            list_page_size: self.positive(
+                "server.list_page_size",
+                s.list_page_size,
+                d.list_page_size,
+            ),
+            max_batch_items: self.positive(
+                "server.max_batch_items",
+                s.max_batch_items,
+                d.max_batch_items,
+            ),
+            max_connections: self.positive(
+                "server.max_connections",
+                s.max_connections,
+                d.max_connections,
+            ),
+            header_read_timeout: self.nonzero(
+                "server.header_read_timeout",
+                s.header_read_timeout,
+                d.header_read_timeout,
+            ),
+            body_read_timeout: self.nonzero(
+                "server.body_read_timeout",
+                s.body_read_timeout,
+                d.body_read_timeout,
+            ),
+            idle_connection_timeout: self.nonzero(
+                "server.idle_connection_timeout",
+                s.idle_connection_timeout,
+                d.idle_connection_timeout,
+            ),
         }
     }
 

@@ -45,6 +45,16 @@ pub fn describe(loaded: &Loaded) -> String {
     );
     line("server.request_timeout", dur(s.request_timeout));
     line("server.shutdown_grace", dur(s.shutdown_grace));
+    line("server.settle_timeout", dur(s.settle_timeout));
+    line("server.list_page_size", s.list_page_size.to_string());
+    line("server.max_batch_items", s.max_batch_items.to_string());
+    line("server.max_connections", s.max_connections.to_string());
+    line("server.header_read_timeout", dur(s.header_read_timeout));
+    line("server.body_read_timeout", dur(s.body_read_timeout));
+    line(
+        "server.idle_connection_timeout",
+        dur(s.idle_connection_timeout),
+    );
     match &c.auth {
         Some(a) => line(
             "auth.bearer_tokens_env",

@@ -22,6 +22,13 @@ pub(super) const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 1_000;
 pub(super) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 pub(super) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_SETTLE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(super) const DEFAULT_LIST_PAGE_SIZE: usize = 1_000;
+pub(super) const DEFAULT_MAX_BATCH_ITEMS: usize = 256;
+pub(super) const DEFAULT_MAX_CONNECTIONS: usize = 8_192;
+pub(super) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) const DEFAULT_METRICS_PATH: &str = "/metrics";
 pub(super) const DEFAULT_SUMMARY_INTERVAL: Duration = Duration::from_secs(15 * 60);
 pub(super) const DEFAULT_BACKEND_MAX_SESSIONS: usize = 64;
@@ -100,6 +107,13 @@ pub(super) struct FileServer {
     pub(super) allowed_origins: Option<Vec<String>>,
     pub(super) request_timeout: Option<FileDuration>,
     pub(super) shutdown_grace: Option<FileDuration>,
+    pub(super) settle_timeout: Option<FileDuration>,
+    pub(super) list_page_size: Option<usize>,
+    pub(super) max_batch_items: Option<usize>,
+    pub(super) max_connections: Option<usize>,
+    pub(super) header_read_timeout: Option<FileDuration>,
+    pub(super) body_read_timeout: Option<FileDuration>,
+    pub(super) idle_connection_timeout: Option<FileDuration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

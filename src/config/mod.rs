@@ -61,11 +61,25 @@ pub struct ServerSettings {
     /// Never zero: sessions are always bounded in time.
     pub session_idle_ttl: Duration,
     pub max_sessions: usize,
+    /// Defaults to 1,000 with `[auth]`; without it every client is the one
+    /// anonymous principal, so the default is the table's capacity.
     pub max_sessions_per_principal: usize,
     pub max_body_bytes: usize,
     pub allowed_origins: Vec<String>,
     pub request_timeout: Duration,
     pub shutdown_grace: Duration,
+    /// How long after start requests wait for backends still starting.
+    pub settle_timeout: Duration,
+    /// Items per page of a merged list.
+    pub list_page_size: usize,
+    /// Items per 2025-03-26 batch.
+    pub max_batch_items: usize,
+    /// Client connections held at once (lowered to fit the fd limit).
+    pub max_connections: usize,
+    pub header_read_timeout: Duration,
+    pub body_read_timeout: Duration,
+    /// A keep-alive connection with no request in progress is closed after this.
+    pub idle_connection_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,6 +230,13 @@ impl Default for ServerSettings {
             allowed_origins: Vec::new(),
             request_timeout: file::DEFAULT_REQUEST_TIMEOUT,
             shutdown_grace: file::DEFAULT_SHUTDOWN_GRACE,
+            settle_timeout: file::DEFAULT_SETTLE_TIMEOUT,
+            list_page_size: file::DEFAULT_LIST_PAGE_SIZE,
+            max_batch_items: file::DEFAULT_MAX_BATCH_ITEMS,
+            max_connections: file::DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: file::DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: file::DEFAULT_BODY_READ_TIMEOUT,
+            idle_connection_timeout: file::DEFAULT_IDLE_CONNECTION_TIMEOUT,
         }
     }
 }

@@ -16,7 +16,7 @@ use super::file::{File, FileAuth, FileMetrics, FileServer};
 
 const PREFIX: &str = "SLUICE_";
 
-pub(super) const SERVER_KEYS: [&str; 10] = [
+pub(super) const SERVER_KEYS: [&str; 17] = [
     "listen",
     "sessions",
     "session_ids",
@@ -27,6 +27,13 @@ pub(super) const SERVER_KEYS: [&str; 10] = [
     "allowed_origins",
     "request_timeout",
     "shutdown_grace",
+    "settle_timeout",
+    "list_page_size",
+    "max_batch_items",
+    "max_connections",
+    "header_read_timeout",
+    "body_read_timeout",
+    "idle_connection_timeout",
 ];
 pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
@@ -126,6 +133,13 @@ fn written(file: &File) -> Vec<String> {
         s.allowed_origins.is_some(),
         s.request_timeout.is_some(),
         s.shutdown_grace.is_some(),
+        s.settle_timeout.is_some(),
+        s.list_page_size.is_some(),
+        s.max_batch_items.is_some(),
+        s.max_connections.is_some(),
+        s.header_read_timeout.is_some(),
+        s.body_read_timeout.is_some(),
+        s.idle_connection_timeout.is_some(),
     ];
     let auth = [file
         .auth
@@ -164,6 +178,13 @@ fn set_server(s: &mut FileServer, key: &str, v: &str) -> Result<(), Rejected> {
         "allowed_origins" => s.allowed_origins = Some(list(v)),
         "request_timeout" => s.request_timeout = Some(word(v)?),
         "shutdown_grace" => s.shutdown_grace = Some(word(v)?),
+        "settle_timeout" => s.settle_timeout = Some(word(v)?),
+        "list_page_size" => s.list_page_size = Some(count(v)?),
+        "max_batch_items" => s.max_batch_items = Some(count(v)?),
+        "max_connections" => s.max_connections = Some(count(v)?),
+        "header_read_timeout" => s.header_read_timeout = Some(word(v)?),
+        "body_read_timeout" => s.body_read_timeout = Some(word(v)?),
+        "idle_connection_timeout" => s.idle_connection_timeout = Some(word(v)?),
         _ => return Err(Rejected::Key),
     }
     Ok(())

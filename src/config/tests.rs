@@ -146,14 +146,23 @@ fn design_example_parses() {
 
     assert_eq!(source(&loaded, "server.sessions"), Source::File);
     assert_eq!(source(&loaded, "auth.bearer_tokens_env"), Source::File);
-    assert_eq!(loaded.provenance.len(), 14);
+    assert_eq!(loaded.provenance.len(), 21);
 }
 
 #[test]
 fn minimal_config_gets_defaults_and_a_default_namespace() {
     let loaded = ok(MINIMAL, &[]);
     let c = &loaded.config;
-    assert_eq!(c.server, ServerSettings::default());
+    // Without [auth] every client is the one anonymous principal: its cap
+    // is the table's, not a tenant's.
+    assert_eq!(c.server.max_sessions_per_principal, c.server.max_sessions);
+    assert_eq!(
+        c.server,
+        ServerSettings {
+            max_sessions_per_principal: c.server.max_sessions,
+            ..ServerSettings::default()
+        }
+    );
     assert_eq!(c.server.listen.to_string(), "127.0.0.1:7400");
     assert!(c.auth.is_none());
     assert_eq!(c.metrics.path, "/metrics");
@@ -163,7 +172,7 @@ fn minimal_config_gets_defaults_and_a_default_namespace() {
     assert_eq!(c.backends[0].request_timeout, Duration::from_secs(60));
     assert!(loaded.provenance.iter().all(|(_, s)| *s == Source::Default));
     // No [auth]: no auth provenance.
-    assert_eq!(loaded.provenance.len(), 13);
+    assert_eq!(loaded.provenance.len(), 20);
 }
 
 #[test]

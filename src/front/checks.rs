@@ -1,7 +1,8 @@
 //! Header checks that every MCP request passes before its body is read.
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Uri, header};
 
+use super::authority;
 use super::error::Reject;
 use crate::config::Secret;
 use crate::sessions::{Principal, SessionId};
@@ -18,27 +19,53 @@ pub struct Policy {
 }
 
 impl Policy {
-    pub fn admit(&self, headers: &HeaderMap) -> Result<Principal, Reject> {
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let origin = origin.to_str().map_err(|_| Reject::ForbiddenOrigin)?;
-            let listed = self.allowed_origins.iter().any(|o| o == origin);
-            let loopback = self.allowed_origins.is_empty() && origin_is_loopback(origin);
-            if !listed && !loopback {
-                return Err(Reject::ForbiddenOrigin);
-            }
+    /// The DNS-rebinding defence, for every endpoint: a well-formed Host
+    /// (one, agreeing with an absolute-form request target), loopback when
+    /// the gateway listens on loopback, and an allowed Origin if any.
+    pub(crate) fn guard(&self, headers: &HeaderMap, uri: &Uri) -> Result<(), Reject> {
+        let mut hosts = headers.get_all(header::HOST).iter();
+        let host = match (hosts.next(), hosts.next()) {
+            (None, _) => None,
+            (Some(h), None) => Some(
+                h.to_str()
+                    .ok()
+                    .and_then(authority::parse_authority)
+                    .ok_or(Reject::BadHost)?,
+            ),
+            (Some(_), Some(_)) => return Err(Reject::BadHost),
+        };
+        let target = match uri.authority() {
+            None => None,
+            Some(a) => Some(authority::parse_authority(a.as_str()).ok_or(Reject::BadHost)?),
+        };
+        let effective = match (target, host) {
+            (Some(t), Some(h)) if !t.same(&h) => return Err(Reject::BadHost),
+            (Some(t), _) => Some(t),
+            (None, h) => h,
+        };
+        if self.loopback_host_only && effective.is_some_and(|a| !a.host.is_loopback()) {
+            return Err(Reject::ForbiddenHost);
         }
-        if self.loopback_host_only
-            && let Some(host) = headers.get(header::HOST)
-        {
-            let host = host.to_str().map_err(|_| Reject::ForbiddenHost)?;
-            if !is_loopback_name(strip_port(host)) {
-                return Err(Reject::ForbiddenHost);
+        let mut origins = headers.get_all(header::ORIGIN).iter();
+        match (origins.next(), origins.next()) {
+            (None, _) => Ok(()),
+            (Some(origin), None) => {
+                let origin = origin.to_str().map_err(|_| Reject::ForbiddenOrigin)?;
+                let listed = self.allowed_origins.iter().any(|o| o == origin);
+                let loopback = self.allowed_origins.is_empty()
+                    && authority::parse_origin(origin).is_some_and(|a| a.host.is_loopback());
+                if listed || loopback {
+                    Ok(())
+                } else {
+                    Err(Reject::ForbiddenOrigin)
+                }
             }
+            (Some(_), Some(_)) => Err(Reject::ForbiddenOrigin),
         }
-        self.authenticate(headers)
     }
 
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Reject> {
+    /// Who is calling: a configured bearer token, or anonymous without `[auth]`.
+    pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Reject> {
         let Some(tokens) = &self.tokens else {
             return Ok(Principal::Anonymous);
         };
@@ -56,30 +83,6 @@ impl Policy {
             .map(Principal::Token)
             .ok_or(Reject::Unauthorized)
     }
-}
-
-fn origin_is_loopback(origin: &str) -> bool {
-    let Some(rest) = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    is_loopback_name(strip_port(rest))
-}
-
-fn strip_port(host: &str) -> &str {
-    if let Some(v6) = host.strip_prefix('[') {
-        return v6.split(']').next().unwrap_or(v6);
-    }
-    host.rsplit_once(':').map_or(host, |(h, _)| h)
-}
-
-fn is_loopback_name(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Accept must list both media types (or a wildcard covering them).
@@ -158,39 +161,61 @@ mod tests {
         h
     }
 
+    fn admit(p: &Policy, h: &HeaderMap) -> Result<(), Reject> {
+        p.guard(h, &Uri::from_static("/mcp"))
+    }
+
     #[test]
     fn origins_and_hosts() {
         let p = policy();
         assert!(
-            p.admit(&headers(&[
-                ("origin", "http://localhost:3000"),
-                ("host", "127.0.0.1:7400")
-            ]))
+            admit(
+                &p,
+                &headers(&[
+                    ("origin", "http://localhost:3000"),
+                    ("host", "127.0.0.1:7400")
+                ])
+            )
             .is_ok()
         );
-        assert!(p.admit(&headers(&[("origin", "http://[::1]:9")])).is_ok());
+        assert!(admit(&p, &headers(&[("origin", "http://[::1]:9")])).is_ok());
         assert!(matches!(
-            p.admit(&headers(&[("origin", "https://evil.example")])),
+            admit(&p, &headers(&[("origin", "https://evil.example")])),
             Err(Reject::ForbiddenOrigin)
         ));
         assert!(matches!(
-            p.admit(&headers(&[("host", "evil.example:7400")])),
+            admit(&p, &headers(&[("host", "evil.example:7400")])),
             Err(Reject::ForbiddenHost)
+        ));
+        for bad in ["[::1].evil.com", "[::1]evil.com:80"] {
+            assert!(matches!(
+                admit(&p, &headers(&[("host", bad)])),
+                Err(Reject::BadHost)
+            ));
+        }
+        assert!(matches!(
+            admit(
+                &p,
+                &headers(&[("host", "127.0.0.1"), ("host", "evil.example")])
+            ),
+            Err(Reject::BadHost)
+        ));
+        // An absolute-form target names the host, whatever Host says.
+        let absolute = Uri::from_static("http://evil.example/metrics");
+        assert!(matches!(
+            p.guard(&headers(&[]), &absolute),
+            Err(Reject::ForbiddenHost)
+        ));
+        assert!(matches!(
+            p.guard(&headers(&[("host", "127.0.0.1")]), &absolute),
+            Err(Reject::BadHost)
         ));
         let listed = Policy {
             allowed_origins: vec!["https://app.example".into()],
             ..policy()
         };
-        assert!(
-            listed
-                .admit(&headers(&[("origin", "https://app.example")]))
-                .is_ok()
-        );
-        assert!(
-            listed
-                .admit(&headers(&[("origin", "http://localhost")]))
-                .is_err()
-        );
+        assert!(admit(&listed, &headers(&[("origin", "https://app.example")])).is_ok());
+        assert!(admit(&listed, &headers(&[("origin", "http://localhost")])).is_err());
     }
 
     #[test]

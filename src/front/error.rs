@@ -27,6 +27,8 @@ pub enum Reject {
     Unauthorized,
     ForbiddenOrigin,
     ForbiddenHost,
+    /// Host missing its form, repeated, or disagreeing with the target.
+    BadHost,
     NotAcceptable(&'static str),
     UnsupportedMediaType,
     PayloadTooLarge(usize),
@@ -37,6 +39,8 @@ pub enum Reject {
     MissingSession,
     SessionNotFound,
     BadProtocolVersion,
+    /// A 2026-07-28 header on a notification, response or batch.
+    ModernNeedsRequest,
     /// A 2026-07-28-era request refused; the body carries its id.
     Modern {
         id: RawId,
@@ -75,6 +79,11 @@ impl Reject {
                 StatusCode::FORBIDDEN,
                 jsonrpc::TRANSPORT_ERROR,
                 "Forbidden: Host not allowed".into(),
+            ),
+            BadHost => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::TRANSPORT_ERROR,
+                "Bad Request: invalid Host header".into(),
             ),
             NotAcceptable(what) => (
                 StatusCode::NOT_ACCEPTABLE,
@@ -121,6 +130,11 @@ impl Reject {
                 StatusCode::BAD_REQUEST,
                 jsonrpc::TRANSPORT_ERROR,
                 "Bad Request: Unsupported protocol version".into(),
+            ),
+            ModernNeedsRequest => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: protocol 2026-07-28 takes exactly one request per POST".into(),
             ),
             Modern { error, .. } => match error {
                 ModernError::UnsupportedVersion(_) => (

@@ -2,6 +2,7 @@
 //! auth and body size, picks the era, and writes statuses and SSE. Statuses
 //! for refusals come only from `error::Reject`.
 
+mod authority;
 mod checks;
 mod error;
 mod listen;
@@ -53,7 +54,21 @@ pub fn routes(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route(metrics_path, get(ops::metrics))
+        .layer(axum::middleware::from_fn_with_state(front.clone(), guard))
         .with_state(front)
+}
+
+/// Every endpoint, operator ones included, passes the rebinding guard: a
+/// page on another origin must not read backend names or metrics either.
+async fn guard(
+    State(front): State<Arc<Front>>,
+    req: Request<Body>,
+    next: axum::middleware::Next,
+) -> Response {
+    match front.policy.guard(req.headers(), req.uri()) {
+        Ok(()) => next.run(req).await,
+        Err(reject) => front.refuse(req.method(), reject),
+    }
 }
 
 async fn default_namespace(State(front): State<Arc<Front>>, req: Request<Body>) -> Response {
@@ -76,24 +91,29 @@ async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Response
         Method::DELETE => delete(&front, req.headers()),
         _ => Err(Reject::MethodNotAllowed),
     };
-    result.unwrap_or_else(|reject| {
-        let label = match method {
+    result.unwrap_or_else(|reject| front.refuse(&method, reject))
+}
+
+impl Front {
+    /// A refusal's response, counted.
+    fn refuse(&self, method: &Method, reject: Reject) -> Response {
+        let label = match *method {
             Method::GET => "GET",
             Method::DELETE => "DELETE",
             _ => "other",
         };
-        front.metrics.request(
+        self.metrics.request(
             reject.era(),
             metrics::method_label(label),
             metrics::Outcome::rejected,
             0.0,
         );
         reject.into_response()
-    })
+    }
 }
 
 fn delete(front: &Front, headers: &axum::http::HeaderMap) -> Result<Response, Reject> {
-    let principal = front.policy.admit(headers)?;
+    let principal = front.policy.authenticate(headers)?;
     if front.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }

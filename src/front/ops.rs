@@ -59,6 +59,11 @@ pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap)
                 .into_response();
         }
     }
+    // The bounded maps are counted when asked, not on every change.
+    for b in &front.backends {
+        b.census();
+    }
+    front.router.census(&front.metrics);
     (
         StatusCode::OK,
         [(

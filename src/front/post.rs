@@ -11,10 +11,10 @@ use tokio::time::Instant;
 
 use super::Front;
 use super::checks;
-use super::error::Reject;
+use super::error::{ModernError, Reject};
 use super::reply;
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
-use crate::protocol::{self, LegacyVersion};
+use crate::protocol::{self, LegacyVersion, Revision};
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
 
@@ -29,7 +29,7 @@ pub(super) async fn handle(
     }
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
-    let principal = front.policy.admit(headers)?;
+    let principal = front.policy.authenticate(headers)?;
     checks::json_content(headers)?;
     checks::accepts(headers, &["application/json", "text/event-stream"])?;
     let ns = front
@@ -42,21 +42,30 @@ pub(super) async fn handle(
 
     // Modern by its body's `_meta`, or by its header even when the body
     // lacks the `_meta` (then it is refused as the modern request it is).
-    let modern_header = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| crate::protocol::is_modern(v.trim()));
+    let header = checks::protocol_version(headers)?.map(Revision::of);
     if let RpcBody::Single(Message::Request(r)) = &message
-        && (modern_header || is_modern(r.params.as_deref()))
+        && (matches!(header, Some(Revision::Modern)) || is_modern(r.params.as_deref()))
     {
         let RpcBody::Single(Message::Request(r)) = message else {
             unreachable!("matched above")
         };
         return super::modern::handle(front, ns, principal, headers, r, started).await;
     }
-    let header_version = match checks::protocol_version(headers)? {
-        Some(v) => Some(LegacyVersion::parse(v).ok_or(Reject::BadProtocolVersion)?),
+    let header_version = match header {
         None => None,
+        Some(Revision::Legacy(v)) => Some(v),
+        Some(Revision::Modern) => return Err(Reject::ModernNeedsRequest),
+        // A revision nobody speaks: the answer lists the ones we do.
+        Some(Revision::Unknown(requested)) => {
+            let id = match &message {
+                RpcBody::Single(Message::Request(r)) => r.id.clone(),
+                _ => jsonrpc::raw_null(),
+            };
+            return Err(Reject::Modern {
+                id,
+                error: ModernError::UnsupportedVersion(requested),
+            });
+        }
     };
     if let RpcBody::Single(Message::Request(r)) = &message
         && r.method == "initialize"

@@ -24,7 +24,7 @@ pub(super) fn open(
     namespace: &str,
     headers: &HeaderMap,
 ) -> Result<Response, Reject> {
-    let principal = front.policy.admit(headers)?;
+    let principal = front.policy.authenticate(headers)?;
     checks::accepts(headers, &["text/event-stream"])?;
     if front.policy.stateless {
         return Err(Reject::MethodNotAllowed);

@@ -61,3 +61,28 @@ fn writes_envelopes_with_raw_payloads() {
         r#"{"jsonrpc":"2.0","id":5,"method":"m","params":{"b":1,  "a":2}}"#
     );
 }
+
+/// Issue 9 (4): ids are strings or integers; everything else is refused,
+/// and `"id": null` on a request is not a notification.
+#[test]
+fn request_ids_are_strings_or_integers() {
+    let req = |id: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+    for ok in ["1", "-7", "0", r#""a""#, r#""""#, "12345678901234567890"] {
+        assert!(
+            matches!(Message::parse(req(ok).as_bytes()), Ok(Message::Request(_))),
+            "{ok}"
+        );
+    }
+    for bad in ["null", "1.5", "1e3", "true", "{}", "[1]", r#"{"a":1}"#] {
+        let e = Message::parse(req(bad).as_bytes()).unwrap_err();
+        assert_eq!(e.code(), INVALID_REQUEST, "{bad}");
+    }
+    let long = format!("\"{}\"", "x".repeat(MAX_ID_LEN));
+    assert!(Message::parse(req(&long).as_bytes()).is_err());
+    // A response may carry a null id (the answer to an unreadable request).
+    assert!(matches!(
+        Message::parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#),
+        Ok(Message::Response(_))
+    ));
+    assert!(Message::parse(br#"{"jsonrpc":"2.0","id":[1],"result":{}}"#).is_err());
+}

@@ -2,7 +2,9 @@
 //! exactly one backend. No HTTP and no sessions in here.
 
 mod cursor;
+mod index;
 mod kind;
+mod merge;
 mod names;
 mod namespace;
 mod tasks;
@@ -36,7 +38,12 @@ impl Router {
                     .collect();
                 (
                     ns.name.clone(),
-                    Arc::new(Namespace::new(ns.name.clone(), members, ns.prefix)),
+                    Arc::new(Namespace::new(
+                        ns.name.clone(),
+                        members,
+                        ns.prefix,
+                        config.server.list_page_size,
+                    )),
                 )
             })
             .collect();
@@ -45,5 +52,14 @@ impl Router {
 
     pub fn namespace(&self, name: &str) -> Option<&Arc<Namespace>> {
         self.namespaces.get(name)
+    }
+
+    /// Records how full each namespace's indexes are, for /metrics.
+    pub fn census(&self, metrics: &crate::metrics::Metrics) {
+        for (name, ns) in &self.namespaces {
+            let (names, tasks) = ns.census();
+            metrics.entries("name_index", name.as_str(), names);
+            metrics.entries("task_index", name.as_str(), tasks);
+        }
     }
 }

@@ -1,6 +1,5 @@
 //! One namespace: the backends it aggregates and how their names appear.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -10,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::cursor::Cursor;
+use super::index::NameIndex;
 use super::kind::Kind;
 use super::names;
 use super::tasks::{self, TaskIndex};
@@ -19,24 +19,28 @@ use crate::upstream::{Backend, Caller, EventSink};
 
 type Fields = IndexMap<String, Box<RawValue>>;
 
-/// How long a request waits for backends that are still starting.
-const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Gateway pages of a merged list followed to learn the names in it.
+const MAX_LIST_PAGES: usize = 64;
 
-struct Member {
-    backend: Arc<Backend>,
+pub(super) struct Member {
+    /// Its position in the namespace.
+    pub(super) index: usize,
+    pub(super) backend: Arc<Backend>,
     tools: ToolFilter,
 }
 
 pub struct Namespace {
     pub name: NamespaceName,
-    members: Vec<Member>,
-    prefix: Prefix,
+    pub(super) members: Vec<Member>,
+    pub(super) prefix: Prefix,
+    /// Items per page of a merged list.
+    pub(super) page_size: usize,
     /// Unprefixed names seen in lists -> member, for `prefix = "never"`.
-    index: Mutex<HashMap<(Kind, String), usize>>,
+    pub(super) index: Mutex<NameIndex>,
     tasks: Mutex<TaskIndex>,
 }
 
-fn error(code: i64, message: &str) -> Outcome {
+pub(super) fn error(code: i64, message: &str) -> Outcome {
     Outcome::Error(jsonrpc::error_object(code, message, None))
 }
 
@@ -44,11 +48,11 @@ fn ok(v: &impl serde::Serialize) -> Outcome {
     Outcome::Result(jsonrpc::raw(v))
 }
 
-fn parse_fields(raw: Option<&RawValue>) -> Option<Fields> {
+pub(super) fn parse_fields(raw: Option<&RawValue>) -> Option<Fields> {
     serde_json::from_str(raw.map_or("{}", RawValue::get)).ok()
 }
 
-fn string_field(fields: &Fields, key: &str) -> Option<String> {
+pub(super) fn string_field(fields: &Fields, key: &str) -> Option<String> {
     serde_json::from_str(fields.get(key)?.get()).ok()
 }
 
@@ -57,22 +61,30 @@ impl Namespace {
         name: NamespaceName,
         members: Vec<(Arc<Backend>, ToolFilter)>,
         prefix: Prefix,
+        page_size: usize,
     ) -> Namespace {
         Namespace {
             name,
             members: members
                 .into_iter()
-                .map(|(backend, tools)| Member { backend, tools })
+                .enumerate()
+                .map(|(index, (backend, tools))| Member {
+                    index,
+                    backend,
+                    tools,
+                })
                 .collect(),
             prefix,
-            index: Mutex::new(HashMap::new()),
+            page_size,
+            index: Mutex::new(NameIndex::default()),
             tasks: Mutex::new(TaskIndex::default()),
         }
     }
 
-    /// Waits, bounded, for backends still on their first start.
+    /// Waits for backends still on their first start, only while the
+    /// gateway itself is starting (a short, configured window).
     pub async fn settle(&self) {
-        let all = self.members.iter().map(|m| m.backend.settle(SETTLE_LIMIT));
+        let all = self.members.iter().map(|m| m.backend.settle());
         futures_util::future::join_all(all).await;
     }
 
@@ -133,6 +145,11 @@ impl Namespace {
         (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
+    /// (names indexed for `prefix = "never"`, tasks indexed).
+    pub fn census(&self) -> (usize, usize) {
+        (self.index.lock().len(), self.tasks.lock().len())
+    }
+
     pub fn subscribe_changes(&self) -> Vec<broadcast::Receiver<String>> {
         self.members
             .iter()
@@ -181,25 +198,23 @@ impl Namespace {
     }
 
     /// Routes a client's answer to a server-to-client request back to the
-    /// backend that asked (ids look like `sluice:{backend}:{n}`).
+    /// backend that asked (ids look like `sluice:{backend}:{token}`).
     pub fn answer(&self, caller: &Caller, id: &RawValue, outcome: &Outcome) -> bool {
         let Ok(id) = serde_json::from_str::<String>(id.get()) else {
             return false;
         };
-        let Some((backend, n)) = id.strip_prefix("sluice:").and_then(|r| r.rsplit_once(':')) else {
-            return false;
-        };
-        let Ok(n) = n.parse::<u64>() else {
+        let Some((backend, token)) = id.strip_prefix("sluice:").and_then(|r| r.rsplit_once(':'))
+        else {
             return false;
         };
         self.members
             .iter()
             .find(|m| m.backend.name.as_str() == backend)
-            .is_some_and(|m| m.backend.answer(caller, n, outcome))
+            .is_some_and(|m| m.backend.answer(caller, token, outcome))
     }
 
     /// The name a client sees for `original` of member `m`, if exposed.
-    fn expose(&self, m: &Member, kind: Kind, original: &str) -> Option<String> {
+    pub(super) fn expose(&self, m: &Member, kind: Kind, original: &str) -> Option<String> {
         let base = match kind {
             Kind::Tool => m.tools.expose(original)?,
             _ => original.to_owned(),
@@ -233,7 +248,10 @@ impl Namespace {
             });
         }
         let lookup = |this: &Self| {
-            let i = *this.index.lock().get(&(kind, exposed.to_owned()))?;
+            let i = this
+                .index
+                .lock()
+                .lookup(kind, exposed, |i| this.version(i))?;
             let original = match kind {
                 Kind::Tool => this.members[i].tools.original(exposed)?,
                 _ => exposed,
@@ -262,11 +280,10 @@ impl Namespace {
         let by_template = self
             .index
             .lock()
-            .iter()
-            .find(|((k, template), _)| {
-                *k == Kind::Template && names::template_matches(template, uri)
-            })
-            .map(|(_, i)| *i);
+            .templates(|i| self.version(i))
+            .into_iter()
+            .find(|(template, _)| names::template_matches(template, uri))
+            .map(|(_, i)| i);
         if let Some(i) = by_template {
             return Some((i, uri.to_owned()));
         }
@@ -281,9 +298,16 @@ impl Namespace {
         }
     }
 
+    /// The current list version of member `i` (see `NameIndex`).
+    fn version(&self, i: usize) -> u64 {
+        self.members[i].backend.list_version()
+    }
+
+    /// Reads the merged list once, so the index learns its names.
     async fn fill_index(&self, caller: &Caller, kind: Kind) {
         let mut cursor = Some(Cursor::start());
-        while let Some(c) = cursor.take() {
+        for _ in 0..MAX_LIST_PAGES {
+            let Some(c) = cursor.take() else { return };
             let params = jsonrpc::raw(&json!({ "cursor": c.encode() }));
             match self.list(caller, kind, Some(&params)).await {
                 Outcome::Result(r) => {
@@ -294,116 +318,6 @@ impl Namespace {
                 Outcome::Error(_) => return,
             }
         }
-    }
-
-    /// One page of a merged list. Each page comes from one backend; the
-    /// cursor carries (backend, backend cursor), so paging is stateless.
-    async fn list(&self, caller: &Caller, kind: Kind, params: Option<&RawValue>) -> Outcome {
-        let Some(fields) = parse_fields(params) else {
-            return error(INVALID_PARAMS, "params must be an object");
-        };
-        let mut cursor = match string_field(&fields, "cursor") {
-            None => Cursor::start(),
-            Some(s) => match Cursor::decode(&s) {
-                Some(c) => c,
-                None => return error(INVALID_PARAMS, "Invalid cursor"),
-            },
-        };
-        loop {
-            if let Some(m) = self.members.get(cursor.member) {
-                m.backend.settle(SETTLE_LIMIT).await;
-            }
-            let Some(m) = self.members.get(cursor.member) else {
-                return ok(&json!({ kind.items_key(): [] }));
-            };
-            let offers = m.backend.info().is_some_and(|i| i.has(kind.capability()));
-            let page = if offers {
-                let backend_cursor = cursor.backend_cursor.as_deref();
-                match m
-                    .backend
-                    .list(caller, kind.list_method(), backend_cursor)
-                    .await
-                {
-                    Ok(Outcome::Result(r)) => self.rewrite_page(cursor.member, kind, &r),
-                    Ok(Outcome::Error(e)) => {
-                        tracing::warn!(backend = %m.backend.name, method = kind.list_method(), error = e.get(), "list refused; skipped");
-                        None
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, method = kind.list_method(), "list failed; skipped");
-                        None
-                    }
-                }
-            } else {
-                None
-            };
-            let next_here = page.as_ref().and_then(|(_, next, _)| next.clone());
-            let next = match next_here {
-                Some(c) => Some(Cursor {
-                    member: cursor.member,
-                    backend_cursor: Some(c),
-                }),
-                None if cursor.member + 1 < self.members.len() => Some(Cursor {
-                    member: cursor.member + 1,
-                    backend_cursor: None,
-                }),
-                None => None,
-            };
-            match page {
-                Some((mut fields, _, count)) if count > 0 || next.is_none() => {
-                    if let Some(n) = next {
-                        fields.insert("nextCursor".into(), jsonrpc::raw(&n.encode()));
-                    }
-                    return Outcome::Result(jsonrpc::raw(&fields));
-                }
-                // An empty or missing page: move on instead of returning nothing.
-                _ => match next {
-                    Some(n) => cursor = n,
-                    None => return ok(&json!({ kind.items_key(): [] })),
-                },
-            }
-        }
-    }
-
-    /// Renames the items of one backend page; returns (page, backend's next
-    /// cursor, item count). Every other field of every item stays raw.
-    fn rewrite_page(
-        &self,
-        member: usize,
-        kind: Kind,
-        result: &RawValue,
-    ) -> Option<(Fields, Option<String>, usize)> {
-        let m = &self.members[member];
-        let mut page: Fields = serde_json::from_str(result.get()).ok()?;
-        let next = page
-            .shift_remove("nextCursor")
-            .and_then(|c| serde_json::from_str::<String>(c.get()).ok());
-        let items: Vec<Fields> = page
-            .get(kind.items_key())
-            .and_then(|v| serde_json::from_str(v.get()).ok())
-            .unwrap_or_default();
-        let mut out = Vec::with_capacity(items.len());
-        let mut index = self.index.lock();
-        for mut item in items {
-            let Some(original) = string_field(&item, kind.id_key()) else {
-                continue;
-            };
-            let Some(exposed) = self.expose(m, kind, &original) else {
-                continue;
-            };
-            if self.prefix == Prefix::Never {
-                let owner = *index.entry((kind, exposed.clone())).or_insert(member);
-                if owner != member {
-                    tracing::warn!(backend = %m.backend.name, name = %exposed, "name collides with an earlier backend's; dropped");
-                    continue;
-                }
-            }
-            item.insert(kind.id_key().into(), jsonrpc::raw(&exposed));
-            out.push(item);
-        }
-        let count = out.len();
-        page.insert(kind.items_key().into(), jsonrpc::raw(&out));
-        Some((page, next, count))
     }
 
     /// tools/call, prompts/get, resources/*: rename, forward to one backend.
@@ -571,7 +485,7 @@ impl Namespace {
         params: Option<Box<RawValue>>,
         events: &EventSink,
     ) -> Outcome {
-        m.backend.settle(SETTLE_LIMIT).await;
+        m.backend.settle().await;
         match m.backend.call(caller, method, params, Some(events)).await {
             Ok(o) => o,
             Err(e) => error(jsonrpc::INTERNAL_ERROR, &e.to_string()),

@@ -29,6 +29,10 @@ impl TaskIndex {
     pub(super) fn owner(&self, task: &str) -> Option<usize> {
         self.owner.get(task).copied()
     }
+
+    pub(super) fn len(&self) -> usize {
+        self.owner.len()
+    }
 }
 
 /// The `taskId` of a result that carries one (a created task, a task's

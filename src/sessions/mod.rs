@@ -117,7 +117,7 @@ fn release_free_memory() {
 impl Sessions {
     pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Sessions> {
         Arc::new(Sessions {
-            table: Mutex::new(Table::new()),
+            table: Mutex::new(Table::new(limits.max_sessions, limits.max_per_principal)),
             freed_since_trim: std::sync::atomic::AtomicUsize::new(0),
             limits,
             metrics,
@@ -137,12 +137,7 @@ impl Sessions {
         let evicted = self
             .table
             .lock()
-            .insert(
-                session.clone(),
-                self.limits.max_sessions,
-                self.limits.max_per_principal,
-                Instant::now(),
-            )
+            .insert(session.clone(), Instant::now())
             .map_err(|Full::AllBusy| Busy)?;
         self.metrics.session_opened();
         for (s, reason) in evicted {

@@ -2,11 +2,14 @@
 //!
 //! Invariants: every entry is in `map` and exactly once in `by_use` (keyed by
 //! its last-use stamp), so the least recently used session is the first key of
-//! `by_use`. Touching a session is O(log n); eviction and the idle sweep walk
-//! `by_use` from the oldest end and stop at the first entry they keep, so no
+//! `by_use`. When a per-principal cap can bind (it is below the table's
+//! capacity), each entry's stamp is also in its principal's set, so that
+//! principal's least recently used session is found the same way. Touching a
+//! session is O(log n); eviction and the idle sweep walk from the oldest end
+//! and skip only busy sessions (at most as many as requests in flight), so no
 //! request ever scans the table.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -18,7 +21,11 @@ use crate::metrics::CloseReason;
 pub(super) struct Table {
     map: HashMap<SessionId, Entry>,
     by_use: BTreeMap<u64, SessionId>,
-    per_principal: HashMap<Principal, usize>,
+    /// Each principal's stamps; None when no per-principal cap can bind
+    /// (then it costs nothing per session).
+    by_principal: Option<HashMap<Principal, BTreeSet<u64>>>,
+    max: usize,
+    max_per_principal: usize,
     next_stamp: u64,
 }
 
@@ -26,7 +33,7 @@ struct Entry {
     session: Arc<Session>,
     stamp: u64,
     last_used: Instant,
-    in_flight: usize,
+    in_flight: u32,
 }
 
 /// What `insert` had to end to make room.
@@ -39,11 +46,17 @@ pub(super) enum Full {
 }
 
 impl Table {
-    pub(super) fn new() -> Table {
+    /// A table of at most `max` sessions, `max_per_principal` of them one
+    /// principal's. At either bound a new session evicts the least recently
+    /// used idle one (of the principal, or of the table); when all are busy
+    /// the new one is refused.
+    pub(super) fn new(max: usize, max_per_principal: usize) -> Table {
         Table {
             map: HashMap::new(),
             by_use: BTreeMap::new(),
-            per_principal: HashMap::new(),
+            by_principal: (max_per_principal < max).then(HashMap::new),
+            max,
+            max_per_principal,
             next_stamp: 0,
         }
     }
@@ -57,33 +70,31 @@ impl Table {
         self.next_stamp
     }
 
+    fn owned_by(&self, principal: &Principal) -> usize {
+        self.by_principal
+            .as_ref()
+            .and_then(|p| p.get(principal))
+            .map_or(0, BTreeSet::len)
+    }
+
     /// Inserts a new session, first evicting the least recently used idle
     /// session of its principal (at the per-principal cap) or of the table
     /// (at capacity).
-    pub(super) fn insert(
-        &mut self,
-        session: Arc<Session>,
-        max: usize,
-        max_per_principal: usize,
-        now: Instant,
-    ) -> Result<Evicted, Full> {
-        let owned = self
-            .per_principal
-            .get(&session.principal)
-            .copied()
-            .unwrap_or(0);
+    pub(super) fn insert(&mut self, session: Arc<Session>, now: Instant) -> Result<Evicted, Full> {
         // Evicting one of the principal's own sessions also frees a table slot.
-        let (victim, reason) = if owned >= max_per_principal {
-            let victim = self.oldest_idle(|s| s.principal == session.principal);
+        let (victim, reason) = if self.owned_by(&session.principal) >= self.max_per_principal {
+            let stamps = self
+                .by_principal
+                .as_ref()
+                .and_then(|p| p.get(&session.principal));
+            let victim = stamps.and_then(|s| self.oldest_idle(s.iter().copied()));
             (
                 Some(victim.ok_or(Full::AllBusy)?),
                 CloseReason::principal_cap,
             )
-        } else if self.map.len() >= max {
-            (
-                Some(self.oldest_idle(|_| true).ok_or(Full::AllBusy)?),
-                CloseReason::capacity,
-            )
+        } else if self.map.len() >= self.max {
+            let victim = self.oldest_idle(self.by_use.keys().copied());
+            (Some(victim.ok_or(Full::AllBusy)?), CloseReason::capacity)
         } else {
             (None, CloseReason::capacity)
         };
@@ -93,10 +104,11 @@ impl Table {
             .unwrap_or_default();
         let stamp = self.stamp();
         let id = session.id.clone();
-        *self
-            .per_principal
-            .entry(session.principal.clone())
-            .or_insert(0) += 1;
+        if let Some(p) = &mut self.by_principal {
+            p.entry(session.principal.clone())
+                .or_default()
+                .insert(stamp);
+        }
         self.by_use.insert(stamp, id.clone());
         self.map.insert(
             id,
@@ -110,22 +122,24 @@ impl Table {
         Ok(evicted)
     }
 
-    /// Walks from the least recently used end. Busy sessions are skipped;
-    /// there are at most as many as requests in flight.
-    fn oldest_idle(&self, pred: impl Fn(&Session) -> bool) -> Option<SessionId> {
-        self.by_use.values().find_map(|id| {
-            let e = self.map.get(id)?;
-            (e.in_flight == 0 && pred(&e.session)).then(|| id.clone())
-        })
+    /// The first idle session among `stamps` (oldest first). Busy sessions
+    /// are skipped; there are at most as many as requests in flight.
+    fn oldest_idle(&self, stamps: impl Iterator<Item = u64>) -> Option<SessionId> {
+        stamps
+            .filter_map(|stamp| self.by_use.get(&stamp))
+            .find(|id| self.map.get(*id).is_some_and(|e| e.in_flight == 0))
+            .cloned()
     }
 
     pub(super) fn remove(&mut self, id: &SessionId) -> Option<Arc<Session>> {
         let entry = self.map.remove(id)?;
         self.by_use.remove(&entry.stamp);
-        if let Some(n) = self.per_principal.get_mut(&entry.session.principal) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_principal.remove(&entry.session.principal);
+        if let Some(p) = &mut self.by_principal
+            && let Some(stamps) = p.get_mut(&entry.session.principal)
+        {
+            stamps.remove(&entry.stamp);
+            if stamps.is_empty() {
+                p.remove(&entry.session.principal);
             }
         }
         Some(entry.session)
@@ -141,16 +155,23 @@ impl Table {
         &mut self,
         id: &SessionId,
         now: Instant,
-        busy: isize,
+        busy: i32,
     ) -> Option<Arc<Session>> {
         let stamp = self.stamp();
         let entry = self.map.get_mut(id)?;
-        self.by_use.remove(&entry.stamp);
-        entry.stamp = stamp;
+        let old = std::mem::replace(&mut entry.stamp, stamp);
         entry.last_used = now;
         entry.in_flight = entry.in_flight.saturating_add_signed(busy);
+        let session = entry.session.clone();
+        self.by_use.remove(&old);
         self.by_use.insert(stamp, id.clone());
-        Some(entry.session.clone())
+        if let Some(p) = &mut self.by_principal
+            && let Some(stamps) = p.get_mut(&session.principal)
+        {
+            stamps.remove(&old);
+            stamps.insert(stamp);
+        }
+        Some(session)
     }
 
     /// Removes up to `limit` sessions idle since before `deadline`.
@@ -181,13 +202,17 @@ impl Table {
         let (len, cap) = (self.map.len(), self.map.capacity());
         if cap > 64 && len * 4 < cap {
             self.map.shrink_to(len * 2);
-            self.per_principal.shrink_to(self.per_principal.len() * 2);
+            if let Some(p) = &mut self.by_principal {
+                p.shrink_to(p.len() * 2);
+            }
         }
     }
 
     pub(super) fn drain(&mut self) -> Vec<Arc<Session>> {
         self.by_use.clear();
-        self.per_principal.clear();
+        if let Some(p) = &mut self.by_principal {
+            p.clear();
+        }
         self.map.drain().map(|(_, e)| e.session).collect()
     }
 
@@ -197,7 +222,14 @@ impl Table {
         for (stamp, id) in &self.by_use {
             assert_eq!(self.map[id].stamp, *stamp);
         }
-        let owned: usize = self.per_principal.values().sum();
-        assert_eq!(owned, self.map.len());
+        if let Some(p) = &self.by_principal {
+            let owned: usize = p.values().map(BTreeSet::len).sum();
+            assert_eq!(owned, self.map.len());
+            for (principal, stamps) in p {
+                for stamp in stamps {
+                    assert_eq!(&self.map[&self.by_use[stamp]].session.principal, principal);
+                }
+            }
+        }
     }
 }

@@ -106,3 +106,27 @@ fn ids_are_random_visible_ascii() {
     assert!(a.as_str().bytes().all(|c| (0x21..=0x7e).contains(&c)));
     assert_eq!(format!("{a:?}"), "SessionId(..)");
 }
+
+/// Issue 9 (12): with a per-principal cap, finding that principal's oldest
+/// session does not walk the other principals' sessions, and with no cap
+/// that can bind (no auth) nothing is kept per principal.
+#[tokio::test(start_paused = true)]
+async fn principal_eviction_takes_the_principals_own_oldest() {
+    let (s, _) = sessions(100_000, 3, 60_000);
+    // Many sessions of others, older than the principal's.
+    for i in 0..50_000 {
+        s.open(Principal::Token(1 + i % 7), V).unwrap();
+    }
+    let mine: Vec<_> = (0..3)
+        .map(|_| s.open(Principal::Token(0), V).unwrap())
+        .collect();
+    let _busy = s.begin(&mine[0].id, &Principal::Token(0)).unwrap();
+    s.open(Principal::Token(0), V).unwrap();
+    assert!(!mine[0].ended().is_cancelled(), "busy: never evicted");
+    assert!(
+        mine[1].ended().is_cancelled(),
+        "the principal's oldest idle one"
+    );
+    assert!(!mine[2].ended().is_cancelled());
+    s.assert_consistent();
+}

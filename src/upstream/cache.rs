@@ -2,8 +2,13 @@
 //! until the backend says they changed (or, for a 2026-07-28 backend, until
 //! its `ttlMs` runs out). Filled over an existing backend session; clients
 //! listing never cost the backend a session or a call.
+//!
+//! Keys are chosen by the backend, never by clients: a page is kept only
+//! for the first page or a cursor the backend itself issued in a kept page
+//! (a client can send any cursor; what it fetches passes through uncached).
+//! The number of pages and hashes kept is bounded.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
@@ -12,6 +17,11 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 type Key = (&'static str, Option<String>);
+
+/// Pages kept per backend (all kinds together); more are passed through.
+const MAX_PAGES: usize = 256;
+/// Page hashes remembered per backend, to tell a change from none.
+const MAX_HASHES: usize = 4 * MAX_PAGES;
 
 #[derive(Default)]
 pub(super) struct ListCache {
@@ -27,6 +37,8 @@ struct Inner {
     pages: HashMap<Key, (Box<RawValue>, Option<Instant>)>,
     /// What each page hashed to when last fetched, to tell changes apart.
     seen: HashMap<Key, u64>,
+    /// Cursors the backend named (`nextCursor`) in kept pages.
+    issued: HashSet<(&'static str, String)>,
 }
 
 /// What a refresh found (the `result` label of `sluice_list_refresh_total`).
@@ -45,8 +57,10 @@ impl ListCache {
         self.inner.lock().version
     }
 
-    /// Stores a fetched page unless the lists changed meanwhile. `ttl`:
-    /// None keeps it until a change; zero does not store it at all.
+    /// Stores a fetched page unless the lists changed meanwhile, or its
+    /// cursor is not one the backend issued. `ttl`: None keeps it until a
+    /// change; zero does not store it at all. Returns what the refresh
+    /// found, or None for a page fetched under a client's own cursor.
     pub(super) fn put(
         &self,
         version: u64,
@@ -54,21 +68,33 @@ impl ListCache {
         cursor: Option<&str>,
         page: &RawValue,
         ttl: Option<Duration>,
-    ) -> Refresh {
+    ) -> Option<Refresh> {
         let mut inner = self.inner.lock();
+        if let Some(c) = cursor
+            && !inner.issued.contains(&(method, c.to_owned()))
+        {
+            return None;
+        }
         let key = (method, cursor.map(str::to_owned));
         let mut h = DefaultHasher::new();
         page.get().hash(&mut h);
         let hash = h.finish();
+        if inner.seen.len() >= MAX_HASHES && !inner.seen.contains_key(&key) {
+            inner.seen.clear();
+        }
         let result = match inner.seen.insert(key.clone(), hash) {
             Some(old) if old == hash => "unchanged",
             _ => "changed",
         };
-        if inner.version == version && ttl != Some(Duration::ZERO) {
+        let room = inner.pages.len() < MAX_PAGES || inner.pages.contains_key(&key);
+        if inner.version == version && ttl != Some(Duration::ZERO) && room {
+            if let Some(next) = next_cursor(page) {
+                inner.issued.insert((method, next));
+            }
             let expires = ttl.map(|t| Instant::now() + t);
             inner.pages.insert(key, (page.to_owned(), expires));
         }
-        result
+        Some(result)
     }
 
     /// A `notifications/*/list_changed` from the backend.
@@ -84,6 +110,13 @@ impl ListCache {
         let mut inner = self.inner.lock();
         inner.version += 1;
         inner.pages.retain(|(m, _), _| !methods.contains(m));
+        inner.issued.retain(|(m, _)| !methods.contains(m));
+    }
+
+    /// (pages kept, pages remembered by hash).
+    pub(super) fn census(&self) -> (usize, usize) {
+        let inner = self.inner.lock();
+        (inner.pages.len(), inner.seen.len())
     }
 
     /// Everything, e.g. when the backend came back after being away.
@@ -91,7 +124,21 @@ impl ListCache {
         let mut inner = self.inner.lock();
         inner.version += 1;
         inner.pages.clear();
+        inner.issued.clear();
     }
+}
+
+/// The `nextCursor` a page names, if any.
+fn next_cursor(page: &RawValue) -> Option<String> {
+    if !page.get().contains("\"nextCursor\"") {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Next {
+        #[serde(rename = "nextCursor")]
+        next: Option<String>,
+    }
+    serde_json::from_str::<Next>(page.get()).ok()?.next
 }
 
 #[cfg(test)]
@@ -108,7 +155,7 @@ mod tests {
         let v = c.version();
         assert_eq!(
             c.put(v, "tools/list", None, &raw(r#"{"tools":[]}"#), None),
-            "changed"
+            Some("changed")
         );
         c.put(v, "prompts/list", None, &raw(r#"{"prompts":[]}"#), None);
         assert!(c.get("tools/list", None).is_some());
@@ -118,7 +165,52 @@ mod tests {
         let v = c.version();
         assert_eq!(
             c.put(v, "tools/list", None, &raw(r#"{"tools":[]}"#), None),
-            "unchanged"
+            Some("unchanged")
+        );
+    }
+
+    /// Issue 9 (7): only cursors the backend issued are keys; a client's
+    /// made-up cursors cost nothing to keep.
+    #[test]
+    fn only_backend_issued_cursors_are_cached() {
+        let c = ListCache::default();
+        let v = c.version();
+        for i in 0..10_000 {
+            let fake = format!("made-up-{i}");
+            assert_eq!(c.put(v, "tools/list", Some(&fake), &raw("{}"), None), None);
+        }
+        assert_eq!(c.census(), (0, 0));
+        c.put(
+            v,
+            "tools/list",
+            None,
+            &raw(r#"{"tools":[],"nextCursor":"p2"}"#),
+            None,
+        );
+        assert_eq!(
+            c.put(v, "tools/list", Some("p2"), &raw(r#"{"tools":[]}"#), None),
+            Some("changed")
+        );
+        assert!(c.get("tools/list", Some("p2")).is_some());
+        c.invalidate("notifications/tools/list_changed");
+        let v = c.version();
+        assert_eq!(c.put(v, "tools/list", Some("p2"), &raw("{}"), None), None);
+    }
+
+    #[test]
+    fn a_backend_that_issues_endless_cursors_is_bounded() {
+        let c = ListCache::default();
+        let v = c.version();
+        let mut cursor: Option<String> = None;
+        for i in 0..10_000 {
+            let page = raw(&format!(r#"{{"tools":[],"nextCursor":"c{i}"}}"#));
+            c.put(v, "tools/list", cursor.as_deref(), &page, None);
+            cursor = Some(format!("c{i}"));
+        }
+        let (pages, hashes) = c.census();
+        assert!(
+            pages <= MAX_PAGES && hashes <= MAX_HASHES,
+            "{pages} {hashes}"
         );
     }
 

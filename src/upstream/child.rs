@@ -10,6 +10,9 @@ use crate::config::BackendName;
 
 pub(super) struct Spawned {
     pub(super) child: Child,
+    /// Ends the whole group when dropped: whoever holds the child last,
+    /// on whatever path, leaves no descendant behind.
+    pub(super) group: Group,
     pub(super) stdin: ChildStdin,
     pub(super) stdout: ChildStdout,
     pub(super) stderr: ChildStderr,
@@ -46,8 +49,10 @@ pub(super) fn spawn(
     else {
         return Err(std::io::Error::other("child pipes missing"));
     };
+    let group = Group(child.id().and_then(|p| i32::try_from(p).ok()));
     Ok(Spawned {
         child,
+        group,
         stdin,
         stdout,
         stderr,
@@ -74,9 +79,15 @@ pub(super) async fn terminate(child: &mut Child, backend: &BackendName) {
     signal_group(pgid, libc::SIGKILL);
 }
 
-/// After the leader exited on its own: end its descendants.
-pub(super) fn kill_group(pid: Option<u32>) {
-    signal_group(pid.and_then(|p| i32::try_from(p).ok()), libc::SIGKILL);
+/// A child's process group. `kill_on_drop` ends only the leader; this
+/// ends the rest (an `npx` wrapper's node, a server's workers) when the
+/// owner is done with it or was dropped before it could finish.
+pub(super) struct Group(Option<i32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        signal_group(self.0, libc::SIGKILL);
+    }
 }
 
 fn signal_group(pgid: Option<i32>, signal: i32) {

@@ -16,7 +16,9 @@ use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
-use super::UpstreamError;
+use super::deadline::Deadline;
+use super::throttle::Throttle;
+use super::{ClientKey, UpstreamError};
 use crate::config::BackendName;
 use crate::jsonrpc::{self, Message, Outcome, RawId};
 
@@ -28,6 +30,25 @@ const MAX_SERVER_REQUESTS: usize = 256;
 /// Where a request's progress and server-to-client requests go: serialized
 /// JSON-RPC lines for the client's response stream.
 pub type EventSink = mpsc::Sender<String>;
+
+/// The client a request is for, and its response stream: whatever the
+/// backend sends about the request goes there, and only that client may
+/// answer the backend's requests.
+#[derive(Clone)]
+pub(super) struct Listener {
+    pub(super) events: EventSink,
+    pub(super) client: ClientKey,
+}
+
+/// What became of a client's answer to a server-to-client request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Answered {
+    Delivered,
+    /// No such request is waiting (never sent, answered, or expired).
+    Unknown,
+    /// Another client answered: dropped, the request still waits.
+    NotYours,
+}
 
 /// One message for the wire. `call` is the gateway id when the message is a
 /// request the gateway awaits: a Streamable HTTP wire reads the answer from
@@ -41,6 +62,8 @@ pub(super) struct Frame {
 
 pub(super) struct Conn {
     backend: BackendName,
+    /// Shared by every connection of the backend: bounds its warnings.
+    warnings: Arc<Throttle>,
     writer: mpsc::Sender<Frame>,
     next_id: AtomicU64,
     state: Mutex<Pending>,
@@ -49,20 +72,21 @@ pub(super) struct Conn {
 #[derive(Default)]
 struct Pending {
     calls: HashMap<u64, PendingCall>,
-    /// Gateway id given to the client -> (backend's own id, originating call).
-    server_requests: HashMap<u64, (RawId, u64)>,
-    next_server_request: u64,
+    /// Token in the id given to the client -> the backend's request.
+    server_requests: HashMap<String, ServerRequest>,
+    /// Set once the connection is gone: new calls fail at once.
+    closed: bool,
 }
 
 impl Pending {
     /// The one in-flight request whose client can receive messages, when
     /// there is exactly one: nothing else ties an unsolicited message to a
     /// client on a connection many share.
-    fn sole_caller(&self) -> Option<(u64, EventSink)> {
+    fn sole_caller(&self) -> Option<(u64, Listener)> {
         let mut candidates = self
             .calls
             .iter()
-            .filter_map(|(id, c)| Some((*id, c.events.clone()?)));
+            .filter_map(|(id, c)| Some((*id, c.to.clone()?)));
         match (candidates.next(), candidates.next()) {
             (Some(one), None) => Some(one),
             _ => None,
@@ -72,8 +96,17 @@ impl Pending {
 
 struct PendingCall {
     reply: oneshot::Sender<Result<Outcome, UpstreamError>>,
-    events: Option<EventSink>,
+    to: Option<Listener>,
     client_token: Option<Box<RawValue>>,
+}
+
+/// A backend's request relayed to a client, awaiting that client's answer.
+struct ServerRequest {
+    backend_id: RawId,
+    /// The gateway id of the call it belongs to.
+    origin: u64,
+    /// The one client allowed to answer.
+    client: ClientKey,
 }
 
 /// Removes the pending entry if the caller gives up (timeout, client gone)
@@ -87,8 +120,7 @@ impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
         let was_pending = {
             let mut st = self.conn.state.lock();
-            st.server_requests
-                .retain(|_, (_, origin)| *origin != self.id);
+            st.server_requests.retain(|_, r| r.origin != self.id);
             st.calls.remove(&self.id).is_some()
         };
         if was_pending {
@@ -105,9 +137,14 @@ impl Drop for CallGuard<'_> {
 }
 
 impl Conn {
-    pub(super) fn new(backend: BackendName, writer: mpsc::Sender<Frame>) -> Arc<Conn> {
+    pub(super) fn new(
+        backend: BackendName,
+        warnings: Arc<Throttle>,
+        writer: mpsc::Sender<Frame>,
+    ) -> Arc<Conn> {
         Arc::new(Conn {
             backend,
+            warnings,
             writer,
             next_id: AtomicU64::new(1),
             state: Mutex::new(Pending::default()),
@@ -119,10 +156,10 @@ impl Conn {
         &self,
         method: &str,
         params: Option<Box<RawValue>>,
-        events: Option<&EventSink>,
+        to: Option<&Listener>,
         timeout: std::time::Duration,
     ) -> Result<Outcome, UpstreamError> {
-        self.call_with(method, params, events, timeout, Vec::new())
+        self.call_with(method, params, to, timeout, Vec::new())
             .await
     }
 
@@ -131,18 +168,21 @@ impl Conn {
         &self,
         method: &str,
         params: Option<Box<RawValue>>,
-        events: Option<&EventSink>,
+        to: Option<&Listener>,
         timeout: std::time::Duration,
         headers: Vec<(String, String)>,
     ) -> Result<Outcome, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (params, client_token) = match (params, events) {
+        let (params, client_token) = match (params, to) {
             (Some(p), Some(_)) => rewrite_progress_token(p, id),
             (p, _) => (p, None),
         };
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.state.lock();
+            if st.closed {
+                return Err(UpstreamError::exited(&self.backend));
+            }
             if st.calls.len() >= MAX_IN_FLIGHT {
                 return Err(UpstreamError::overloaded(&self.backend));
             }
@@ -150,7 +190,7 @@ impl Conn {
                 id,
                 PendingCall {
                     reply: tx,
-                    events: events.cloned(),
+                    to: to.cloned(),
                     client_token,
                 },
             );
@@ -161,13 +201,17 @@ impl Conn {
             call: Some(id),
             headers,
         };
-        if self.writer.send(frame).await.is_err() {
-            return Err(UpstreamError::exited(&self.backend));
-        }
-        let outcome = match tokio::time::timeout(timeout, rx).await {
+        // One deadline for queueing and answering: a backend that stops
+        // reading (a full write queue) is as late as one that stops writing.
+        let deadline = Deadline::after(timeout);
+        deadline
+            .run(&self.backend, self.writer.send(frame))
+            .await?
+            .map_err(|_| UpstreamError::exited(&self.backend))?;
+        let outcome = match deadline.run(&self.backend, rx).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(UpstreamError::exited(&self.backend)),
-            Err(_) => Err(UpstreamError::timeout(&self.backend)),
+            Err(timeout) => Err(timeout),
         };
         drop(guard);
         outcome
@@ -177,15 +221,16 @@ impl Conn {
         &self,
         method: &str,
         params: Option<&RawValue>,
+        deadline: Deadline,
     ) -> Result<(), UpstreamError> {
         let frame = Frame {
             line: jsonrpc::notification(method, params),
             call: None,
             headers: Vec::new(),
         };
-        self.writer
-            .send(frame)
-            .await
+        deadline
+            .run(&self.backend, self.writer.send(frame))
+            .await?
             .map_err(|_| UpstreamError::exited(&self.backend))
     }
 
@@ -199,12 +244,21 @@ impl Conn {
         self.writer.try_send(frame).is_ok()
     }
 
-    /// Delivers a client's answer to a server-to-client request.
-    pub(super) fn answer(&self, gateway_id: u64, outcome: &Outcome) -> bool {
-        let Some((backend_id, _)) = self.state.lock().server_requests.remove(&gateway_id) else {
-            return false;
+    /// Delivers a client's answer to a server-to-client request, if that
+    /// client is the one it was relayed to.
+    pub(super) fn answer(&self, token: &str, from: &ClientKey, outcome: &Outcome) -> Answered {
+        let request = {
+            let mut st = self.state.lock();
+            match st.server_requests.get(token) {
+                None => return Answered::Unknown,
+                Some(r) if r.client != *from => return Answered::NotYours,
+                Some(_) => st.server_requests.remove(token),
+            }
         };
-        self.send(jsonrpc::response(&backend_id, outcome))
+        if let Some(r) = request {
+            self.send(jsonrpc::response(&r.backend_id, outcome));
+        }
+        Answered::Delivered
     }
 
     /// Ends one waiting call with an error (its transport failed).
@@ -225,7 +279,9 @@ impl Conn {
         let msg = match Message::parse(line.as_bytes()) {
             Ok(m) => m,
             Err(e) => {
-                tracing::warn!(backend = %self.backend, error = %e, "unparseable line from backend");
+                if let Some(suppressed) = self.warnings.admit() {
+                    tracing::warn!(backend = %self.backend, error = %e, suppressed, "unparseable message from backend");
+                }
                 return None;
             }
         };
@@ -260,9 +316,10 @@ impl Conn {
                 let token: u64 = serde_json::from_str(fields.get("progressToken")?.get()).ok()?;
                 let st = self.state.lock();
                 let call = st.calls.get(&token)?;
-                let (Some(events), Some(client_token)) = (&call.events, &call.client_token) else {
+                let (Some(to), Some(client_token)) = (&call.to, &call.client_token) else {
                     return None;
                 };
+                let events = &to.events;
                 fields.insert("progressToken".into(), client_token.clone());
                 let line =
                     jsonrpc::notification("notifications/progress", Some(&jsonrpc::raw(&fields)));
@@ -276,13 +333,14 @@ impl Conn {
                 // client; elsewhere only if one request could have caused it.
                 let st = self.state.lock();
                 let target = match origin {
-                    Some(id) => st.calls.get(&id).and_then(|c| c.events.clone()),
-                    None => st.sole_caller().map(|(_, events)| events),
+                    Some(id) => st.calls.get(&id).and_then(|c| c.to.clone()),
+                    None => st.sole_caller().map(|(_, to)| to),
                 };
                 match target {
-                    Some(events) => {
-                        let _ =
-                            events.try_send(jsonrpc::notification(&n.method, n.params.as_deref()));
+                    Some(to) => {
+                        let _ = to
+                            .events
+                            .try_send(jsonrpc::notification(&n.method, n.params.as_deref()));
                     }
                     None => tracing::debug!(backend = %self.backend, "backend log message"),
                 }
@@ -306,17 +364,24 @@ impl Conn {
         let refusal = {
             let mut st = self.state.lock();
             let target = match origin {
-                Some(id) => st.calls.get(&id).map(|c| (id, c.events.clone())),
-                None => st.sole_caller().map(|(id, events)| (id, Some(events))),
+                Some(id) => st.calls.get(&id).map(|c| (id, c.to.clone())),
+                None => st.sole_caller().map(|(id, to)| (id, Some(to))),
             };
             match target {
-                Some((origin, Some(events))) if st.server_requests.len() < MAX_SERVER_REQUESTS => {
-                    st.next_server_request += 1;
-                    let n = st.next_server_request;
-                    let client_id = jsonrpc::raw(&format!("sluice:{}:{n}", self.backend));
+                Some((origin, Some(to))) if st.server_requests.len() < MAX_SERVER_REQUESTS => {
+                    // Unguessable: an id is the capability to answer.
+                    let token = random_token();
+                    let client_id = jsonrpc::raw(&format!("sluice:{}:{token}", self.backend));
                     let line = jsonrpc::request(&client_id, &r.method, r.params.as_deref());
-                    if events.try_send(line).is_ok() {
-                        st.server_requests.insert(n, (r.id.clone(), origin));
+                    if to.events.try_send(line).is_ok() {
+                        st.server_requests.insert(
+                            token,
+                            ServerRequest {
+                                backend_id: r.id.clone(),
+                                origin,
+                                client: to.client,
+                            },
+                        );
                         None
                     } else {
                         Some("the client's stream is not accepting messages")
@@ -341,12 +406,27 @@ impl Conn {
         }
     }
 
+    /// (requests awaiting the backend, server requests awaiting a client).
+    pub(super) fn census(&self) -> (usize, usize) {
+        let st = self.state.lock();
+        (st.calls.len(), st.server_requests.len())
+    }
+
     /// The connection is gone: every waiting caller gets an error now.
     pub(super) fn fail_all(&self) {
         let mut st = self.state.lock();
+        st.closed = true;
         st.calls.clear();
         st.server_requests.clear();
     }
+}
+
+/// 128 bits of OS randomness, hex.
+fn random_token() -> String {
+    let mut bytes = [0u8; 16];
+    // Without OS randomness tokens would be guessable: refuse to run.
+    getrandom::fill(&mut bytes).expect("OS randomness is unavailable");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Replaces `params._meta.progressToken` with the gateway's request id and

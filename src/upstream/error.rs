@@ -14,6 +14,9 @@ pub struct UpstreamError {
 enum ErrorKind {
     #[error("is unavailable: {0}")]
     Unavailable(String),
+    /// Refused without trying: the backend is known to be down.
+    #[error("is unavailable ({0})")]
+    Down(&'static str),
     #[error("exited before answering")]
     Exited,
     #[error("did not answer in time")]
@@ -58,12 +61,32 @@ impl UpstreamError {
         Self::new(b, ErrorKind::Protocol(why.into()))
     }
 
+    /// Fails fast while the backend is known to be down: only the reason
+    /// class reaches the client (details such as commands stay in the log).
+    pub(super) fn down(b: &BackendName, reason: &'static str) -> Self {
+        Self::new(b, ErrorKind::Down(reason))
+    }
+
+    /// A short class for health output: what kind of failure, never its
+    /// details (which may name commands, paths or hosts).
+    pub fn reason(&self) -> &'static str {
+        match &self.kind {
+            ErrorKind::Unavailable(_) => "unreachable",
+            ErrorKind::Down(r) => r,
+            ErrorKind::Exited => "exited",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Overloaded => "overloaded",
+            ErrorKind::AtCapacity(_) => "at_capacity",
+            ErrorKind::Protocol(_) => "protocol_error",
+        }
+    }
+
     pub fn is_timeout(&self) -> bool {
         self.kind == ErrorKind::Timeout
     }
 
     /// The backend could not be reached at all: its health is in question.
     pub(super) fn is_unreachable(&self) -> bool {
-        matches!(self.kind, ErrorKind::Unavailable(_))
+        matches!(self.kind, ErrorKind::Unavailable(_) | ErrorKind::Down(_))
     }
 }

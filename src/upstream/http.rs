@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use parking_lot::Mutex;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Response, StatusCode};
@@ -19,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::{Conn, Frame};
+use super::deadline::Deadline;
 use super::event_stream;
 use super::link::{self, EndReason, Link};
 use super::meta;
@@ -47,15 +49,20 @@ struct Session {
     generation: u64,
 }
 
-struct Wire {
+struct Endpoint {
     /// A 2026-07-28 backend: no session, metadata on every request.
     modern: bool,
     ctx: LinkCtx,
     spec: Arc<HttpSpec>,
     session: Mutex<Session>,
+    /// Held while (re-)initializing, and by the owner while it ends the
+    /// session, so that no re-initialize races the DELETE.
     reinit: tokio::sync::Mutex<()>,
     /// Cancelled when the backend cannot be reached: the link is dead.
     fatal: CancellationToken,
+    /// Cancelled once the owner ends the session: a late 404 must not
+    /// open a new backend session that nobody would close.
+    closing: CancellationToken,
 }
 
 /// Opens a link in the backend's era: probed on every open, so a backend
@@ -78,7 +85,7 @@ async fn connect(
     spec: &Arc<HttpSpec>,
     discovered: Option<InitInfo>,
 ) -> Result<Arc<Link>, UpstreamError> {
-    let wire = Arc::new(Wire {
+    let wire = Arc::new(Endpoint {
         modern: discovered.is_some(),
         ctx: ctx.clone(),
         spec: spec.clone(),
@@ -89,13 +96,14 @@ async fn connect(
         }),
         reinit: tokio::sync::Mutex::new(()),
         fatal: CancellationToken::new(),
+        closing: CancellationToken::new(),
     });
     let info = match discovered {
         Some(info) => info,
         None => wire.initialize().await?,
     };
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = Conn::new(ctx.name.clone(), tx);
+    let conn = Conn::new(ctx.name.clone(), ctx.warnings.clone(), tx);
     let link = Link::new(conn.clone(), info);
     let writer = tokio::spawn(write_frames(wire.clone(), conn.clone(), rx));
     let listener = tokio::spawn(listen(wire.clone(), conn));
@@ -105,7 +113,7 @@ async fn connect(
 
 async fn own(
     link: Arc<Link>,
-    wire: Arc<Wire>,
+    wire: Arc<Endpoint>,
     writer: tokio::task::JoinHandle<()>,
     listener: tokio::task::JoinHandle<()>,
 ) {
@@ -115,8 +123,12 @@ async fn own(
             tracing::warn!(backend = %wire.ctx.name, "backend unreachable; session dropped");
         }
     }
+    wire.closing.cancel();
+    // Dropping the writer drops every request in flight on this link.
     writer.abort();
     listener.abort();
+    let _ = writer.await;
+    let _one = wire.reinit.lock().await;
     if link.reason() != EndReason::Failed {
         wire.delete().await;
     }
@@ -132,10 +144,11 @@ async fn own(
 /// a modern backend (no session will be opened); a refusal without a modern
 /// answer means a legacy one (`S/2026-07-28/basic/versioning.mdx`).
 async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, UpstreamError> {
+    let deadline = Deadline::after(ctx.timeout);
     let id = jsonrpc::raw(&"sluice-discover");
     let (params, _) = meta::ensure_modern("server/discover", None);
     let body = jsonrpc::request(&id, "server/discover", Some(&params));
-    let resp = spec
+    let send = spec
         .client
         .post(spec.url.clone())
         .headers(spec.headers.clone())
@@ -144,22 +157,24 @@ async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, Up
         .header(VERSION_HEADER, crate::protocol::MODERN_FIRST)
         .header("mcp-method", "server/discover")
         .body(body)
-        .send()
-        .await
+        .send();
+    let resp = deadline
+        .run(&ctx.name, send)
+        .await?
         .map_err(|e| UpstreamError::from_http(&ctx.name, e))?;
     if !resp.status().is_success() {
         return Ok(None);
     }
-    let outcome = tokio::time::timeout(ctx.timeout, answer_of(&ctx.name, resp, &id))
-        .await
-        .map_err(|_| UpstreamError::timeout(&ctx.name))?;
-    match outcome {
+    match deadline
+        .run(&ctx.name, answer_of(&ctx.name, resp, &id))
+        .await?
+    {
         Ok(Outcome::Result(r)) => Ok(Some(InitInfo::from_discover(&ctx.name, &r)?)),
         _ => Ok(None),
     }
 }
 
-impl Wire {
+impl Endpoint {
     fn request(&self, method: reqwest::Method, session: &Session) -> reqwest::RequestBuilder {
         let mut req = self
             .spec
@@ -212,19 +227,21 @@ impl Wire {
     }
 
     /// Opens a session: initialize, remember its id and version, initialized.
+    /// One deadline covers it all; from the moment the backend names a
+    /// session, a failure or a cancellation at any await ends that session.
     async fn initialize(&self) -> Result<InitInfo, UpstreamError> {
         let name = &self.ctx.name;
+        let deadline = Deadline::after(self.ctx.timeout);
         let fresh = Session {
             id: None,
             ..self.session.lock().clone()
         };
         let id = jsonrpc::raw(&"sluice-initialize");
         let body = jsonrpc::request(&id, "initialize", Some(&link::initialize_params()));
-        let resp = self
-            .post(&fresh, body)
-            .send()
-            .await
-            .map_err(|e| UpstreamError::from_http(&self.ctx.name, e))?;
+        let resp = deadline
+            .run(name, self.post(&fresh, body).send())
+            .await?
+            .map_err(|e| UpstreamError::from_http(name, e))?;
         if !resp.status().is_success() {
             // Reachable, but refusing sessions (a modern-only server).
             return Err(UpstreamError::protocol(
@@ -232,34 +249,34 @@ impl Wire {
                 format!("initialize answered HTTP {}", resp.status()),
             ));
         }
-        let session_id = resp.headers().get(SESSION_HEADER).cloned();
-        let outcome = tokio::time::timeout(self.ctx.timeout, answer_of(name, resp, &id))
-            .await
-            .map_err(|_| UpstreamError::timeout(name))??;
+        let opened = Session {
+            id: resp.headers().get(SESSION_HEADER).cloned(),
+            ..fresh
+        };
+        let mut unfinished = Unfinished::new(self, &opened);
+        let outcome = deadline.try_run(name, answer_of(name, resp, &id)).await?;
         let info = InitInfo::from_outcome(name, &outcome)?;
         let version = HeaderValue::from_str(&info.protocol_version)
             .map_err(|_| UpstreamError::protocol(name, "bad protocolVersion"))?;
-        let session = {
-            let mut s = self.session.lock();
-            *s = Session {
-                id: session_id,
-                version,
-                generation: s.generation + 1,
-            };
-            s.clone()
+        let session = Session {
+            version,
+            generation: self.session.lock().generation + 1,
+            ..opened
         };
+        unfinished.session = session.clone();
         let note = jsonrpc::notification("notifications/initialized", None);
-        let resp = self
-            .post(&session, note)
-            .send()
-            .await
-            .map_err(|e| UpstreamError::from_http(&self.ctx.name, e))?;
+        let resp = deadline
+            .run(name, self.post(&session, note).send())
+            .await?
+            .map_err(|e| UpstreamError::from_http(name, e))?;
         if !resp.status().is_success() {
             return Err(UpstreamError::protocol(
                 name,
                 format!("notifications/initialized answered HTTP {}", resp.status()),
             ));
         }
+        unfinished.disarm();
+        *self.session.lock() = session;
         self.ctx.metrics.backend_session_opened(name);
         Ok(info)
     }
@@ -267,6 +284,12 @@ impl Wire {
     /// After a 404: re-initialize, unless a concurrent caller already did.
     async fn reinitialize(&self, seen: u64) -> Result<(), UpstreamError> {
         let _one = self.reinit.lock().await;
+        if self.closing.is_cancelled() {
+            return Err(UpstreamError::unavailable(
+                &self.ctx.name,
+                "session closing",
+            ));
+        }
         if self.session.lock().generation != seen {
             return Ok(());
         }
@@ -289,20 +312,73 @@ impl Wire {
     }
 }
 
-/// Sends each frame as its own POST, concurrently.
-async fn write_frames(wire: Arc<Wire>, conn: Arc<Conn>, mut rx: mpsc::Receiver<Frame>) {
-    while let Some(frame) = rx.recv().await {
-        let wire = wire.clone();
-        let conn = conn.clone();
-        tokio::spawn(async move {
-            // Bounded like the call itself; a stream nobody waits for ends.
-            let limit = wire.ctx.timeout + Duration::from_secs(1);
-            let _ = tokio::time::timeout(limit, send(&wire, &conn, frame)).await;
-        });
+/// A backend session whose opening has not finished. Nobody else knows its
+/// id, so unless disarmed it is ended on drop (an error, or a cancellation
+/// at any await of the opening): the DELETE runs on its own task.
+struct Unfinished {
+    delete: Option<reqwest::RequestBuilder>,
+    session: Session,
+    ctx_name: crate::config::BackendName,
+}
+
+impl Unfinished {
+    fn new(endpoint: &Endpoint, session: &Session) -> Unfinished {
+        Unfinished {
+            delete: session
+                .id
+                .is_some()
+                .then(|| endpoint.request(reqwest::Method::DELETE, session)),
+            session: session.clone(),
+            ctx_name: endpoint.ctx.name.clone(),
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.delete = None;
     }
 }
 
-async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        let Some(req) = self.delete.take() else {
+            return;
+        };
+        // The version header may have been settled since the request was
+        // built; the session id is what the backend needs.
+        let req = match &self.session.id {
+            Some(id) => req.header(SESSION_HEADER, id.clone()),
+            None => return,
+        };
+        let name = self.ctx_name.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = tokio::time::timeout(DELETE_TIMEOUT, req.send()).await;
+                tracing::debug!(backend = %name, "unfinished backend session ended");
+            });
+        }
+    }
+}
+
+/// Sends each frame as its own POST, concurrently, all owned by this one
+/// task: when the link ends, the task is dropped and every request in
+/// flight with it (no detached task can outlive its backend session).
+async fn write_frames(wire: Arc<Endpoint>, conn: Arc<Conn>, mut rx: mpsc::Receiver<Frame>) {
+    // Bounded like the call itself; a stream nobody waits for ends.
+    let limit = wire.ctx.timeout + Duration::from_secs(1);
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            frame = rx.recv() => match frame {
+                Some(frame) => in_flight.push(tokio::time::timeout(limit, send(&wire, &conn, frame))),
+                None => break,
+            },
+            Some(_) = in_flight.next(), if !in_flight.is_empty() => {}
+        }
+    }
+    while in_flight.next().await.is_some() {}
+}
+
+async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
     let name = &wire.ctx.name;
     if wire.modern && frame.call.is_none() {
         // 2026-07-28 has no client notifications or responses over HTTP.
@@ -317,6 +393,17 @@ async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
         };
         let resp = match req.send().await {
             Ok(r) => r,
+            // A request that could not even be built (a header value the
+            // backend's schema led to) fails that call, not the link.
+            Err(e) if e.is_builder() => {
+                if let Some(id) = frame.call {
+                    conn.fail(
+                        id,
+                        UpstreamError::protocol(name, "request could not be built"),
+                    );
+                }
+                return;
+            }
             Err(e) => {
                 if let Some(id) = frame.call {
                     conn.fail(id, UpstreamError::from_http(&wire.ctx.name, e));
@@ -326,7 +413,11 @@ async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
             }
         };
         let status = resp.status();
-        if status == StatusCode::NOT_FOUND && session.id.is_some() && attempt == 0 {
+        if status == StatusCode::NOT_FOUND
+            && session.id.is_some()
+            && attempt == 0
+            && !wire.closing.is_cancelled()
+        {
             // The request was not executed: re-initialize, then retry it.
             if let Err(e) = wire.reinitialize(session.generation).await {
                 if let Some(id) = frame.call {
@@ -362,7 +453,7 @@ async fn send(wire: &Wire, conn: &Conn, frame: Frame) {
 
 /// Feeds a POST's response (one JSON message, a batch, or an SSE stream)
 /// to the connection, tagged with the request it answers.
-async fn deliver(wire: &Wire, conn: &Conn, resp: Response, origin: Option<u64>) {
+async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u64>) {
     if is_event_stream(&resp) {
         let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(ev) = stream.next().await {
@@ -397,7 +488,7 @@ async fn deliver(wire: &Wire, conn: &Conn, resp: Response, origin: Option<u64>) 
     }
 }
 
-fn dispatch(wire: &Wire, conn: &Conn, data: &str, origin: Option<u64>) {
+fn dispatch(wire: &Endpoint, conn: &Conn, data: &str, origin: Option<u64>) {
     if let Some(change) = conn.dispatch(data, origin) {
         (wire.ctx.on_change)(&change);
     }
@@ -445,7 +536,7 @@ async fn answer_of(
 /// The standalone GET stream (legacy) or `subscriptions/listen` (modern):
 /// list changes and other unsolicited messages. Reconnects with backoff
 /// while the link lives; a 405 means there is none.
-async fn listen(wire: Arc<Wire>, conn: Arc<Conn>) {
+async fn listen(wire: Arc<Endpoint>, conn: Arc<Conn>) {
     let mut backoff = Duration::from_millis(500);
     loop {
         let session = wire.session.lock().clone();
@@ -457,12 +548,22 @@ async fn listen(wire: Arc<Wire>, conn: Arc<Conn>) {
                 "subscriptions/listen",
                 Some(&jsonrpc::raw(&all)),
             );
-            wire.post_modern(&line, &[]).send().await
+            wire.post_modern(&line, &[]).send()
         } else {
             wire.request(reqwest::Method::GET, &session)
                 .header(ACCEPT, "text/event-stream")
                 .send()
-                .await
+        };
+        // Until the headers come: a backend that accepts and never answers
+        // is retried like one that refused.
+        let resp = match tokio::time::timeout(wire.ctx.timeout, resp).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::debug!(backend = %wire.ctx.name, "GET stream not answered in time");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+                continue;
+            }
         };
         match resp {
             Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
@@ -484,6 +585,13 @@ async fn listen(wire: Arc<Wire>, conn: Arc<Conn>) {
             }
             Ok(r) => {
                 tracing::debug!(backend = %wire.ctx.name, status = %r.status(), "no GET stream");
+            }
+            // Nothing listens where the backend was: it is gone, and the
+            // link with it (health turns down now, not at the next call).
+            Err(e) if e.is_connect() => {
+                tracing::debug!(backend = %wire.ctx.name, error = %e.without_url(), "backend refused the GET stream");
+                wire.fatal.cancel();
+                return;
             }
             Err(e) => {
                 tracing::debug!(backend = %wire.ctx.name, error = %e.without_url(), "GET stream failed");

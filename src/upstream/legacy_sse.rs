@@ -11,6 +11,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use tokio::sync::mpsc;
 
 use super::conn::{Conn, Frame};
+use super::deadline::Deadline;
 use super::event_stream;
 use super::http::HttpSpec;
 use super::link::{self, Link};
@@ -21,31 +22,33 @@ const WRITE_QUEUE: usize = 1024;
 pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link>, UpstreamError> {
     let unreachable =
         |e: &dyn std::fmt::Display| UpstreamError::unavailable(&ctx.name, e.to_string());
-    let resp = spec
+    let deadline = Deadline::after(ctx.timeout);
+    let get = spec
         .client
         .get(spec.url.clone())
         .headers(spec.headers.clone())
         .header(ACCEPT, "text/event-stream")
-        .send()
-        .await
+        .send();
+    let resp = deadline
+        .run(&ctx.name, get)
+        .await?
         .map_err(|e| UpstreamError::from_http(&ctx.name, e))?;
     if !resp.status().is_success() {
         return Err(unreachable(&format!("GET answered HTTP {}", resp.status())));
     }
     let mut stream = Box::pin(event_stream::of_response(resp));
     // The first event must be `endpoint`: where to POST.
-    let endpoint = match tokio::time::timeout(ctx.timeout, stream.next()).await {
-        Ok(Some(Ok(ev))) if ev.event.as_deref() == Some("endpoint") => spec
-            .url
-            .join(ev.data.trim())
-            .map_err(|e| UpstreamError::protocol(&ctx.name, format!("bad endpoint: {e}")))?,
-        Ok(_) => return Err(UpstreamError::protocol(&ctx.name, "no endpoint event")),
-        Err(_) => return Err(UpstreamError::timeout(&ctx.name)),
+    let endpoint = match deadline.run(&ctx.name, stream.next()).await? {
+        Some(Ok(ev)) if ev.event.as_deref() == Some("endpoint") => {
+            endpoint(&spec.url, ev.data.trim())
+                .map_err(|why| UpstreamError::protocol(&ctx.name, why))?
+        }
+        _ => return Err(UpstreamError::protocol(&ctx.name, "no endpoint event")),
     };
     ctx.metrics.backend_session_opened(&ctx.name);
 
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = Conn::new(ctx.name.clone(), tx);
+    let conn = Conn::new(ctx.name.clone(), ctx.warnings.clone(), tx);
     let writer = tokio::spawn(post_frames(spec.clone(), endpoint, conn.clone(), rx));
     let reader_conn = conn.clone();
     let reader_ctx = ctx.clone();
@@ -57,12 +60,26 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
                 (reader_ctx.on_change)(&change);
             }
         }
+        // The stream is the only way answers come: fail whoever waits.
+        reader_conn.fail_all();
     });
     let handshake = link::handshake(&conn, ctx.timeout).await;
     link::establish(conn, handshake, |link| {
         tokio::spawn(own(link, writer, reader, ctx.clone()))
     })
     .await
+}
+
+/// Where to POST: the `endpoint` event, resolved against the stream's URL.
+/// The configured headers (credentials) go with every POST, so the
+/// endpoint must be on the backend's own origin, as the official SDKs insist.
+fn endpoint(base: &reqwest::Url, event: &str) -> Result<reqwest::Url, &'static str> {
+    let url = base.join(event).map_err(|_| "bad endpoint")?;
+    if url.origin() == base.origin() {
+        Ok(url)
+    } else {
+        Err("endpoint event names another origin; refused")
+    }
 }
 
 /// Dropping the GET stream ends the session: the transport has no DELETE.
@@ -107,6 +124,29 @@ async fn post_frames(
         };
         if let (Some(e), Some(id)) = (failed, frame.call) {
             conn.fail(id, e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::endpoint;
+
+    #[test]
+    fn endpoints_stay_on_the_backend_origin() {
+        let base = reqwest::Url::parse("http://127.0.0.1:8000/sse").unwrap();
+        assert_eq!(
+            endpoint(&base, "/messages?s=1").unwrap().as_str(),
+            "http://127.0.0.1:8000/messages?s=1"
+        );
+        assert!(endpoint(&base, "http://127.0.0.1:8000/m").is_ok());
+        for elsewhere in [
+            "http://127.0.0.1:8001/m",
+            "https://127.0.0.1:8000/m",
+            "//evil.example/m",
+            "http://evil.example/m",
+        ] {
+            assert!(endpoint(&base, elsewhere).is_err(), "{elsewhere}");
         }
     }
 }

@@ -3,6 +3,7 @@
 //! (terminates the child, or sends DELETE) when asked or when it dies.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -10,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::Conn;
+use super::deadline::Deadline;
 use super::{InitInfo, UpstreamError};
 use crate::config::BackendName;
 use crate::jsonrpc::{self, Outcome};
@@ -54,6 +56,9 @@ pub(super) struct Link {
     close: CancellationToken,
     reason: Mutex<EndReason>,
     last_used: Mutex<Instant>,
+    /// Requests in flight: a link in use is never idle, however long a
+    /// call takes (the idle reaper must not close it under the call).
+    busy: AtomicUsize,
     owner: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -66,6 +71,7 @@ impl Link {
             close: CancellationToken::new(),
             reason: Mutex::new(EndReason::Failed),
             last_used: Mutex::new(Instant::now()),
+            busy: AtomicUsize::new(0),
             owner: Mutex::new(None),
         })
     }
@@ -120,12 +126,49 @@ impl Link {
         &self.dead
     }
 
-    pub(super) fn touch(&self) {
+    /// Marks the link in use until the guard drops; both ends count as use.
+    pub(super) fn begin(self: &Arc<Self>) -> InUse {
+        self.busy.fetch_add(1, Ordering::AcqRel);
         *self.last_used.lock() = Instant::now();
+        InUse(self.clone())
     }
 
+    /// How long the link has been unused (zero while a call is in flight).
     pub(super) fn idle_for(&self) -> Duration {
+        if self.busy.load(Ordering::Acquire) > 0 {
+            return Duration::ZERO;
+        }
         self.last_used.lock().elapsed()
+    }
+}
+
+/// A request in flight on a link.
+pub(super) struct InUse(Arc<Link>);
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        *self.0.last_used.lock() = Instant::now();
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Closes a link opened for one job when the job ends, on any path: its
+/// future may be cancelled at any await, and the link's owner task would
+/// otherwise keep the session open with nobody left to close it.
+pub(super) struct CloseOnDrop {
+    link: Arc<Link>,
+    reason: EndReason,
+}
+
+impl CloseOnDrop {
+    pub(super) fn new(link: Arc<Link>, reason: EndReason) -> CloseOnDrop {
+        CloseOnDrop { link, reason }
+    }
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.link.close(self.reason);
     }
 }
 
@@ -154,11 +197,13 @@ pub(super) async fn establish(
 /// The legacy handshake over a multiplexed connection (stdio, HTTP+SSE).
 pub(super) async fn handshake(conn: &Conn, timeout: Duration) -> Result<InitInfo, UpstreamError> {
     let b = conn.backend().clone();
+    let deadline = Deadline::after(timeout);
     let outcome = conn
         .call("initialize", Some(initialize_params()), None, timeout)
         .await?;
     let info = InitInfo::from_outcome(&b, &outcome)?;
-    conn.notify("notifications/initialized", None).await?;
+    conn.notify("notifications/initialized", None, deadline)
+        .await?;
     Ok(info)
 }
 

@@ -6,6 +6,7 @@
 mod cache;
 mod child;
 mod conn;
+mod deadline;
 mod error;
 mod event_stream;
 mod http;
@@ -15,6 +16,7 @@ mod meta;
 mod pool;
 mod stdio;
 mod supervisor;
+mod throttle;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -169,6 +171,10 @@ struct LinkCtx {
     timeout: Duration,
     /// Called with `notifications/*/list_changed` from any link.
     on_change: Arc<dyn Fn(&str) + Send + Sync>,
+    /// Bounds the backend's repeated warnings (garbage on the wire).
+    warnings: Arc<throttle::Throttle>,
+    /// Bounds the backend's own stderr lines in the gateway's log.
+    stderr: Arc<throttle::Throttle>,
 }
 
 enum TransportSpec {
@@ -185,7 +191,8 @@ enum Pool {
 enum Health {
     Starting,
     Up(Arc<InitInfo>),
-    Down(String),
+    /// Why, as a reason class (`UpstreamError::reason`).
+    Down(&'static str),
     Stopped,
 }
 
@@ -197,6 +204,8 @@ const LIST_CHANGED: [&str; 3] = [
 
 pub struct Backend {
     pub name: BackendName,
+    /// Itself, for opens that run on their own task (see `pool`).
+    me: Weak<Backend>,
     ctx: LinkCtx,
     transport: TransportSpec,
     pool: Pool,
@@ -204,6 +213,8 @@ pub struct Backend {
     health: Mutex<Health>,
     /// False until the first start attempt has ended, either way.
     settled: watch::Sender<bool>,
+    /// When requests stop waiting for `settled` (see `settle`).
+    settle_until: tokio::time::Instant,
     changes: broadcast::Sender<String>,
     /// A call found the backend unreachable: re-check its health now.
     wake: Notify,
@@ -222,13 +233,16 @@ impl Backend {
     pub fn start(
         config: &BackendConfig,
         metrics: Arc<Metrics>,
+        settle_until: tokio::time::Instant,
         stop: CancellationToken,
     ) -> Result<(Arc<Backend>, tokio::task::JoinHandle<()>), String> {
         let transport = transport_spec(config)?;
         let backend = Arc::new_cyclic(|weak: &Weak<Backend>| {
+            let me = weak.clone();
             let weak = weak.clone();
             Backend {
                 name: config.name.clone(),
+                me,
                 ctx: LinkCtx {
                     name: config.name.clone(),
                     metrics,
@@ -238,6 +252,8 @@ impl Backend {
                             b.list_changed(method);
                         }
                     }),
+                    warnings: Arc::new(throttle::Throttle::new(5, Duration::from_secs(10))),
+                    stderr: Arc::new(throttle::Throttle::new(100, Duration::from_secs(10))),
                 },
                 transport,
                 pool: match config.isolation {
@@ -251,6 +267,7 @@ impl Backend {
                 cache: cache::ListCache::default(),
                 health: Mutex::new(Health::Starting),
                 settled: watch::channel(false).0,
+                settle_until,
                 changes: broadcast::channel(16).0,
                 wake: Notify::new(),
                 modern: Mutex::new(None),
@@ -279,11 +296,24 @@ impl Backend {
         }
     }
 
-    /// Waits (at most `limit`) for the first start attempt to end, so that
-    /// clients arriving with the gateway see complete lists.
-    pub async fn settle(&self, limit: Duration) {
+    /// Waits for the first start attempt to end, so that clients arriving
+    /// with the gateway see complete lists; but only until the gateway's
+    /// settle window closes. After that nothing ever waits here: a backend
+    /// that hangs in its handshake delays no one else's `initialize`.
+    pub async fn settle(&self) {
         let mut rx = self.settled.subscribe();
-        let _ = tokio::time::timeout(limit, rx.wait_for(|s| *s)).await;
+        let _ = tokio::time::timeout_at(self.settle_until, rx.wait_for(|s| *s)).await;
+    }
+
+    /// Whether a warning about this backend may be logged now: repeated
+    /// warnings are bounded per backend (see `throttle`).
+    pub fn may_warn(&self) -> bool {
+        self.ctx.warnings.admit().is_some()
+    }
+
+    /// Bumped whenever the backend's lists may have changed.
+    pub fn list_version(&self) -> u64 {
+        self.cache.version()
     }
 
     /// The backend's `initialize` result, while it is healthy.
@@ -294,13 +324,13 @@ impl Backend {
         }
     }
 
-    /// Why the backend is not healthy (None when it is).
-    pub fn problem(&self) -> Option<String> {
+    /// Why the backend is not healthy, as a reason class (None when it is).
+    pub fn problem(&self) -> Option<&'static str> {
         match &*self.health.lock() {
             Health::Up(..) => None,
-            Health::Starting => Some("starting".into()),
-            Health::Down(why) => Some(why.clone()),
-            Health::Stopped => Some("stopped".into()),
+            Health::Starting => Some("starting"),
+            Health::Down(why) => Some(why),
+            Health::Stopped => Some("stopped"),
         }
     }
 
@@ -308,7 +338,7 @@ impl Backend {
     fn check_health(&self) -> Result<(), UpstreamError> {
         match self.problem() {
             None => Ok(()),
-            Some(why) => Err(UpstreamError::unavailable(&self.name, why)),
+            Some(why) => Err(UpstreamError::down(&self.name, why)),
         }
     }
 
@@ -326,6 +356,13 @@ impl Backend {
             TransportSpec::Http(spec) => http::open_legacy(&self.ctx, spec).await,
             _ => self.open().await,
         }
+    }
+
+    /// An owning handle, for work that must outlive the caller's future.
+    fn owned(&self) -> Result<Arc<Backend>, UpstreamError> {
+        self.me
+            .upgrade()
+            .ok_or_else(|| UpstreamError::unavailable(&self.name, "stopping"))
     }
 
     fn modern_link(&self) -> Option<Arc<Link>> {
@@ -357,7 +394,11 @@ impl Backend {
                 .clone()
                 .filter(|l| !l.is_dead())
                 .ok_or_else(|| UpstreamError::unavailable(&self.name, "reconnecting")),
-            Pool::PerSession(p) => p.get_or_open(caller, || self.open()).await,
+            Pool::PerSession(p) => {
+                let me = self.owned()?;
+                p.get_or_open(caller, move || async move { me.open().await })
+                    .await
+            }
         };
         if let Err(e) = &link
             && e.is_unreachable()
@@ -379,7 +420,11 @@ impl Backend {
                 *slot.lock() = Some(link.clone());
                 Ok(link)
             }
-            Pool::PerSession(p) => p.get_or_open(caller, || self.open_legacy()).await,
+            Pool::PerSession(p) => {
+                let me = self.owned()?;
+                p.get_or_open(caller, move || async move { me.open_legacy().await })
+                    .await
+            }
         }
     }
 
@@ -393,7 +438,11 @@ impl Backend {
         events: Option<&EventSink>,
     ) -> Result<Outcome, UpstreamError> {
         let link = self.link_for(caller).await?;
-        link.touch();
+        let _in_use = link.begin();
+        let to = events.map(|events| conn::Listener {
+            events: events.clone(),
+            client: caller.key.clone(),
+        });
         let (params, headers) = if link.info.is_modern() {
             let headers = self.param_headers(caller, method, params.as_deref()).await;
             (params, headers)
@@ -402,7 +451,7 @@ impl Backend {
         };
         let result = link
             .conn
-            .call_with(method, params, events, self.ctx.timeout, headers)
+            .call_with(method, params, to.as_ref(), self.ctx.timeout, headers)
             .await;
         if let Err(e) = &result
             && e.is_unreachable()
@@ -426,27 +475,29 @@ impl Backend {
             return Ok(Outcome::Result(page));
         }
         let version = self.cache.version();
-        let (link, transient) = match (&self.pool, self.modern_link()) {
-            (_, Some(modern)) => (modern, false),
-            (Pool::Shared(_), None) => (self.link_for(caller).await?, false),
+        let (link, _transient) = match (&self.pool, self.modern_link()) {
+            (_, Some(modern)) => (modern, None),
+            (Pool::Shared(_), None) => (self.link_for(caller).await?, None),
             (Pool::PerSession(p), None) => match p.any_for(caller) {
-                Some(l) => (l, false),
-                None => (self.open().await?, true),
+                Some(l) => (l, None),
+                None => {
+                    let l = self.open().await?;
+                    (l.clone(), Some(link::CloseOnDrop::new(l, EndReason::Probe)))
+                }
             },
         };
         let params = cursor.map(|c| jsonrpc::raw(&serde_json::json!({ "cursor": c })));
         let result = link.conn.call(method, params, None, self.ctx.timeout).await;
-        if transient {
-            link.close(EndReason::Probe);
-        }
         let refresh = match &result {
             Ok(Outcome::Result(page)) => {
                 let ttl = link.info.is_modern().then(|| ttl_of(page));
                 self.cache.put(version, method, cursor, page, ttl)
             }
-            _ => "error",
+            _ => Some("error"),
         };
-        self.ctx.metrics.list_refresh(&self.name, refresh);
+        if let Some(refresh) = refresh {
+            self.ctx.metrics.list_refresh(&self.name, refresh);
+        }
         result
     }
 
@@ -505,12 +556,53 @@ impl Backend {
     }
 
     /// Delivers a client's answer to a request this backend sent it.
-    pub fn answer(&self, caller: &Caller, gateway_id: u64, outcome: &Outcome) -> bool {
+    /// Only the client the request was relayed to may answer it; any other
+    /// answer is dropped and counted.
+    pub fn answer(&self, caller: &Caller, token: &str, outcome: &Outcome) -> bool {
         let link = match &self.pool {
             Pool::Shared(slot) => slot.lock().clone(),
             Pool::PerSession(p) => p.existing(caller),
         };
-        link.is_some_and(|l| l.conn.answer(gateway_id, outcome))
+        let answered = link.map_or(conn::Answered::Unknown, |l| {
+            l.conn.answer(token, &caller.key, outcome)
+        });
+        match answered {
+            conn::Answered::Delivered => return true,
+            conn::Answered::Unknown => self.ctx.metrics.answer_dropped("unknown"),
+            conn::Answered::NotYours => {
+                tracing::warn!(backend = %self.name, "a client answered a server request relayed to another; dropped");
+                self.ctx.metrics.answer_dropped("not_yours");
+            }
+        }
+        false
+    }
+
+    /// Records how full this backend's bounded maps are, for /metrics.
+    pub fn census(&self) {
+        let mut links: Vec<Arc<Link>> = Vec::new();
+        links.extend(self.modern.lock().clone());
+        let slots = match &self.pool {
+            Pool::Shared(slot) => {
+                links.extend(slot.lock().clone());
+                0
+            }
+            Pool::PerSession(p) => {
+                links.extend(p.links());
+                p.len()
+            }
+        };
+        let (calls, server_requests) = links
+            .iter()
+            .map(|l| l.conn.census())
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
+        let (pages, seen) = self.cache.census();
+        let m = &self.ctx.metrics;
+        let name = self.name.as_str();
+        m.entries("pending_calls", name, calls);
+        m.entries("server_requests", name, server_requests);
+        m.entries("backend_slots", name, slots);
+        m.entries("list_pages", name, pages);
+        m.entries("list_hashes", name, seen);
     }
 
     /// List-change notifications (`notifications/tools/list_changed`, ...).
@@ -571,6 +663,9 @@ fn http_spec(
         map.insert(name, value);
     }
     let client = reqwest::Client::builder()
+        // A redirect would carry the configured secret headers to wherever
+        // the backend points: an answer of 3xx is an error, not a hop.
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
         .pool_idle_timeout(Duration::from_secs(90))
         .tcp_nodelay(true)

@@ -1,6 +1,11 @@
 //! Per-session backend sessions: one link per client (session or
 //! principal), opened lazily, bounded by the backend's `max_sessions`,
 //! closed when its client session ends or when idle past `idle_ttl`.
+//!
+//! Every open runs on its own task, which owns the link from the first
+//! byte to the close: a caller that gives up while the backend is still
+//! starting (client gone, DELETE, eviction) cancels nothing, and the slot,
+//! the child or the HTTP session is ended by that task, not leaked.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -8,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::OnceCell;
+use tokio::sync::watch;
 
 use super::link::{EndReason, Link};
 use super::{Caller, ClientKey, UpstreamError};
@@ -17,9 +22,53 @@ use crate::config::BackendName;
 pub(super) struct PerSession {
     name: BackendName,
     /// Every entry counts against `max`, including ones still opening.
-    slots: Mutex<HashMap<ClientKey, Arc<OnceCell<Arc<Link>>>>>,
+    slots: Mutex<HashMap<ClientKey, Arc<Slot>>>,
     max: usize,
     pub(super) idle_ttl: Duration,
+}
+
+/// One client's backend session, from the start of its opening.
+struct Slot {
+    state: watch::Sender<State>,
+}
+
+#[derive(Clone)]
+enum State {
+    Opening,
+    Open(Arc<Link>),
+    Failed(UpstreamError),
+}
+
+impl Slot {
+    fn link(&self) -> Option<Arc<Link>> {
+        match &*self.state.borrow() {
+            State::Open(l) if !l.is_dead() => Some(l.clone()),
+            _ => None,
+        }
+    }
+
+    fn is_dead(&self) -> bool {
+        match &*self.state.borrow() {
+            State::Open(l) => l.is_dead(),
+            State::Failed(_) => true,
+            State::Opening => false,
+        }
+    }
+
+    /// The outcome of the opening, once it has one.
+    async fn ready(&self, backend: &BackendName) -> Result<Arc<Link>, UpstreamError> {
+        let mut rx = self.state.subscribe();
+        let state = rx
+            .wait_for(|s| !matches!(s, State::Opening))
+            .await
+            .map(|s| s.clone());
+        match state {
+            Ok(State::Open(link)) => Ok(link),
+            Ok(State::Failed(e)) => Err(e),
+            // The opener is gone without a word: only at runtime shutdown.
+            Ok(State::Opening) | Err(_) => Err(UpstreamError::unavailable(backend, "stopping")),
+        }
+    }
 }
 
 impl PerSession {
@@ -33,122 +82,130 @@ impl PerSession {
     }
 
     fn live(&self, key: &ClientKey) -> Option<Arc<Link>> {
-        let cell = self.slots.lock().get(key).cloned()?;
-        cell.get().filter(|l| !l.is_dead()).cloned()
+        self.slots.lock().get(key)?.link()
     }
 
     /// The caller's own link, or else any live one: for calls that any
     /// backend session can answer (lists), so that none is opened for them.
     pub(super) fn any_for(&self, caller: &Caller) -> Option<Arc<Link>> {
-        self.live(&caller.key).or_else(|| {
-            let cells: Vec<_> = self.slots.lock().values().cloned().collect();
-            cells
-                .iter()
-                .find_map(|c| c.get().filter(|l| !l.is_dead()).cloned())
-        })
+        self.live(&caller.key)
+            .or_else(|| self.slots.lock().values().find_map(|s| s.link()))
     }
 
     pub(super) fn existing(&self, caller: &Caller) -> Option<Arc<Link>> {
         self.live(&caller.key)
     }
 
-    /// The caller's link, opened with `open` if it has none. At `max` a new
-    /// one is refused, never opened anyway.
+    /// How many slots are taken (opening or open).
+    pub(super) fn len(&self) -> usize {
+        self.slots.lock().len()
+    }
+
+    /// Every live link.
+    pub(super) fn links(&self) -> Vec<Arc<Link>> {
+        self.slots
+            .lock()
+            .values()
+            .filter_map(|s| s.link())
+            .collect()
+    }
+
+    /// The caller's link, opened by `open` on a task of its own if it has
+    /// none. At `max` a new one is refused, never opened anyway.
     pub(super) async fn get_or_open<F, Fut>(
         self: &Arc<Self>,
         caller: &Caller,
         open: F,
     ) -> Result<Arc<Link>, UpstreamError>
     where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Arc<Link>, UpstreamError>>,
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Arc<Link>, UpstreamError>> + Send + 'static,
     {
-        let cell = {
+        let slot = {
             let mut slots = self.slots.lock();
             // A dead link's slot is free again.
-            if slots
-                .get(&caller.key)
-                .is_some_and(|c| c.get().is_some_and(|l| l.is_dead()))
-            {
+            if slots.get(&caller.key).is_some_and(|s| s.is_dead()) {
                 slots.remove(&caller.key);
             }
             match slots.get(&caller.key) {
-                Some(c) => c.clone(),
+                Some(s) => s.clone(),
                 None if slots.len() >= self.max => {
                     return Err(UpstreamError::at_capacity(&self.name, self.max));
                 }
                 None => {
-                    let c = Arc::new(OnceCell::new());
-                    slots.insert(caller.key.clone(), c.clone());
-                    c
+                    let slot = Arc::new(Slot {
+                        state: watch::channel(State::Opening).0,
+                    });
+                    slots.insert(caller.key.clone(), slot.clone());
+                    tokio::spawn(self.clone().own(caller.clone(), slot.clone(), open));
+                    slot
                 }
             }
         };
-        let mut fresh = false;
-        let result = cell
-            .get_or_try_init(|| {
-                fresh = true;
-                open()
-            })
-            .await
-            .cloned();
-        match result {
-            Ok(link) => {
-                if fresh {
-                    self.watch(caller, &cell, link.clone());
-                }
-                Ok(link)
-            }
+        slot.ready(&self.name).await
+    }
+
+    /// The owner of one slot: opens the link, ends it with its client
+    /// session (even one that ended while the link was opening), and frees
+    /// the slot when the link is over, for whatever reason.
+    async fn own<F, Fut>(self: Arc<Self>, caller: Caller, slot: Arc<Slot>, open: F)
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Arc<Link>, UpstreamError>>,
+    {
+        let link = match open().await {
+            Ok(link) => link,
             Err(e) => {
-                self.forget(&caller.key, &cell);
-                Err(e)
+                slot.state.send_replace(State::Failed(e));
+                self.forget(&caller.key, &slot);
+                return;
             }
-        }
-    }
-
-    /// Ends the link with its client session, and frees the slot when the
-    /// link ends for any reason. One task per link, bounded by `max`.
-    fn watch(self: &Arc<Self>, caller: &Caller, cell: &Arc<OnceCell<Arc<Link>>>, link: Arc<Link>) {
-        let pool = self.clone();
-        let key = caller.key.clone();
-        let cell = cell.clone();
+        };
+        slot.state.send_replace(State::Open(link.clone()));
         let ended = caller.ended.clone().unwrap_or_default();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = ended.cancelled() => link.close(EndReason::ClientClosed),
-                _ = link.dead().cancelled() => {}
-            }
-            // The slot stays taken until the session is really over, so a
-            // shutdown waiting on the pool also waits for this one.
-            link.closed().await;
-            pool.forget(&key, &cell);
-        });
+        tokio::select! {
+            _ = ended.cancelled() => link.close(EndReason::ClientClosed),
+            _ = link.dead().cancelled() => {}
+        }
+        // The slot stays taken until the session is really over, so a
+        // shutdown waiting on the pool also waits for this one.
+        link.closed().await;
+        self.forget(&caller.key, &slot);
     }
 
-    fn forget(&self, key: &ClientKey, cell: &Arc<OnceCell<Arc<Link>>>) {
+    fn forget(&self, key: &ClientKey, slot: &Arc<Slot>) {
         let mut slots = self.slots.lock();
-        if slots.get(key).is_some_and(|c| Arc::ptr_eq(c, cell)) {
+        if slots.get(key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
             slots.remove(key);
         }
     }
 
-    /// Closes links unused for longer than the idle TTL.
+    /// Closes links unused for longer than the idle TTL. A link with a
+    /// request in flight is in use, however long that request takes.
     pub(super) fn reap_idle(&self) {
-        let cells: Vec<_> = self.slots.lock().values().cloned().collect();
-        for link in cells.iter().filter_map(|c| c.get()) {
+        let links: Vec<_> = self
+            .slots
+            .lock()
+            .values()
+            .filter_map(|s| s.link())
+            .collect();
+        for link in links {
             if link.idle_for() > self.idle_ttl {
                 link.close(EndReason::Idle);
             }
         }
     }
 
-    /// Closes every link and waits until each session is ended.
+    /// Closes every link and waits until each session is ended; links
+    /// still opening are ended by their owners as soon as they open.
     pub(super) async fn close_all(&self, reason: EndReason) {
-        let cells: Vec<_> = self.slots.lock().drain().map(|(_, c)| c).collect();
-        let links: Vec<_> = cells.iter().filter_map(|c| c.get().cloned()).collect();
-        for l in &links {
-            l.close(reason);
-        }
-        futures_util::future::join_all(links.iter().map(|l| l.closed())).await;
+        let slots: Vec<_> = self.slots.lock().drain().map(|(_, s)| s).collect();
+        let opening = slots.iter().map(|s| async move {
+            if let Ok(link) = s.ready(&self.name).await {
+                link.close(reason);
+                link.closed().await;
+            }
+        });
+        futures_util::future::join_all(opening).await;
     }
 }

@@ -15,7 +15,6 @@ use super::child::{self, Spawned};
 use super::conn::{Conn, Frame};
 use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
-use crate::config::BackendName;
 
 /// A line longer than this from a backend is a protocol error, not a reason
 /// to buffer without bound.
@@ -34,6 +33,7 @@ pub(super) struct StdioSpec {
 pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, UpstreamError> {
     let Spawned {
         child,
+        group,
         stdin,
         stdout,
         stderr,
@@ -43,15 +43,15 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
     ctx.metrics.backend_session_opened(&ctx.name);
 
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = Conn::new(ctx.name.clone(), tx);
+    let conn = Conn::new(ctx.name.clone(), ctx.warnings.clone(), tx);
     let closing = CancellationToken::new();
     tokio::spawn(write_lines(stdin, rx, closing.clone()));
-    tokio::spawn(log_stderr(stderr, ctx.name.clone()));
+    tokio::spawn(log_stderr(stderr, ctx.clone()));
     let reader = tokio::spawn(read_lines(stdout, conn.clone(), ctx.clone()));
 
     let handshake = link::handshake(&conn, ctx.timeout).await;
     link::establish(conn, handshake, |link| {
-        tokio::spawn(own(link, child, reader, closing, ctx.clone()))
+        tokio::spawn(own(link, child, group, reader, closing, ctx.clone()))
     })
     .await
 }
@@ -61,11 +61,11 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
 async fn own(
     link: Arc<Link>,
     mut child: Child,
+    group: child::Group,
     mut reader: tokio::task::JoinHandle<()>,
     closing: CancellationToken,
     ctx: LinkCtx,
 ) {
-    let pid = child.id();
     tokio::select! {
         _ = link.close_requested().cancelled() => {}
         status = child.wait() => {
@@ -80,9 +80,9 @@ async fn own(
     let still_running = child.try_wait().ok().flatten().is_none();
     if still_running {
         child::terminate(&mut child, &ctx.name).await;
-    } else {
-        child::kill_group(pid);
     }
+    // The leader is reaped; its descendants go with the group.
+    drop(group);
     reader.abort();
     let reason = link.ended();
     ctx.metrics
@@ -117,18 +117,31 @@ async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {
                 }
             }
             Err(e) => {
-                tracing::warn!(backend = %ctx.name, error = %e, "backend output unreadable");
+                tracing::warn!(backend = %ctx.name, error = %e, "backend output unreadable; session ends");
                 break;
             }
         }
     }
+    // No answer can come any more: whoever waits (the handshake included,
+    // for a child that exits at once) learns it now, not at its deadline.
+    conn.fail_all();
 }
 
-async fn log_stderr(stderr: ChildStderr, backend: BackendName) {
+/// The backend's stderr, a line a log line, at a bounded rate.
+async fn log_stderr(stderr: ChildStderr, ctx: LinkCtx) {
     let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(64 * 1024));
     while let Some(line) = lines.next().await {
         match line {
-            Ok(line) => tracing::info!(target: "sluice::backend", backend = %backend, "{line}"),
+            Ok(line) => {
+                match ctx.stderr.admit() {
+                    Some(0) => {}
+                    Some(n) => {
+                        tracing::warn!(backend = %ctx.name, suppressed = n, "backend stderr lines dropped (rate limit)")
+                    }
+                    None => continue,
+                }
+                tracing::info!(target: "sluice::backend", backend = %ctx.name, "{line}");
+            }
             Err(tokio_util::codec::LinesCodecError::MaxLineLengthExceeded) => continue,
             Err(_) => break,
         }

@@ -28,7 +28,7 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
             Ok(link) => serve(&backend, link, &stop).await,
             Err(e) => {
                 tracing::warn!(backend = %backend.name, error = %e, "backend unhealthy");
-                backend.set_health(Health::Down(e.to_string()));
+                backend.set_health(Health::Down(e.reason()));
             }
         }
         if stop.is_cancelled() {
@@ -65,7 +65,7 @@ async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
             backend.cache.clear();
             let ttl = link.info.is_modern().then(|| super::ttl_of(&page));
             let version = backend.cache.version();
-            backend.cache.put(version, method, None, &page, ttl);
+            let _ = backend.cache.put(version, method, None, &page, ttl);
             Ok(link)
         }
         Err(e) => {
@@ -96,7 +96,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
         }
         *backend.modern.lock() = None;
         if !stop.is_cancelled() {
-            backend.set_health(Health::Down("backend unreachable; reconnecting".into()));
+            backend.set_health(Health::Down("unreachable"));
         }
         link.closed().await;
         return;
@@ -112,7 +112,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
             }
             *slot.lock() = None;
             if !stop.is_cancelled() {
-                backend.set_health(Health::Down("backend session ended; reconnecting".into()));
+                backend.set_health(Health::Down("exited"));
             }
             link.closed().await;
         }

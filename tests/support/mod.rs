@@ -102,13 +102,47 @@ impl Gateway {
         gw
     }
 
+    /// Like `start_with_env`, with the gateway's log (stderr) kept in a
+    /// file for the test to read (`log`), at `SLUICE_LOG=info`.
+    pub fn start_logged(toml: &str, env: &[(&str, &str)]) -> Gateway {
+        let dir = tempdir::Dir::new();
+        let config = tempdir::write(&dir, "sluice.toml", toml);
+        let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+        let args = [
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        let mut env = env.to_vec();
+        env.push(("SLUICE_LOG", "info"));
+        let gw = Self::spawn_with(&args, &env, dir, Stdio::from(log));
+        gw.wait_ready();
+        gw
+    }
+
+    /// What the gateway has logged so far (see `start_logged`).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+    }
+
     fn spawn(args: &[&str], env: &[(&str, &str)], dir: tempdir::Dir) -> Gateway {
+        Self::spawn_with(args, env, dir, Stdio::inherit())
+    }
+
+    fn spawn_with(
+        args: &[&str],
+        env: &[(&str, &str)],
+        dir: tempdir::Dir,
+        stderr: Stdio,
+    ) -> Gateway {
         let mut child = Command::new(BIN)
             .args(args)
-            .envs(env.iter().copied())
             .env("SLUICE_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start sluice");
         let stdout = child.stdout.take().unwrap();
@@ -536,4 +570,48 @@ impl Drop for Fixture {
 
 pub fn http_backend(name: &str, url: &str, extra: &str) -> String {
     format!("[backends.{name}]\ntransport = \"http\"\nurl = \"{url}\"\n{extra}\n")
+}
+
+/// The fault-injection backend (examples/faulty_backend.rs) over stdio, as
+/// a backend table with these extra TOML lines.
+pub fn faulty_stdio(name: &str, mode: &str, extra: &str) -> String {
+    let bin = Fixture::bin("faulty_backend");
+    format!(
+        "[backends.{name}]\ntransport = \"stdio\"\ncommand = \"{}\"\nargs = [\"--transport\", \"stdio\", \"--mode\", \"{mode}\"]\n{extra}\n",
+        bin.display()
+    )
+}
+
+/// The fault-injection backend over HTTP, in `mode`.
+pub fn faulty_http(mode: &str, extra: &[&str]) -> Fixture {
+    let mut args = vec!["--transport", "http", "--mode", mode];
+    args.extend_from_slice(extra);
+    Fixture::start_example("faulty_backend", "127.0.0.1:0", &args)
+}
+
+/// Processes whose parent is `pid`, with their state: none may be a zombie.
+pub fn assert_no_zombies(pid: u32) {
+    let zombies: Vec<_> = children(pid)
+        .into_iter()
+        .filter(|(_, s)| *s == 'Z')
+        .collect();
+    assert!(zombies.is_empty(), "zombie children: {zombies:?}");
+}
+
+/// Raw HTTP/1.1 bytes to the gateway; the reply's status (0 if none).
+pub fn raw_http(base: &str, request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = base.strip_prefix("http://").unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
 }

@@ -10,7 +10,24 @@ fn raw(s: &str) -> Box<RawValue> {
 
 fn conn() -> (Arc<Conn>, mpsc::Receiver<Frame>) {
     let (tx, rx) = mpsc::channel(16);
-    (Conn::new(BackendName::new("b").unwrap(), tx), rx)
+    (
+        Conn::new(
+            BackendName::new("b").unwrap(),
+            Arc::new(super::super::throttle::Throttle::new(
+                5,
+                std::time::Duration::from_secs(10),
+            )),
+            tx,
+        ),
+        rx,
+    )
+}
+
+/// A listener for client `who` (a principal index), and its event stream.
+fn listener(who: usize) -> (Listener, mpsc::Receiver<String>) {
+    let (events, rx) = mpsc::channel(8);
+    let client = ClientKey::Principal(crate::sessions::Principal::Token(who));
+    (Listener { events, client }, rx)
 }
 
 async fn next_json(rx: &mut mpsc::Receiver<Frame>) -> Value {
@@ -41,8 +58,8 @@ fn params_without_token_pass_unchanged() {
 #[tokio::test]
 async fn responses_and_progress_reach_their_caller() {
     let (conn, mut wire) = conn();
-    let (ev_a, mut events_a) = mpsc::channel(8);
-    let (ev_b, mut events_b) = mpsc::channel(8);
+    let (ev_a, mut events_a) = listener(1);
+    let (ev_b, mut events_b) = listener(2);
     let c = conn.clone();
     let a = tokio::spawn(async move {
         let p = raw(r#"{"_meta":{"progressToken":"same"}}"#);
@@ -87,10 +104,11 @@ async fn responses_and_progress_reach_their_caller() {
 #[tokio::test]
 async fn a_server_request_is_routed_to_the_one_caller() {
     let (conn, mut wire) = conn();
-    let (ev, mut events) = mpsc::channel(8);
+    let (ev, mut events) = listener(1);
     let c = conn.clone();
+    let to = ev.clone();
     let call =
-        tokio::spawn(async move { c.call("x", None, Some(&ev), Duration::from_secs(5)).await });
+        tokio::spawn(async move { c.call("x", None, Some(&to), Duration::from_secs(5)).await });
     let id = next_json(&mut wire).await["id"].as_u64().unwrap();
 
     conn.dispatch(
@@ -101,15 +119,31 @@ async fn a_server_request_is_routed_to_the_one_caller() {
     assert_eq!(asked["method"], "sampling/createMessage");
     assert_eq!(asked["params"], serde_json::json!({"m":1}));
     let client_id = asked["id"].as_str().unwrap().to_owned();
-    let n: u64 = client_id.rsplit(':').next().unwrap().parse().unwrap();
+    let token = client_id.rsplit(':').next().unwrap();
     assert!(client_id.starts_with("sluice:b:"));
+    assert_eq!(token.len(), 32, "128 random bits, not a counter");
 
-    assert!(conn.answer(n, &Outcome::Result(raw(r#"{"ok":true}"#))));
+    // Issue 9 (1): another client cannot answer it, however it got the id.
+    let intruder = listener(2).0.client;
+    assert_eq!(
+        conn.answer(
+            token,
+            &intruder,
+            &Outcome::Result(raw(r#"{"forged":true}"#))
+        ),
+        Answered::NotYours
+    );
+    assert!(wire.try_recv().is_err(), "nothing reached the backend");
+    assert_eq!(
+        conn.answer(token, &ev.client, &Outcome::Result(raw(r#"{"ok":true}"#))),
+        Answered::Delivered
+    );
     let back = next_json(&mut wire).await;
     assert_eq!(back["id"], "srv-7");
     assert_eq!(back["result"], serde_json::json!({"ok":true}));
-    assert!(
-        !conn.answer(n, &Outcome::Result(raw("{}"))),
+    assert_eq!(
+        conn.answer(token, &ev.client, &Outcome::Result(raw("{}"))),
+        Answered::Unknown,
         "answered only once"
     );
 
@@ -125,7 +159,7 @@ async fn a_server_request_is_routed_to_the_one_caller() {
 #[tokio::test]
 async fn an_ambiguous_server_request_is_refused() {
     let (conn, mut wire) = conn();
-    let (ev, mut events) = mpsc::channel(8);
+    let (ev, mut events) = listener(1);
     for _ in 0..2 {
         let c = conn.clone();
         let ev = ev.clone();
@@ -166,8 +200,8 @@ async fn a_timed_out_call_is_cancelled_at_the_backend() {
 #[tokio::test]
 async fn a_server_request_on_a_response_stream_goes_to_its_request() {
     let (conn, mut wire) = conn();
-    let (ev_a, mut events_a) = mpsc::channel(8);
-    let (ev_b, mut events_b) = mpsc::channel(8);
+    let (ev_a, mut events_a) = listener(1);
+    let (ev_b, mut events_b) = listener(2);
     let c = conn.clone();
     tokio::spawn(async move { c.call("x", None, Some(&ev_a), Duration::from_secs(5)).await });
     let id_a = next_json(&mut wire).await["id"].as_u64().unwrap();

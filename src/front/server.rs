@@ -1,0 +1,138 @@
+//! Connections: the accept loop, its bound and its timeouts.
+//!
+//! Every accepted socket holds a permit; at `max_connections` (kept below
+//! the file-descriptor limit) a new one is answered 503 and closed at once,
+//! so the connections already open keep being served and accept never
+//! spins on EMFILE. hyper's header-read timeout bounds a client that opens
+//! a connection and sends a partial request, or nothing at all, and also
+//! ends keep-alive connections that sit idle between requests.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// How the gateway treats client connections.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub header_read_timeout: Duration,
+}
+
+/// The answer to a connection over the cap: small enough to go out in
+/// one non-blocking write, and it says when to come back.
+const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+Retry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// File descriptors kept free of client connections for everything else:
+/// backend pipes and sockets, the listener, logs.
+pub(crate) const FD_RESERVE: usize = 64;
+
+/// Raises the soft open-file limit to the hard one and returns the number
+/// of client connections that fit below it, leaving `reserve` free.
+pub fn connection_cap(wanted: usize, reserve: usize) -> (usize, Option<u64>) {
+    let limit = raise_nofile_limit();
+    match limit {
+        Some(n) => {
+            let room = usize::try_from(n).unwrap_or(usize::MAX).saturating_sub(reserve);
+            (wanted.min(room.max(16)), limit)
+        }
+        None => (wanted, None),
+    }
+}
+
+fn raise_nofile_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    Some(lim.rlim_cur)
+}
+
+/// Accepts until `stop`, then lets open connections finish; returns a
+/// handle whose `shutdown` completes once every connection has closed.
+pub async fn accept(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) -> GracefulShutdown {
+    let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(a) => {
+                backoff = Duration::from_millis(5);
+                a
+            }
+            Err(e) => {
+                // EMFILE/ENFILE and the like: the next accept would fail the
+                // same way at once. Wait instead of spinning.
+                tracing::warn!(error = %e, "accept failed; pausing");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            refuse(tcp, peer, &metrics);
+            continue;
+        };
+        // SSE streams can be written faster without Nagle (a 30x difference).
+        let _ = tcp.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let conn = http.serve_connection(TokioIo::new(tcp), service);
+        let conn = graceful.watch(conn);
+        let metrics = metrics.clone();
+        metrics.connection_opened();
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            metrics.connection_closed();
+            drop(permit);
+        });
+    }
+    graceful
+}
+
+/// Over the cap: a 503 if the socket takes it without waiting, then close.
+fn refuse(tcp: TcpStream, peer: SocketAddr, metrics: &Metrics) {
+    let _ = tcp.try_write(REFUSAL);
+    metrics.connection_refused();
+    tracing::debug!(%peer, "connection refused: at max_connections");
+}

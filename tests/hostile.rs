@@ -1,0 +1,363 @@
+//! Issue 9: hostile clients and broken backends. Each test is named after
+//! the item of the issue it closes and fails on the code before the fix.
+//! Backends are real processes: the demo server, and the fault-injection
+//! backend (`examples/faulty_backend.rs`) in the mode each case needs.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+fn echo(id: u64, tool: &str, text: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}})
+}
+
+/// Item 3: /metrics, /readyz and /healthz pass the same rebinding guard as
+/// /mcp, with Host parsed strictly; /readyz names reason classes only.
+#[test]
+fn item03_operator_endpoints_are_guarded_and_readyz_says_no_details() {
+    let toml = format!(
+        "{}[backends.broken]\ncommand = \"/nonexistent/secret-tool-x\"\n",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_unready(&toml, &[]);
+    wait_until(Duration::from_secs(30), || {
+        http_get(&gw.base, "/readyz").is_ok_and(|(_, body)| !body.contains("starting"))
+    });
+    for path in ["/metrics", "/readyz", "/healthz"] {
+        let get = |extra: &str| {
+            raw_http(
+                &gw.base,
+                &format!("GET {path} HTTP/1.1\r\n{extra}Connection: close\r\n\r\n"),
+            )
+        };
+        let (ok, _) = get("Host: 127.0.0.1\r\n");
+        assert!(
+            ok == 200 || (path == "/readyz" && ok == 503),
+            "{path}: {ok}"
+        );
+        assert_eq!(get("Host: evil.com\r\n").0, 403, "{path} Host evil.com");
+        assert_eq!(
+            get("Host: [::1].evil.com\r\n").0,
+            400,
+            "{path} [::1].evil.com"
+        );
+        assert_eq!(
+            get("Host: [::1]evil.com:80\r\n").0,
+            400,
+            "{path} [::1]evil.com:80"
+        );
+        assert_eq!(
+            get("Host: 127.0.0.1\r\nHost: evil.com\r\n").0,
+            400,
+            "{path} two Hosts"
+        );
+        assert_eq!(
+            get("Host: 127.0.0.1\r\nOrigin: https://evil.example\r\n").0,
+            403,
+            "{path} Origin"
+        );
+        let absolute = |host: &str| {
+            raw_http(
+                &gw.base,
+                &format!("GET http://evil.com{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+            )
+            .0
+        };
+        assert_eq!(absolute("evil.com"), 403, "{path} absolute-form");
+        assert_eq!(
+            absolute("127.0.0.1"),
+            400,
+            "{path} absolute-form disagreeing with Host"
+        );
+    }
+    let (status, body) = http_get(&gw.base, "/readyz").unwrap();
+    assert_eq!(status, 503);
+    assert!(
+        !body.contains("secret-tool-x") && !body.contains("nonexistent"),
+        "{body}"
+    );
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let problem = v["unhealthy"][0]["problem"].as_str().unwrap();
+    assert!(
+        [
+            "unreachable",
+            "exited",
+            "starting",
+            "timeout",
+            "protocol_error"
+        ]
+        .contains(&problem),
+        "{problem}"
+    );
+}
+
+/// Item 2: the HTTP+SSE `endpoint` event may not send the configured
+/// credentials to another origin, and no backend call follows a redirect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item02_credentials_stay_with_the_backend_origin() {
+    let elsewhere = faulty_http("recorder", &[]);
+    let target = format!("http://{}/messages", elsewhere.addr);
+    let sse = faulty_http("sse-elsewhere", &["--target", &target]);
+    let redirect = faulty_http(
+        "redirect",
+        &["--target", &format!("http://{}/mcp", elsewhere.addr)],
+    );
+    let toml = format!(
+        "{}[backends.sse]\ntransport = \"sse\"\nurl = \"http://{}/sse\"\nheaders = {{ Authorization = \"${{SECRET}}\" }}\n\
+         [backends.moved]\ntransport = \"http\"\nurl = \"http://{}/mcp\"\nheaders = {{ Authorization = \"${{SECRET}}\" }}\n",
+        demo_backend("demo"),
+        sse.addr,
+        redirect.addr
+    );
+    let gw = Gateway::start_unready(&toml, &[("SECRET", "Bearer s3cret-value")]);
+    // Both are tried (and retried) and refused; the healthy one serves.
+    wait_until(Duration::from_secs(30), || {
+        let (_, body) = http_get(&gw.base, "/readyz").unwrap();
+        body.contains("\"sse\"") && body.contains("\"moved\"") && !body.contains("starting")
+    });
+    wait_until(Duration::from_secs(30), || {
+        redirect.stats()["requests"].as_u64().unwrap() >= 2
+    });
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let r = http
+        .post(Some(&session), &echo(2, "demo__echo", "hi"))
+        .await;
+    assert_eq!(text_of(&r.messages()[0]), "hi");
+    let seen = elsewhere.stats()["requests"].as_u64().unwrap();
+    let (_, log) = http_get(&format!("http://{}", elsewhere.addr), "/seen").unwrap();
+    assert_eq!(seen, 0, "the other origin was contacted: {log}");
+    assert!(!log.contains("s3cret"), "{log}");
+}
+
+/// Item 8: an HTTP backend that accepts and never answers is a timeout,
+/// retried with backoff, not "starting" forever; clients of the namespace
+/// are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item08_a_backend_that_never_answers_times_out_and_is_retried() {
+    let hang = faulty_http("hang", &[]);
+    let toml = format!(
+        "{}[backends.hang]\ntransport = \"http\"\nurl = \"http://{}/mcp\"\nrequest_timeout = \"1s\"\n",
+        demo_backend("demo"),
+        hang.addr
+    );
+    let gw = Gateway::start_unready(&toml, &[]);
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let r = http
+        .post(Some(&session), &echo(2, "demo__echo", "served"))
+        .await;
+    assert_eq!(text_of(&r.messages()[0]), "served");
+    wait_until(Duration::from_secs(30), || {
+        http_get(&gw.base, "/readyz").is_ok_and(|(_, b)| b.contains("timeout"))
+    });
+    // Retried: the backend sees new attempts after the first one timed out.
+    wait_until(Duration::from_secs(30), || {
+        hang.stats()["requests"].as_u64().unwrap() >= 3
+    });
+    assert_eq!(gw.stop(), Some(0));
+}
+
+/// Item 9: a stdio backend that exits at once is noticed during its
+/// handshake (no wait for the request timeout), reaped, and retried.
+#[test]
+fn item09_a_child_that_exits_at_once_is_reaped_and_retried() {
+    let toml = format!(
+        "{}{}",
+        demo_backend("demo"),
+        faulty_stdio("gone", "exit-at-start", "request_timeout = \"10m\"")
+    );
+    let gw = Gateway::start_unready(&toml, &[]);
+    // With a 10-minute request timeout, only noticing the exit itself can
+    // turn the backend from "starting" into "exited".
+    wait_until(Duration::from_secs(30), || {
+        http_get(&gw.base, "/readyz").is_ok_and(|(_, b)| b.contains("\"exited\""))
+    });
+    // Each attempt's child is reaped: never a zombie, whatever the moment.
+    for _ in 0..20 {
+        assert_no_zombies(gw.pid());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let m = gw.metrics();
+    assert!(
+        m.get("sluice_backend_sessions_opened_total{backend=\"gone\"}") >= 2.0,
+        "retried"
+    );
+    assert_eq!(m.get("sluice_backend_sessions_live{backend=\"gone\"}"), 0.0);
+}
+
+/// Item 10: a client session that ends while its per-session backend is
+/// still opening leaks nothing: the slot, the child and the gauge come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item10_sessions_ended_during_a_backend_open_leak_nothing() {
+    let bin = Fixture::bin("faulty_backend");
+    // A backend that takes a while to start: the open is in progress when
+    // the client's session ends.
+    let toml = format!(
+        "[backends.slow]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep 1; exec {} --transport stdio --mode ok\"]\n\
+         isolation = \"per-session\"\nmax_sessions = 2\n",
+        bin.display()
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    for round in 0..4 {
+        let session = http.initialize().await;
+        let call = {
+            let http = http.clone();
+            let session = session.clone();
+            tokio::spawn(
+                async move { http.post(Some(&session), &echo(2, "slow__echo", "x")).await },
+            )
+        };
+        // The open has begun once its child exists.
+        wait_until(Duration::from_secs(10), || !children(gw.pid()).is_empty());
+        assert_eq!(http.delete(&session).await, 200, "round {round}");
+        let _ = call.await;
+        // The open finishes on its own task, which then ends what it opened.
+        wait_until(Duration::from_secs(30), || children(gw.pid()).is_empty());
+    }
+    wait_until(Duration::from_secs(30), || {
+        gw.metrics()
+            .get("sluice_backend_sessions_live{backend=\"slow\"}")
+            == 0.0
+    });
+    let m = gw.metrics();
+    assert_eq!(
+        m.get("sluice_backend_sessions_opened_total{backend=\"slow\"}"),
+        m.get("sluice_backend_sessions_closed_total{backend=\"slow\",reason=\"client_closed\"}")
+            + m.get("sluice_backend_sessions_closed_total{backend=\"slow\",reason=\"probe\"}")
+    );
+    // With max_sessions = 2, four leaked slots would refuse this one.
+    let session = http.initialize().await;
+    let r = http
+        .post(Some(&session), &echo(3, "slow__echo", "after"))
+        .await;
+    assert_eq!(text_of(&r.messages()[0]), "after");
+}
+
+/// Item 11: a call that outlasts the backend's idle TTL keeps its backend
+/// session: in use is not idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item11_a_long_call_is_not_reaped_under_itself() {
+    let toml = format!(
+        "{}isolation = \"per-session\"\nidle_ttl = \"1s\"\n",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let r = http
+        .call(
+            &session,
+            2,
+            "tools/call",
+            json!({"name":"demo__sleep_ms","arguments":{"ms":3000}}),
+        )
+        .await;
+    let msg = r.messages().pop().unwrap();
+    assert!(msg.get("result").is_some(), "the call failed: {msg}");
+    let m = gw.metrics();
+    assert_eq!(
+        m.get("sluice_backend_sessions_closed_total{backend=\"demo\",reason=\"idle\"}"),
+        0.0,
+        "closed while in use"
+    );
+}
+
+/// Item 13: a backend that prints garbage costs a bounded number of log
+/// lines, however much it prints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item13_garbage_from_a_backend_is_logged_at_a_bounded_rate() {
+    let toml = format!(
+        "{}{}",
+        demo_backend("demo"),
+        faulty_stdio("noisy", "garbage", "")
+            .replace("\"garbage\"]", "\"garbage\", \"--mb\", \"4\"]")
+    );
+    let gw = Gateway::start_logged(&toml, &[]);
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    // The backend serves normally once its garbage is out.
+    wait_until(Duration::from_secs(30), || {
+        let log = gw.log();
+        log.matches("unparseable message").count() >= 1
+    });
+    let r = http
+        .post(Some(&session), &echo(2, "noisy__echo", "fine"))
+        .await;
+    assert_eq!(text_of(&r.messages()[0]), "fine");
+    let lines = gw.log().matches("unparseable message").count();
+    // 4 MB is 4,096 garbage lines; the log may carry a handful.
+    assert!(
+        (1..=10).contains(&lines),
+        "{lines} warnings for 4,096 garbage lines"
+    );
+}
+
+/// Item 1: a server-to-client request relayed to one client can be
+/// answered by that client only; another principal that learns (or
+/// guesses) the id is dropped, and the request still waits for the right
+/// answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item01_only_the_asked_client_answers_a_server_request() {
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let toml = format!(
+        "[auth]\nbearer_tokens_env = \"T\"\n{}",
+        http_backend("web", &fx.url(), "")
+    );
+    let gw = Gateway::start_with_env(&toml, &[("T", "tok-a,tok-b")]);
+    let post = |token: &'static str, session: Option<String>, body: Value| {
+        let url = gw.url("/mcp");
+        async move {
+            let mut req = reqwest::Client::new()
+                .post(url)
+                .header("content-type", "application/json")
+                .header("accept", ACCEPT_BOTH)
+                .header("authorization", format!("Bearer {token}"));
+            if let Some(s) = session {
+                req = req.header("mcp-session-id", s);
+            }
+            req.body(body.to_string()).send().await.unwrap()
+        }
+    };
+    let session_of =
+        |r: &reqwest::Response| r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let a = session_of(&post("tok-a", None, init_request(1)).await);
+    let b = session_of(&post("tok-b", None, init_request(1)).await);
+    let mut call = post(
+        "tok-a",
+        Some(a.clone()),
+        json!({"jsonrpc":"2.0","id":"ask-1","method":"tools/call","params":{"name":"web__ask","arguments":{}}}),
+    )
+    .await;
+    let mut seen = String::new();
+    let request: Value = loop {
+        let chunk = call.chunk().await.unwrap().expect("no sampling request");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(line) = seen.lines().find(|l| l.contains("sampling/createMessage")) {
+            break serde_json::from_str(line.trim_start_matches("data:").trim()).unwrap();
+        }
+    };
+    let id = request["id"].as_str().unwrap().to_owned();
+    assert!(id.len() >= "sluice:web:".len() + 32, "guessable id {id}");
+    let answer = |text: &str| {
+        json!({"jsonrpc":"2.0","id":id,"result":{
+            "role":"assistant","content":{"type":"text","text":text},"model":"test"}})
+    };
+    // The other principal answers first, from its own session: dropped.
+    let r = post("tok-b", Some(b.clone()), answer("from the intruder")).await;
+    assert_eq!(r.status(), 202);
+    assert_eq!(
+        gw.metrics()
+            .get("sluice_server_answers_dropped_total{reason=\"not_yours\"}"),
+        1.0
+    );
+    let r = post("tok-a", Some(a.clone()), answer("from the right client")).await;
+    assert_eq!(r.status(), 202);
+    let rest = call.text().await.unwrap();
+    assert!(rest.contains("from the right client"), "{rest}");
+    assert!(!rest.contains("intruder"), "{rest}");
+}
