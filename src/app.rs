@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +51,9 @@ pub fn check_supported(config: &Config) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// Past the grace period, how long requests get to write their error.
+const ABORT_FLUSH: Duration = Duration::from_secs(2);
+
 /// Runs the gateway until SIGINT/SIGTERM. `on_listening` gets the bound
 /// address once connections are accepted.
 pub async fn serve(
@@ -62,6 +64,7 @@ pub async fn serve(
     let metrics = Arc::new(Metrics::new());
     let stop_backends = CancellationToken::new();
     let stopping = CancellationToken::new();
+    let aborting = CancellationToken::new();
 
     // upstream: one supervised backend per configured server.
     let mut supervisors = Vec::new();
@@ -108,6 +111,9 @@ pub async fn serve(
         metrics: metrics.clone(),
         metrics_token: config.metrics.token.clone(),
         stopping: stopping.clone(),
+        aborting: aborting.clone(),
+        body_read_timeout: config.server.body_read_timeout,
+        max_batch_items: config.server.max_batch_items,
         stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
     });
     let app = front::routes(front, &config.metrics.path);
@@ -122,27 +128,53 @@ pub async fn serve(
         config.metrics.summary_interval,
         stopping.clone(),
     );
-    tracing::info!(%local, backends = backends.len(), "sluice listening");
+    // Client connections stay below the fd limit, with room for backends.
+    let reserve = front::server::FD_RESERVE
+        + config
+            .backends
+            .iter()
+            .map(|b| match b.isolation {
+                crate::config::Isolation::Shared => 4,
+                crate::config::Isolation::PerSession => 4 * b.max_sessions,
+            })
+            .sum::<usize>();
+    let (max_connections, nofile) =
+        front::server::connection_cap(config.server.max_connections, reserve);
+    if max_connections < config.server.max_connections {
+        tracing::warn!(
+            max_connections,
+            nofile,
+            "max_connections lowered to fit the open-file limit"
+        );
+    }
+    tracing::info!(%local, backends = backends.len(), max_connections, "sluice listening");
     on_listening(local);
 
-    // SSE streams can be written faster without Nagle (a 30x difference).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let shutdown = stopping.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down");
-        shutdown.cancel();
-    });
-    let server = tokio::spawn(async move { server.await });
-    stopping.cancelled().await;
+    let limits = front::server::Limits {
+        max_connections,
+        header_read_timeout: config.server.header_read_timeout,
+    };
+    let accepting = tokio::spawn(front::server::accept(
+        listener,
+        app,
+        limits,
+        metrics.clone(),
+        stopping.clone(),
+    ));
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    stopping.cancel();
     // In-flight requests get the grace period; streams end on `stopping`.
-    if tokio::time::timeout(config.server.shutdown_grace, server)
-        .await
-        .is_err()
-    {
-        tracing::warn!("in-flight requests did not finish within the grace period");
+    match accepting.await {
+        Ok(connections) => {
+            let drained = connections
+                .drain(config.server.shutdown_grace, ABORT_FLUSH, &aborting)
+                .await;
+            if !drained {
+                tracing::warn!("some connections were still open when the gateway stopped");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "accept loop failed"),
     }
     sessions.close_all();
     stop_backends.cancel();

@@ -74,14 +74,64 @@ pub enum ParseError {
     Json(#[from] serde_json::Error),
     #[error("invalid request: {0}")]
     Invalid(&'static str),
+    #[error("invalid request: a batch holds at most {0} messages")]
+    TooManyItems(usize),
 }
 
 impl ParseError {
     pub fn code(&self) -> i64 {
         match self {
             ParseError::Json(_) => PARSE_ERROR,
-            ParseError::Invalid(_) => INVALID_REQUEST,
+            ParseError::Invalid(_) | ParseError::TooManyItems(_) => INVALID_REQUEST,
         }
+    }
+}
+
+/// A JSON array's items as raw values, stopping at the first item past
+/// `max`: a 4 MB body of 2 million tiny items costs nothing to refuse.
+fn bounded_array(bytes: &[u8], max: usize) -> Result<Vec<Box<RawValue>>, ParseError> {
+    use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
+
+    struct Items {
+        max: usize,
+        over: std::cell::Cell<bool>,
+    }
+    impl<'de> Visitor<'de> for &Items {
+        type Value = Vec<Box<RawValue>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of JSON-RPC messages")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element::<Box<RawValue>>()? {
+                if out.len() == self.max {
+                    self.over.set(true);
+                    return Err(A::Error::custom("too many items"));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for &Items {
+        type Value = Vec<Box<RawValue>>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    let items = Items {
+        max,
+        over: std::cell::Cell::new(false),
+    };
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = (&items)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    match parsed {
+        Ok(v) => Ok(v),
+        Err(_) if items.over.get() => Err(ParseError::TooManyItems(max)),
+        Err(e) => Err(ParseError::Json(e)),
     }
 }
 
@@ -178,11 +228,12 @@ impl Message {
         }
     }
 
-    /// Parses a body that may be a batch (array) of messages.
-    pub fn parse_body(bytes: &[u8]) -> Result<Body, ParseError> {
+    /// Parses a body that may be a batch (array) of at most `max_items`
+    /// messages; a longer batch is refused before its items are read.
+    pub fn parse_body(bytes: &[u8], max_items: usize) -> Result<Body, ParseError> {
         let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
         if first == Some(&b'[') {
-            let raws: Vec<Box<RawValue>> = serde_json::from_slice(bytes)?;
+            let raws = bounded_array(bytes, max_items)?;
             if raws.is_empty() {
                 return Err(ParseError::Invalid("empty batch"));
             }
@@ -198,6 +249,7 @@ impl Message {
 }
 
 /// A POST body: one message, or (2025-03-26 only) a batch.
+#[derive(Debug)]
 pub enum Body {
     Single(Message),
     Batch(Vec<Result<Message, ParseError>>),

@@ -126,6 +126,8 @@ pub struct Metrics {
     list_refresh: Family<RefreshLabels, Counter>,
     entries: Family<EntriesLabels, Gauge>,
     answers_dropped: Family<DroppedLabels, Counter>,
+    connections_open: Gauge,
+    connections_refused: Counter,
     rss: Gauge,
     /// Counters since the last summary line.
     window: Window,
@@ -165,6 +167,8 @@ impl Metrics {
         let list_refresh = Family::<RefreshLabels, Counter>::default();
         let entries = Family::<EntriesLabels, Gauge>::default();
         let answers_dropped = Family::<DroppedLabels, Counter>::default();
+        let connections_open = Gauge::default();
+        let connections_refused = Counter::default();
         let rss = Gauge::default();
 
         registry.register(
@@ -229,6 +233,16 @@ impl Metrics {
             answers_dropped.clone(),
         );
         registry.register(
+            "sluice_connections_open",
+            "Client TCP connections open",
+            connections_open.clone(),
+        );
+        registry.register(
+            "sluice_connections_refused",
+            "Client connections refused with 503 at max_connections",
+            connections_refused.clone(),
+        );
+        registry.register(
             "process_resident_memory_bytes",
             "Resident set size of the gateway process",
             rss.clone(),
@@ -247,6 +261,8 @@ impl Metrics {
             list_refresh,
             entries,
             answers_dropped,
+            connections_open,
+            connections_refused,
             rss,
             window: Window::default(),
         }
@@ -308,6 +324,18 @@ impl Metrics {
                 result,
             })
             .inc();
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections_open.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections_open.dec();
+    }
+
+    pub fn connection_refused(&self) {
+        self.connections_refused.inc();
     }
 
     /// How full one of the bounded internal maps is (set at each scrape).

@@ -361,3 +361,209 @@ async fn item01_only_the_asked_client_answers_a_server_request() {
     assert!(rest.contains("from the right client"), "{rest}");
     assert!(!rest.contains("intruder"), "{rest}");
 }
+
+/// Reads from a raw socket until EOF or `limit`; true if the peer closed.
+fn closed_by_peer(s: &mut std::net::TcpStream, limit: Duration) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Item 5: connections are bounded in number and in how long they may
+/// take to send a request; those already open keep being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item05_slow_and_surplus_connections_are_bounded() {
+    use std::io::{Read, Write};
+    let toml = format!(
+        "[server]\nmax_connections = 40\nheader_read_timeout = \"1s\"\nbody_read_timeout = \"1s\"\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start(&toml);
+    let addr = gw.base.strip_prefix("http://").unwrap().to_owned();
+    // A healthy client with a keep-alive connection, opened first.
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    // Partial headers and silent sockets, more than the cap.
+    let mut held = Vec::new();
+    for i in 0..60 {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        if i % 2 == 0 {
+            s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                .unwrap();
+        }
+        held.push(s);
+    }
+    // The existing connection is served while the cap is full.
+    for i in 0..20 {
+        let r = http
+            .post(Some(&session), &echo(100 + i, "demo__echo", "still"))
+            .await;
+        assert_eq!(text_of(&r.messages()[0]), "still");
+    }
+    // Those over the cap were answered 503 at once; the rest are closed
+    // by the header-read timeout.
+    let mut refused = 0;
+    let mut closed = 0;
+    for mut s in held {
+        let mut text = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.read_to_end(&mut text);
+        if text.starts_with(b"HTTP/1.1 503") {
+            refused += 1;
+        } else {
+            closed += 1;
+        }
+    }
+    assert!(refused >= 20, "{refused} refused, {closed} closed");
+    assert_eq!(refused + closed, 60);
+    wait_until(Duration::from_secs(10), || {
+        gw.metrics().get("sluice_connections_open") <= 1.0
+    });
+    assert!(gw.metrics().get("sluice_connections_refused_total") >= 20.0);
+
+    // A body that trickles in is cut off by its deadline: 408.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+             Content-Length: 100\r\n\r\n{{\"jsonrpc\""
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+
+    // An idle keep-alive connection is not kept forever either.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    assert!(
+        closed_by_peer(&mut s, Duration::from_secs(10)),
+        "idle connection kept open"
+    );
+    let r = http
+        .post(Some(&session), &echo(999, "demo__echo", "after"))
+        .await;
+    assert_eq!(text_of(&r.messages()[0]), "after");
+}
+
+/// Item 6: a batch past the item cap gets one error and costs nothing; a
+/// batch within it is answered whole, its requests at bounded concurrency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item06_batches_are_bounded() {
+    let gw = Gateway::start(&format!(
+        "[server]\nmax_batch_items = 256\n{}",
+        demo_backend("demo")
+    ));
+    let http = Http::new(gw.url("/mcp"));
+    let r = http
+        .post_raw(
+            &[
+                ("content-type", "application/json"),
+                ("accept", ACCEPT_BOTH),
+            ],
+            init_request(1)
+                .to_string()
+                .replace("2025-06-18", "2025-03-26"),
+        )
+        .await;
+    let session = r.session_id().unwrap();
+    let rss_before = gw.metrics().get("process_resident_memory_bytes");
+    let items = |n: usize| {
+        let one = |i: usize| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#);
+        format!("[{}]", (0..n).map(one).collect::<Vec<_>>().join(","))
+    };
+    let huge = format!("[{}1]", "1,".repeat(1_000_000));
+    for _ in 0..4 {
+        let r = http.post_bytes(&session, huge.clone()).await;
+        assert_eq!(r.status, 400);
+        assert_eq!(r.json()["error"]["code"], -32600);
+        assert!(r.body.len() < 512, "one error, not one per item");
+    }
+    let r = http.post_bytes(&session, items(257)).await;
+    assert_eq!(r.status, 400);
+    let r = http.post_bytes(&session, items(256)).await;
+    assert_eq!(r.status, 200);
+    let answers: Vec<Value> = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(answers.len(), 256);
+    assert!(
+        answers
+            .iter()
+            .enumerate()
+            .all(|(i, a)| a["id"] == i && a["result"] == json!({}))
+    );
+    let grown = gw.metrics().get("process_resident_memory_bytes") - rss_before;
+    assert!(grown < 64.0 * 1024.0 * 1024.0, "RSS grew {grown} bytes");
+}
+
+/// Item 14: a request still running when the shutdown grace ends gets a
+/// JSON-RPC error, not a stream cut without a word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item14_requests_past_the_grace_are_answered_with_an_error() {
+    let gw = Gateway::start(&format!(
+        "[server]\nshutdown_grace = \"1s\"\n{}",
+        demo_backend("demo")
+    ));
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    // One with progress (an SSE reply already under way), one plain (JSON).
+    let streaming = http.start_slow_call(&session, json!("sse"), 20_000).await;
+    let plain = {
+        let http = http.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            http.call(
+                &session,
+                7,
+                "tools/call",
+                json!({"name":"demo__sleep_ms","arguments":{"ms":20000}}),
+            )
+            .await
+        })
+    };
+    // Both are in flight at the backend before the signal.
+    wait_until(Duration::from_secs(10), || {
+        gw.metrics()
+            .get(r#"sluice_bounded_entries{map="pending_calls",owner="demo"}"#)
+            >= 2.0
+    });
+    let pid = gw.pid();
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let text = streaming.text().await.unwrap();
+    let last = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .next_back()
+        .unwrap();
+    let last: Value = serde_json::from_str(last.trim()).unwrap();
+    assert_eq!(last["id"], "sse");
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("shutting down"),
+        "{last}"
+    );
+    let plain = plain.await.unwrap();
+    assert!(
+        plain.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("shutting down")
+    );
+    assert_eq!(gw.stop(), Some(0));
+}

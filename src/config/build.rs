@@ -252,11 +252,6 @@ impl Builder<'_> {
                 s.body_read_timeout,
                 d.body_read_timeout,
             ),
-            idle_connection_timeout: self.nonzero(
-                "server.idle_connection_timeout",
-                s.idle_connection_timeout,
-                d.idle_connection_timeout,
-            ),
         }
     }
 

@@ -51,10 +51,6 @@ pub fn describe(loaded: &Loaded) -> String {
     line("server.max_connections", s.max_connections.to_string());
     line("server.header_read_timeout", dur(s.header_read_timeout));
     line("server.body_read_timeout", dur(s.body_read_timeout));
-    line(
-        "server.idle_connection_timeout",
-        dur(s.idle_connection_timeout),
-    );
     match &c.auth {
         Some(a) => line(
             "auth.bearer_tokens_env",

@@ -76,10 +76,10 @@ pub struct ServerSettings {
     pub max_batch_items: usize,
     /// Client connections held at once (lowered to fit the fd limit).
     pub max_connections: usize,
+    /// For a request's headers, and also how long a keep-alive connection
+    /// may sit idle between requests.
     pub header_read_timeout: Duration,
     pub body_read_timeout: Duration,
-    /// A keep-alive connection with no request in progress is closed after this.
-    pub idle_connection_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,7 +236,6 @@ impl Default for ServerSettings {
             max_connections: file::DEFAULT_MAX_CONNECTIONS,
             header_read_timeout: file::DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: file::DEFAULT_BODY_READ_TIMEOUT,
-            idle_connection_timeout: file::DEFAULT_IDLE_CONNECTION_TIMEOUT,
         }
     }
 }

@@ -16,7 +16,7 @@ use super::file::{File, FileAuth, FileMetrics, FileServer};
 
 const PREFIX: &str = "SLUICE_";
 
-pub(super) const SERVER_KEYS: [&str; 17] = [
+pub(super) const SERVER_KEYS: [&str; 16] = [
     "listen",
     "sessions",
     "session_ids",
@@ -33,7 +33,6 @@ pub(super) const SERVER_KEYS: [&str; 17] = [
     "max_connections",
     "header_read_timeout",
     "body_read_timeout",
-    "idle_connection_timeout",
 ];
 pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
@@ -139,7 +138,6 @@ fn written(file: &File) -> Vec<String> {
         s.max_connections.is_some(),
         s.header_read_timeout.is_some(),
         s.body_read_timeout.is_some(),
-        s.idle_connection_timeout.is_some(),
     ];
     let auth = [file
         .auth
@@ -184,7 +182,6 @@ fn set_server(s: &mut FileServer, key: &str, v: &str) -> Result<(), Rejected> {
         "max_connections" => s.max_connections = Some(count(v)?),
         "header_read_timeout" => s.header_read_timeout = Some(word(v)?),
         "body_read_timeout" => s.body_read_timeout = Some(word(v)?),
-        "idle_connection_timeout" => s.idle_connection_timeout = Some(word(v)?),
         _ => return Err(Rejected::Key),
     }
     Ok(())

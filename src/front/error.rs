@@ -33,6 +33,8 @@ pub enum Reject {
     UnsupportedMediaType,
     PayloadTooLarge(usize),
     BodyUnreadable,
+    /// The body did not arrive within `body_read_timeout`.
+    BodyTimeout,
     Parse(ParseError),
     BatchNotAllowed,
     InitializeInBatch,
@@ -104,6 +106,11 @@ impl Reject {
                 StatusCode::BAD_REQUEST,
                 jsonrpc::TRANSPORT_ERROR,
                 "Bad Request: body could not be read".into(),
+            ),
+            BodyTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                jsonrpc::TRANSPORT_ERROR,
+                "Request Timeout: the body did not arrive in time".into(),
             ),
             Parse(e) => (StatusCode::BAD_REQUEST, e.code(), e.to_string()),
             BatchNotAllowed => (
@@ -227,7 +234,7 @@ impl IntoResponse for Reject {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             // The unread body is still on the wire: this connection is done.
-            Reject::PayloadTooLarge(_) => {
+            Reject::PayloadTooLarge(_) | Reject::BodyTimeout => {
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}

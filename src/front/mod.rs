@@ -10,6 +10,7 @@ mod modern;
 mod ops;
 mod post;
 mod reply;
+pub mod server;
 mod stream;
 
 use std::sync::Arc;
@@ -41,6 +42,13 @@ pub struct Front {
     pub metrics_token: Option<Secret>,
     /// Cancelled when the gateway begins to shut down.
     pub stopping: CancellationToken,
+    /// Cancelled when the shutdown grace has run out: requests still in
+    /// flight are answered with an error instead of a cut stream.
+    pub aborting: CancellationToken,
+    /// How long a request body may take to arrive.
+    pub body_read_timeout: std::time::Duration,
+    /// Items per 2025-03-26 batch.
+    pub max_batch_items: usize,
     /// How often a GET stream writes a keep-alive comment (and so refreshes
     /// its session): 15 s, or a third of the idle TTL if that is shorter, so
     /// a writable stream always keeps its session alive.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::future::join_all;
+use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -37,8 +37,14 @@ pub(super) async fn handle(
         .namespace(namespace)
         .ok_or(Reject::UnknownNamespace)?
         .clone();
-    let bytes = read_body(body, headers, front.policy.max_body_bytes).await?;
-    let message = Message::parse_body(&bytes).map_err(Reject::Parse)?;
+    let bytes = read_body(
+        body,
+        headers,
+        front.policy.max_body_bytes,
+        front.body_read_timeout,
+    )
+    .await?;
+    let message = Message::parse_body(&bytes, front.max_batch_items).map_err(Reject::Parse)?;
 
     // Modern by its body's `_meta`, or by its header even when the body
     // lacks the `_meta` (then it is refused as the modern request it is).
@@ -104,7 +110,7 @@ pub(super) async fn handle(
             if !version.allows_batches() {
                 return Err(Reject::BatchNotAllowed);
             }
-            batch(&ctx, items).await
+            batch(ctx, items).await
         }
     }
 }
@@ -126,7 +132,14 @@ fn begin(
         .map_err(|_| Reject::SessionNotFound)
 }
 
-async fn read_body(body: Body, headers: &HeaderMap, max: usize) -> Result<bytes::Bytes, Reject> {
+/// The body, whole: at most `max` bytes, arriving within `deadline` (a
+/// client that sends a body a byte at a time holds nothing for long).
+async fn read_body(
+    body: Body,
+    headers: &HeaderMap,
+    max: usize,
+    deadline: std::time::Duration,
+) -> Result<bytes::Bytes, Reject> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -134,7 +147,10 @@ async fn read_body(body: Body, headers: &HeaderMap, max: usize) -> Result<bytes:
     if declared.is_some_and(|n| n > max) {
         return Err(Reject::PayloadTooLarge(max));
     }
-    axum::body::to_bytes(body, max).await.map_err(|e| {
+    let read = tokio::time::timeout(deadline, axum::body::to_bytes(body, max))
+        .await
+        .map_err(|_| Reject::BodyTimeout)?;
+    read.map_err(|e| {
         let too_large = std::error::Error::source(&e)
             .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
         if too_large {
@@ -259,8 +275,14 @@ fn notification(active: Option<&Active>, n: &Notification) {
     }
 }
 
+/// Requests of one batch served at once; the rest wait their turn.
+const BATCH_CONCURRENCY: usize = 8;
+
+/// A 2025-03-26 batch: its requests run at most `BATCH_CONCURRENCY` at a
+/// time, and the reply is streamed as they finish (in order), so a large
+/// batch never holds every answer in memory at once.
 async fn batch(
-    ctx: &reply::Ctx,
+    ctx: reply::Ctx,
     items: Vec<Result<Message, jsonrpc::ParseError>>,
 ) -> Result<Response, Reject> {
     if items
@@ -269,19 +291,41 @@ async fn batch(
     {
         return Err(Reject::InitializeInBatch);
     }
-    let mut lines = Vec::new();
-    let mut calls = Vec::new();
+    let mut errors = Vec::new();
+    let mut requests = Vec::new();
     for item in items {
         match item {
-            Err(e) => lines.push(jsonrpc::error_response(None, e.code(), &e.to_string())),
-            Ok(Message::Request(r)) => calls.push(reply::outcome_line(ctx, r)),
+            Err(e) => errors.push(jsonrpc::error_response(None, e.code(), &e.to_string())),
+            Ok(Message::Request(r)) => requests.push(r),
             Ok(Message::Notification(n)) => notification(ctx.active.as_ref(), &n),
-            Ok(Message::Response(r)) => reply::answer(ctx, &r.id, &r.outcome),
+            Ok(Message::Response(r)) => reply::answer(&ctx, &r.id, &r.outcome),
         }
     }
-    lines.extend(join_all(calls).await.into_iter().flatten());
-    if lines.is_empty() {
+    if errors.is_empty() && requests.is_empty() {
         return Ok(StatusCode::ACCEPTED.into_response());
     }
-    Ok(json_response(format!("[{}]", lines.join(",")), None))
+    let ctx = Arc::new(ctx);
+    let answers = stream::iter(requests)
+        .map(move |r| {
+            let ctx = ctx.clone();
+            async move { reply::outcome_line(&ctx, r).await }
+        })
+        .buffered(BATCH_CONCURRENCY)
+        .filter_map(std::future::ready);
+    let lines = stream::iter(errors).chain(answers);
+    // `[`, then each line with a separating comma, then `]`.
+    let body = stream::once(std::future::ready("[".to_owned()))
+        .chain(
+            lines
+                .enumerate()
+                .map(|(i, line)| if i == 0 { line } else { format!(",{line}") }),
+        )
+        .chain(stream::once(std::future::ready("]".to_owned())))
+        .map(Ok::<_, std::convert::Infallible>);
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(body),
+    )
+        .into_response())
 }

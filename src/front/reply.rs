@@ -127,6 +127,12 @@ async fn run(
     let outcome = tokio::select! {
         o = ctx.ns.handle(&caller, &req.method, req.params, events) => Some(o),
         _ = cancel.cancelled() => None,
+        // Past the shutdown grace: an answer, not a stream cut mid-way.
+        _ = ctx.front.aborting.cancelled() => Some(Outcome::Error(jsonrpc::error_object(
+            jsonrpc::INTERNAL_ERROR,
+            "sluice is shutting down; the request was not completed",
+            None,
+        ))),
     };
     let outcome = match ctx.era {
         Era::Modern => outcome.map(|o| super::modern::decorate(&req.method, o)),

@@ -43,7 +43,9 @@ pub fn connection_cap(wanted: usize, reserve: usize) -> (usize, Option<u64>) {
     let limit = raise_nofile_limit();
     match limit {
         Some(n) => {
-            let room = usize::try_from(n).unwrap_or(usize::MAX).saturating_sub(reserve);
+            let room = usize::try_from(n)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(reserve);
             (wanted.min(room.max(16)), limit)
         }
         None => (wanted, None),
@@ -73,17 +75,43 @@ fn raise_nofile_limit() -> Option<u64> {
     Some(lim.rlim_cur)
 }
 
-/// Accepts until `stop`, then lets open connections finish; returns a
-/// handle whose `shutdown` completes once every connection has closed.
+/// The connections of a stopped accept loop, still finishing.
+pub struct Connections {
+    graceful: GracefulShutdown,
+    permits: Arc<Semaphore>,
+    max: u32,
+}
+
+impl Connections {
+    /// Asks every connection to finish its request in flight and close.
+    /// Past `grace`, `abort` is cancelled (requests still running answer
+    /// with an error) and the connections get `flush` to write that.
+    /// Returns whether every connection closed.
+    pub async fn drain(self, grace: Duration, flush: Duration, abort: &CancellationToken) -> bool {
+        let all_closed = self.permits.acquire_many_owned(self.max);
+        tokio::pin!(all_closed);
+        let signal = self.graceful.shutdown();
+        tokio::pin!(signal);
+        if tokio::time::timeout(grace, &mut signal).await.is_ok() {
+            return true;
+        }
+        tracing::warn!("in-flight requests did not finish within the grace period; ending them");
+        abort.cancel();
+        tokio::time::timeout(flush, all_closed).await.is_ok()
+    }
+}
+
+/// Accepts until `stop`; returns the connections still open.
 pub async fn accept(
     listener: TcpListener,
     app: Router,
     limits: Limits,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
-) -> GracefulShutdown {
+) -> Connections {
     let graceful = GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let permits = Arc::new(Semaphore::new(max as usize));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
@@ -127,7 +155,11 @@ pub async fn accept(
             drop(permit);
         });
     }
-    graceful
+    Connections {
+        graceful,
+        permits,
+        max,
+    }
 }
 
 /// Over the cap: a 503 if the socket takes it without waiting, then close.

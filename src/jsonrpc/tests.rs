@@ -45,7 +45,7 @@ fn rejects_non_jsonrpc() {
 #[test]
 fn batches_parse_each_member() {
     let Body::Batch(items) =
-        Message::parse_body(br#" [{"jsonrpc":"2.0","method":"a"}, {"bad":1}]"#).unwrap()
+        Message::parse_body(br#" [{"jsonrpc":"2.0","method":"a"}, {"bad":1}]"#, 8).unwrap()
     else {
         panic!("not a batch")
     };
@@ -85,4 +85,23 @@ fn request_ids_are_strings_or_integers() {
         Ok(Message::Response(_))
     ));
     assert!(Message::parse(br#"{"jsonrpc":"2.0","id":[1],"result":{}}"#).is_err());
+}
+
+/// Issue 9 (6): a batch past the item cap is refused before its items
+/// are taken apart.
+#[test]
+fn batches_are_bounded() {
+    let body = format!("[{}1]", "1,".repeat(2_000_000));
+    let e = Message::parse_body(body.as_bytes(), 256).unwrap_err();
+    assert!(matches!(e, ParseError::TooManyItems(256)));
+    assert_eq!(e.code(), INVALID_REQUEST);
+    let ok = format!("[{}1]", "1,".repeat(255));
+    let Ok(Body::Batch(items)) = Message::parse_body(ok.as_bytes(), 256) else {
+        panic!("256 items are allowed")
+    };
+    assert_eq!(items.len(), 256);
+    assert!(matches!(
+        Message::parse_body(b"[1,", 256),
+        Err(ParseError::Json(_))
+    ));
 }

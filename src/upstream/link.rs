@@ -156,19 +156,31 @@ impl Drop for InUse {
 /// future may be cancelled at any await, and the link's owner task would
 /// otherwise keep the session open with nobody left to close it.
 pub(super) struct CloseOnDrop {
-    link: Arc<Link>,
+    link: Option<Arc<Link>>,
     reason: EndReason,
 }
 
 impl CloseOnDrop {
     pub(super) fn new(link: Arc<Link>, reason: EndReason) -> CloseOnDrop {
-        CloseOnDrop { link, reason }
+        CloseOnDrop {
+            link: Some(link),
+            reason,
+        }
+    }
+
+    /// The job succeeded and someone else owns the link now.
+    pub(super) fn disarm(mut self) -> Arc<Link> {
+        self.link
+            .take()
+            .unwrap_or_else(|| unreachable!("armed until disarmed"))
     }
 }
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        self.link.close(self.reason);
+        if let Some(link) = &self.link {
+            link.close(self.reason);
+        }
     }
 }
 

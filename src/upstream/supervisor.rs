@@ -24,7 +24,13 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
     let mut backoff = BACKOFF_FIRST;
     loop {
         let started = Instant::now();
-        match connect(&backend).await {
+        // A stop does not wait for a backend that hangs in its handshake:
+        // the half-open session is ended by its guard.
+        let connected = tokio::select! {
+            c = connect(&backend) => c,
+            _ = stop.cancelled() => break,
+        };
+        match connected {
             Ok(link) => serve(&backend, link, &stop).await,
             Err(e) => {
                 tracing::warn!(backend = %backend.name, error = %e, "backend unhealthy");
@@ -60,16 +66,17 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
 /// Opens a session and proves it healthy; the probe's page seeds the cache.
 async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
     let link = backend.open().await?;
+    let guard = link::CloseOnDrop::new(link.clone(), EndReason::Shutdown);
     match link::probe(&link, backend.ctx.timeout).await {
         Ok((method, page)) => {
             backend.cache.clear();
             let ttl = link.info.is_modern().then(|| super::ttl_of(&page));
             let version = backend.cache.version();
             let _ = backend.cache.put(version, method, None, &page, ttl);
-            Ok(link)
+            Ok(guard.disarm())
         }
         Err(e) => {
-            link.close(EndReason::Failed);
+            guard.disarm().close(EndReason::Failed);
             link.closed().await;
             Err(e)
         }
