@@ -40,6 +40,9 @@
 //! - `sse-ok` (http only): a working HTTP+SSE backend (`/messages?session=N`).
 //! - `recorder` (http only): answers every request with 200 `{}`; used as the
 //!   "other origin" whose `/seen` shows what reached it.
+//! - `updates` (stdio only): offers one subscribable resource,
+//!   `faulty://thing`; `fault` sends `notifications/resources/updated` for it
+//!   (unsolicited), then answers `fault-ok`.
 //!
 //! Over http it prints `faulty_backend listening on ADDR` once bound and also
 //! serves `GET /stats` (counters) and `GET /seen` (the last 1000 requests with
@@ -108,6 +111,7 @@ enum Mode {
     SseElsewhere,
     SseOk,
     Recorder,
+    Updates,
 }
 
 const MODES: &[(&str, Mode)] = &[
@@ -129,6 +133,7 @@ const MODES: &[(&str, Mode)] = &[
     ("sse-elsewhere", Mode::SseElsewhere),
     ("sse-ok", Mode::SseOk),
     ("recorder", Mode::Recorder),
+    ("updates", Mode::Updates),
 ];
 
 impl Mode {
@@ -145,7 +150,7 @@ impl Mode {
 
     /// Modes that only make sense with a pipe for stdout / a process to kill.
     fn stdio_only(self) -> bool {
-        matches!(self, Mode::CloseStdout | Mode::Stubborn)
+        matches!(self, Mode::CloseStdout | Mode::Stubborn | Mode::Updates)
     }
 
     /// Modes about HTTP status codes, redirects, origins or the SSE transport.
@@ -328,13 +333,25 @@ fn handle(mode: Mode, msg: Incoming) -> Outcome {
             let version = params["protocolVersion"]
                 .as_str()
                 .unwrap_or(DEFAULT_VERSION);
+            let capabilities = if mode == Mode::Updates {
+                json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}})
+            } else {
+                json!({"tools": {"listChanged": true}})
+            };
             json!({
                 "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": true}},
+                "capabilities": capabilities,
                 "serverInfo": {"name": "faulty", "version": "0"},
             })
         }
         "ping" => json!({}),
+        "resources/list" if mode == Mode::Updates => json!({"resources": [
+            {"uri": UPDATED_URI, "name": "thing"},
+        ]}),
+        "resources/read" if mode == Mode::Updates => json!({"contents": [
+            {"uri": UPDATED_URI, "text": "thing"},
+        ]}),
+        "resources/subscribe" | "resources/unsubscribe" if mode == Mode::Updates => json!({}),
         // Whatever cursor comes back, there is always another page.
         "tools/list" if mode == Mode::LoopCursor => json!({"tools": [], "nextCursor": "again"}),
         "tools/list" => json!({"tools": [
@@ -354,6 +371,9 @@ fn handle(mode: Mode, msg: Incoming) -> Outcome {
     };
     Outcome::Reply(response(&id, &result))
 }
+
+/// The one resource of `updates` mode, whose `fault` announces a change.
+const UPDATED_URI: &str = "faulty://thing";
 
 fn text_result(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}]})
@@ -478,6 +498,15 @@ fn stdio_fault(cfg: &Config, id: &RawValue) {
         Mode::EndlessSse => stdio_endless_ticks(),
         Mode::SlowDrip => stdio_slow_drip(fault_ok(id)),
         Mode::Flood => stdio_flood(cfg.count, fault_ok(id)),
+        // Unsolicited: nothing on the wire ties it to the request.
+        Mode::Updates => {
+            send(
+                &json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                "params": {"uri": UPDATED_URI}})
+                .to_string(),
+            );
+            send(&fault_ok(id));
+        }
         _ => send(&fault_ok(id)),
     }
 }

@@ -567,3 +567,96 @@ async fn item14_requests_past_the_grace_are_answered_with_an_error() {
     );
     assert_eq!(gw.stop(), Some(0));
 }
+
+/// Reads SSE events from a GET stream until `keep_alives` keep-alive
+/// comments have passed; returns the JSON-RPC messages seen.
+async fn read_stream(resp: &mut reqwest::Response, keep_alives: usize) -> Vec<Value> {
+    let mut text = String::new();
+    let mut seen = 0;
+    let mut messages = Vec::new();
+    while seen < keep_alives {
+        let chunk = resp.chunk().await.unwrap().expect("stream ended");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let event: String = text.drain(..end + 2).collect();
+            if event.starts_with(':') {
+                seen += 1;
+            }
+            for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
+                messages.push(serde_json::from_str(data.trim()).unwrap());
+            }
+        }
+    }
+    messages
+}
+
+/// Item 16: `notifications/resources/updated` reaches the sessions that
+/// subscribed (and no other), under the URI they know; after an
+/// unsubscribe it stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item16_resource_updates_reach_subscribers() {
+    for isolation in ["shared", "per-session"] {
+        let toml = format!(
+            "[server]\nsession_idle_ttl = \"3s\"\n{}",
+            faulty_stdio("upd", "updates", &format!("isolation = \"{isolation}\""))
+        );
+        let gw = Gateway::start(&toml);
+        let http = Http::new(gw.url("/mcp"));
+        let a = http.initialize().await;
+        let b = http.initialize().await;
+        let uri = "sluice://upd/faulty://thing";
+        let r = http
+            .call(&a, 2, "resources/subscribe", json!({ "uri": uri }))
+            .await;
+        assert!(r.json().get("result").is_some(), "{isolation}: {}", r.body);
+        let mut stream_a = http.get_stream(&a).await;
+        let mut stream_b = http.get_stream(&b).await;
+        // B uses the backend too (per-session: its own backend session).
+        let r = http.post(Some(&b), &echo(3, "upd__echo", "b")).await;
+        assert_eq!(text_of(&r.messages()[0]), "b");
+        let r = http
+            .call(
+                &a,
+                4,
+                "tools/call",
+                json!({"name":"upd__fault","arguments":{}}),
+            )
+            .await;
+        assert_eq!(text_of(&r.messages()[0]), "fault-ok");
+        let got_a = read_stream(&mut stream_a, 1).await;
+        let updated: Vec<_> = got_a
+            .iter()
+            .filter(|m| m["method"] == "notifications/resources/updated")
+            .collect();
+        assert_eq!(updated.len(), 1, "{isolation}: {got_a:?}");
+        assert_eq!(updated[0]["params"]["uri"], uri);
+        let got_b = read_stream(&mut stream_b, 2).await;
+        assert!(
+            got_b
+                .iter()
+                .all(|m| m["method"] != "notifications/resources/updated"),
+            "{isolation}: B never subscribed: {got_b:?}"
+        );
+        // After unsubscribing, A is told no more.
+        let r = http
+            .call(&a, 5, "resources/unsubscribe", json!({ "uri": uri }))
+            .await;
+        assert!(r.json().get("result").is_some());
+        let r = http
+            .call(
+                &a,
+                6,
+                "tools/call",
+                json!({"name":"upd__fault","arguments":{}}),
+            )
+            .await;
+        assert_eq!(text_of(&r.messages()[0]), "fault-ok");
+        let got_a = read_stream(&mut stream_a, 2).await;
+        assert!(
+            got_a
+                .iter()
+                .all(|m| m["method"] != "notifications/resources/updated"),
+            "{isolation}: {got_a:?}"
+        );
+    }
+}

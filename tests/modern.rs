@@ -21,10 +21,18 @@ fn meta() -> Value {
 
 /// A well-formed modern request: body `_meta` and the mirrored headers.
 async fn modern(http: &Http, id: u64, method: &str, mut params: Value) -> Reply {
-    params["_meta"] = meta();
+    // The request's own `_meta` keys (a progress token) stay beside ours.
+    let mut m = meta();
+    if let Some(own) = params["_meta"].as_object() {
+        for (k, v) in own {
+            m[k] = v.clone();
+        }
+    }
+    params["_meta"] = m;
     let name = params["name"]
         .as_str()
         .or(params["uri"].as_str())
+        .or(params["taskId"].as_str())
         .map(str::to_owned);
     let mut headers = vec![
         ("content-type", "application/json".to_owned()),
@@ -307,31 +315,59 @@ async fn subscriptions_listen_delivers_list_changes() {
     );
 }
 
-/// 10,000 modern requests leave no per-request state behind.
+/// A bounded map's size as /metrics reports it; the map must be reported.
+fn entries(m: &Metrics, map: &str, owner: &str) -> f64 {
+    let key = format!(r#"sluice_bounded_entries{{map="{map}",owner="{owner}"}}"#);
+    *m.0.get(&key)
+        .unwrap_or_else(|| panic!("{key} is not reported"))
+}
+
+/// 10,000 modern requests leave no per-request state behind: every map a
+/// request could grow (pending calls, list pages under client cursors, the
+/// name index under unknown names, the task index under unknown tasks)
+/// is as small afterwards as its bound says, and memory comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_modern_requests_leave_nothing() {
-    let gw = Gateway::start(&demo_backend("demo"));
+    let toml = format!(
+        "{}[namespaces.default]\nbackends = [\"demo\"]\nprefix = \"never\"\n",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start(&toml);
     let http = Http::new(gw.url("/mcp"));
     let before = gw.metrics();
+    let rss_before = before.get("process_resident_memory_bytes");
     for chunk in 0..100u64 {
         let replies = join_all((0..100u64).map(|i| {
             let http = http.clone();
+            let n = chunk * 100 + i;
             async move {
-                modern(
-                    &http,
-                    chunk * 100 + i,
-                    "tools/call",
-                    json!({"name":"demo__echo","arguments":{"text":"n"}}),
-                )
-                .await
+                // Each request differs in what a careless gateway would keep.
+                let (method, params) = match n % 4 {
+                    0 => (
+                        "tools/call",
+                        json!({"name":"echo","arguments":{"text":"n"},
+                        "_meta":{"progressToken": format!("p-{n}")}}),
+                    ),
+                    1 => (
+                        "tools/list",
+                        json!({"cursor": format!("s2.0.0.client-made-{n}")}),
+                    ),
+                    2 => (
+                        "tools/call",
+                        json!({"name": format!("unknown-{n}"),"arguments":{}}),
+                    ),
+                    _ => ("tasks/get", json!({"taskId": format!("task-{n}")})),
+                };
+                (n % 4, modern(&http, n, method, params).await)
             }
         }))
         .await;
-        assert!(
-            replies
-                .iter()
-                .all(|r| r.status == 200 && text_of(&r.json()) == "n")
-        );
+        for (kind, r) in replies {
+            assert_eq!(r.status, 200, "{}", r.body);
+            if kind == 0 {
+                assert_eq!(text_of(&r.json()), "n");
+            }
+        }
     }
     let after = gw.metrics();
     assert_eq!(after.get("sluice_client_sessions_live"), 0.0);
@@ -342,34 +378,66 @@ async fn ten_thousand_modern_requests_leave_nothing() {
     ] {
         assert_eq!(after.get(key), before.get(key), "{key}");
     }
+    assert_eq!(entries(&after, "pending_calls", "demo"), 0.0);
+    assert_eq!(entries(&after, "server_requests", "demo"), 0.0);
+    // One page per list kind at most: client cursors are never keys.
+    assert!(entries(&after, "list_pages", "demo") <= 4.0);
+    assert!(entries(&after, "list_hashes", "demo") <= 4.0);
+    // The names the demo backend has, not the 2,500 asked for.
+    assert!(entries(&after, "name_index", "default") <= 16.0);
+    assert_eq!(entries(&after, "task_index", "default"), 0.0);
+    let grown = after.get("process_resident_memory_bytes") - rss_before;
+    assert!(grown < 32.0 * 1024.0 * 1024.0, "RSS grew by {grown} bytes");
     assert_eq!(
         after.get(r#"sluice_requests_total{era="modern",method="tools/call",outcome="ok"}"#),
-        10_000.0
+        2_500.0
     );
 }
 
-/// `sessions = "stateless"`: 10,000 legacy initializes keep nothing.
+/// `sessions = "stateless"`: 10,000 legacy initializes, each a different
+/// client, keep nothing: no session, no backend session per client (with
+/// per-session isolation the principal is the key), nothing pending.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_stateless_initializes_keep_nothing() {
     let gw = Gateway::start(&format!(
-        "[server]\nsessions = \"stateless\"\n{}",
+        "[server]\nsessions = \"stateless\"\n{}isolation = \"per-session\"\n",
         demo_backend("demo")
     ));
     let http = Http::new(gw.url("/mcp"));
+    let rss_before = gw.metrics().get("process_resident_memory_bytes");
     for chunk in 0..100u64 {
         let replies = join_all((0..100u64).map(|i| {
             let http = http.clone();
-            async move { http.post(None, &init_request(chunk * 100 + i)).await }
+            async move {
+                let n = chunk * 100 + i;
+                let mut init = init_request(n);
+                init["params"]["clientInfo"]["name"] = json!(format!("client-{n}"));
+                let r = http.post(None, &init).await;
+                // Each also uses the backend once, as a new client would.
+                let call = http
+                    .post(
+                        None,
+                        &json!({"jsonrpc":"2.0","id":n,"method":"tools/call",
+                    "params":{"name":"demo__echo","arguments":{"text":"s"}}}),
+                    )
+                    .await;
+                (r, call)
+            }
         }))
         .await;
-        assert!(
-            replies
-                .iter()
-                .all(|r| r.status == 200 && r.session_id().is_none())
-        );
+        for (r, call) in replies {
+            assert!(r.status == 200 && r.session_id().is_none());
+            assert_eq!(text_of(&call.json()), "s");
+        }
     }
     let m = gw.metrics();
     assert_eq!(m.get("sluice_client_sessions_live"), 0.0);
+    assert_eq!(m.get("sluice_client_sessions_opened_total"), 0.0);
+    assert!(entries(&m, "backend_slots", "demo") <= 1.0);
+    assert!(m.get(r#"sluice_backend_sessions_live{backend="demo"}"#) <= 1.0);
+    assert_eq!(entries(&m, "pending_calls", "demo"), 0.0);
+    let grown = m.get("process_resident_memory_bytes") - rss_before;
+    assert!(grown < 32.0 * 1024.0 * 1024.0, "RSS grew by {grown} bytes");
     assert_eq!(
         m.get(r#"sluice_requests_total{era="legacy",method="initialize",outcome="ok"}"#),
         10_000.0

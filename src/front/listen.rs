@@ -10,11 +10,11 @@ use futures_util::stream::{self, StreamExt};
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
-use tokio_stream::wrappers::BroadcastStream;
 
 use super::Front;
 use crate::jsonrpc::{self, Outcome, RawId};
-use crate::router::Namespace;
+use crate::router::{ClientNotice, Namespace};
+use crate::upstream::Caller;
 
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -30,7 +30,8 @@ const HONOURED: [(&str, &str); 3] = [
 
 pub(super) fn open(
     front: &Arc<Front>,
-    ns: &Namespace,
+    ns: &Arc<Namespace>,
+    caller: Caller,
     id: RawId,
     params: &IndexMap<String, Box<RawValue>>,
 ) -> Response {
@@ -55,16 +56,18 @@ pub(super) fn open(
             &json!({ "notifications": honoured, "_meta": meta }),
         )),
     );
-    let changes = stream::select_all(
-        ns.subscribe_changes()
-            .into_iter()
-            .map(|rx| BroadcastStream::new(rx).filter_map(|r| std::future::ready(r.ok()))),
-    )
-    .filter(move |method| std::future::ready(wanted.contains(&method.as_str())))
-    .map(move |method| {
-        let params = jsonrpc::raw(&json!({ "_meta": { SUBSCRIPTION_ID: sub_id.clone() } }));
-        jsonrpc::notification(&method, Some(&params))
-    });
+    let changes = ns
+        .notices(caller)
+        .filter_map(move |n| {
+            std::future::ready(match n {
+                ClientNotice::ListChanged(method) if wanted.contains(&method) => Some(method),
+                _ => None,
+            })
+        })
+        .map(move |method| {
+            let params = jsonrpc::raw(&json!({ "_meta": { SUBSCRIPTION_ID: sub_id.clone() } }));
+            jsonrpc::notification(method, Some(&params))
+        });
     let stopping = front.stopping.clone();
     // A graceful end: the listen request completes, then the stream closes.
     let farewell = stream::once(async move {

@@ -96,7 +96,10 @@ pub(super) async fn handle(
                 None,
             ))
         }
-        "subscriptions/listen" => Ok(listen::open(front, &ns, req.id, &fields)),
+        "subscriptions/listen" => {
+            let caller = crate::upstream::Caller::modern(principal);
+            Ok(listen::open(front, &ns, caller, req.id, &fields))
+        }
         m if ROUTED.contains(&m) => {
             let ctx = reply::Ctx {
                 front: front.clone(),

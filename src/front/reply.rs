@@ -124,6 +124,7 @@ async fn run(
 ) -> Option<String> {
     let method = method_label(&req.method);
     let caller = ctx.caller();
+    let subscription = subscription(&req);
     let outcome = tokio::select! {
         o = ctx.ns.handle(&caller, &req.method, req.params, events) => Some(o),
         _ = cancel.cancelled() => None,
@@ -140,6 +141,14 @@ async fn run(
     };
     if let Some(a) = &ctx.active {
         a.session().untrack(req.id.get());
+        // The session's GET stream delivers updates of what it subscribed to.
+        match (subscription, &outcome) {
+            (Some((true, uri)), Some(Outcome::Result(_))) if !a.session().subscribe(&uri) => {
+                tracing::debug!("subscription limit reached; updates not delivered");
+            }
+            (Some((false, uri)), Some(Outcome::Result(_))) => a.session().unsubscribe(&uri),
+            _ => {}
+        }
     }
     let label = match &outcome {
         Some(Outcome::Result(_)) => metrics::Outcome::ok,
@@ -149,6 +158,21 @@ async fn run(
         .metrics
         .request(ctx.era, method, label, started.elapsed().as_secs_f64());
     outcome.map(|o| jsonrpc::response(&req.id, &o))
+}
+
+/// `resources/subscribe` (true) or `unsubscribe` (false), and its URI.
+fn subscription(req: &Request) -> Option<(bool, String)> {
+    let subscribe = match req.method.as_str() {
+        "resources/subscribe" => true,
+        "resources/unsubscribe" => false,
+        _ => return None,
+    };
+    #[derive(serde::Deserialize)]
+    struct Params {
+        uri: String,
+    }
+    let p: Params = serde_json::from_str(req.params.as_deref()?.get()).ok()?;
+    Some((subscribe, p.uri))
 }
 
 /// A request inside a batch: its response line only (progress is dropped).

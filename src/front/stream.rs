@@ -12,12 +12,13 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
-use tokio_stream::wrappers::BroadcastStream;
 
 use super::Front;
 use super::checks;
 use super::error::Reject;
+use crate::router::ClientNotice;
 use crate::sessions::Session;
+use crate::upstream::Caller;
 
 pub(super) fn open(
     front: &Arc<Front>,
@@ -44,12 +45,16 @@ pub(super) fn open(
         return Err(Reject::StreamConflict);
     }
     let claim = StreamClaim(session.clone());
-    // A lagging stream skips missed changes: one list_changed says it all.
-    let changes = stream::select_all(
-        ns.subscribe_changes()
-            .into_iter()
-            .map(|rx| BroadcastStream::new(rx).filter_map(|r| std::future::ready(r.ok()))),
-    );
+    let caller = Caller::session(session.id.clone(), session.ended().clone());
+    let subscriber = session.clone();
+    // Resource updates only for what this session subscribed to.
+    let changes = ns.notices(caller).filter(move |n| {
+        std::future::ready(match n {
+            ClientNotice::ListChanged(_) => true,
+            ClientNotice::ResourceUpdated(uri) => subscriber.is_subscribed(uri),
+        })
+    });
+    let changes = Box::pin(changes);
     let sessions = front.sessions.clone();
     let stopping = front.stopping.clone();
     let mut tick = tokio::time::interval(front.stream_keep_alive);
@@ -61,8 +66,8 @@ pub(super) fn open(
             let event = tokio::select! {
                 _ = ended.cancelled() => return None,
                 _ = stopping.cancelled() => return None,
-                Some(method) = changes.next() => {
-                    Event::default().event("message").data(crate::jsonrpc::notification(&method, None))
+                Some(notice) = changes.next() => {
+                    Event::default().event("message").data(notice.line())
                 }
                 _ = tick.tick() => {
                     if !sessions.touch(&claim.0.id) {

@@ -12,7 +12,7 @@ mod tasks;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use namespace::Namespace;
+pub use namespace::{ClientNotice, Namespace};
 
 use crate::config::{Config, NamespaceName};
 use crate::upstream::Backend;

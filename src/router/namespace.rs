@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
+use futures_util::{Stream, StreamExt};
 use indexmap::IndexMap;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
+use tokio_stream::wrappers::BroadcastStream;
 
 use super::cursor::Cursor;
 use super::index::NameIndex;
@@ -15,7 +16,29 @@ use super::names;
 use super::tasks::{self, TaskIndex};
 use crate::config::{NamespaceName, Prefix, ToolFilter};
 use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
-use crate::upstream::{Backend, Caller, EventSink};
+use crate::upstream::{Backend, Caller, EventSink, Notice};
+
+/// What a client is told of its backends outside any request.
+#[derive(Debug, Clone)]
+pub enum ClientNotice {
+    /// A `notifications/*/list_changed` method.
+    ListChanged(&'static str),
+    /// A resource the client may have subscribed to changed (exposed URI).
+    ResourceUpdated(String),
+}
+
+impl ClientNotice {
+    /// The JSON-RPC notification a legacy client gets.
+    pub fn line(&self) -> String {
+        match self {
+            ClientNotice::ListChanged(method) => jsonrpc::notification(method, None),
+            ClientNotice::ResourceUpdated(uri) => jsonrpc::notification(
+                "notifications/resources/updated",
+                Some(&jsonrpc::raw(&json!({ "uri": uri }))),
+            ),
+        }
+    }
+}
 
 type Fields = IndexMap<String, Box<RawValue>>;
 
@@ -150,11 +173,32 @@ impl Namespace {
         (self.index.lock().len(), self.tasks.lock().len())
     }
 
-    pub fn subscribe_changes(&self) -> Vec<broadcast::Receiver<String>> {
-        self.members
-            .iter()
-            .map(|m| m.backend.subscribe_changes())
-            .collect()
+    /// What the backends announce that `caller` may be told, in the names
+    /// this namespace shows: list changes, and updates of resources (by
+    /// their exposed URI; the client's subscriptions decide what is sent).
+    /// A lagging stream skips announcements: one list change says it all.
+    pub fn notices(
+        self: &Arc<Self>,
+        caller: Caller,
+    ) -> impl Stream<Item = ClientNotice> + Send + 'static {
+        let streams = self.members.iter().map(|m| {
+            let ns = self.clone();
+            let caller = caller.clone();
+            let member = m.index;
+            BroadcastStream::new(m.backend.subscribe_changes()).filter_map(move |n| {
+                let notice = match n {
+                    Ok(n) if n.is_for(&caller) => match n {
+                        Notice::ListChanged(method) => Some(ClientNotice::ListChanged(method)),
+                        Notice::ResourceUpdated { uri, .. } => ns
+                            .expose(&ns.members[member], Kind::Resource, &uri)
+                            .map(ClientNotice::ResourceUpdated),
+                    },
+                    _ => None,
+                };
+                std::future::ready(notice)
+            })
+        });
+        futures_util::stream::select_all(streams)
     }
 
     /// Serves one client request, always with a JSON-RPC outcome.
@@ -339,6 +383,12 @@ impl Namespace {
         let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
             return not_found(kind, &exposed);
         };
+        // One backend session serves every client of a shared backend: one
+        // client's unsubscribe would end the others' subscriptions. The
+        // gateway stops delivering to that client instead (see `notices`).
+        if method == "resources/unsubscribe" && self.members[i].backend.is_shared() {
+            return ok(&json!({}));
+        }
         // An unchanged name leaves the params exactly as the client sent them.
         let params = if original == exposed {
             params

@@ -8,7 +8,7 @@
 mod id;
 mod table;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -34,7 +34,13 @@ pub struct Session {
     /// `notifications/cancelled` can reach them. Entries live exactly as
     /// long as their request.
     in_flight: Mutex<HashMap<String, CancellationToken>>,
+    /// Resource URIs (as the client names them) it subscribed to; at most
+    /// `MAX_SUBSCRIPTIONS`.
+    subscriptions: Mutex<HashSet<String>>,
 }
+
+/// Resource subscriptions one session may hold.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
 
 impl Session {
     /// Cancelled when the session ends, by any path.
@@ -62,6 +68,25 @@ impl Session {
 
     pub fn untrack(&self, raw_id: &str) {
         self.in_flight.lock().remove(raw_id);
+    }
+
+    /// Records a subscription the backend accepted; false when the
+    /// session already holds `MAX_SUBSCRIPTIONS`.
+    pub fn subscribe(&self, uri: &str) -> bool {
+        let mut subs = self.subscriptions.lock();
+        if subs.len() >= MAX_SUBSCRIPTIONS && !subs.contains(uri) {
+            return false;
+        }
+        subs.insert(uri.to_owned());
+        true
+    }
+
+    pub fn unsubscribe(&self, uri: &str) {
+        self.subscriptions.lock().remove(uri);
+    }
+
+    pub fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscriptions.lock().contains(uri)
     }
 
     /// The client cancelled one of its requests.
@@ -133,6 +158,7 @@ impl Sessions {
             ended: CancellationToken::new(),
             streaming: AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
+            subscriptions: Mutex::new(HashSet::new()),
         });
         let evicted = self
             .table

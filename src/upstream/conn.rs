@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use super::deadline::Deadline;
+use super::notice::Notice;
 use super::throttle::Throttle;
 use super::{ClientKey, UpstreamError};
 use crate::config::BackendName;
@@ -274,8 +275,8 @@ impl Conn {
 
     /// Handles one message from the backend. `origin` is the gateway id of
     /// the request whose response stream carried it, when the transport
-    /// tells. Returns a list-change method when the backend announced one.
-    pub(super) fn dispatch(&self, line: &str, origin: Option<u64>) -> Option<String> {
+    /// tells. Returns what the backend announced for clients, if anything.
+    pub(super) fn dispatch(&self, line: &str, origin: Option<u64>) -> Option<Notice> {
         let msg = match Message::parse(line.as_bytes()) {
             Ok(m) => m,
             Err(e) => {
@@ -307,7 +308,7 @@ impl Conn {
         }
     }
 
-    fn on_notification(&self, n: jsonrpc::Notification, origin: Option<u64>) -> Option<String> {
+    fn on_notification(&self, n: jsonrpc::Notification, origin: Option<u64>) -> Option<Notice> {
         match n.method.as_str() {
             "notifications/progress" => {
                 let params = n.params?;
@@ -327,7 +328,9 @@ impl Conn {
                 let _ = events.try_send(line);
                 None
             }
-            m if m.ends_with("/list_changed") => Some(m.to_owned()),
+            m if m.ends_with("/list_changed") || m == "notifications/resources/updated" => {
+                Notice::of(m, n.params.as_deref())
+            }
             "notifications/message" => {
                 // On a request's own stream it belongs to that request's
                 // client; elsewhere only if one request could have caused it.

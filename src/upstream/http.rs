@@ -489,8 +489,8 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
 }
 
 fn dispatch(wire: &Endpoint, conn: &Conn, data: &str, origin: Option<u64>) {
-    if let Some(change) = conn.dispatch(data, origin) {
-        (wire.ctx.on_change)(&change);
+    if let Some(notice) = conn.dispatch(data, origin) {
+        wire.ctx.notice(notice);
     }
 }
 

@@ -55,9 +55,9 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     let reader = tokio::spawn(async move {
         while let Some(Ok(ev)) = stream.next().await {
             if ev.event.as_deref().unwrap_or("message") == "message"
-                && let Some(change) = reader_conn.dispatch(&ev.data, None)
+                && let Some(notice) = reader_conn.dispatch(&ev.data, None)
             {
-                (reader_ctx.on_change)(&change);
+                reader_ctx.notice(notice);
             }
         }
         // The stream is the only way answers come: fail whoever waits.

@@ -13,6 +13,7 @@ mod http;
 mod legacy_sse;
 mod link;
 mod meta;
+mod notice;
 mod pool;
 mod stdio;
 mod supervisor;
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use conn::EventSink;
 pub use error::UpstreamError;
+pub use notice::Notice;
 
 use crate::config::{BackendConfig, BackendName, Isolation, Transport};
 use crate::jsonrpc::{self, Outcome};
@@ -48,7 +50,7 @@ pub struct Caller {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum ClientKey {
+pub enum ClientKey {
     Session(SessionId),
     /// Without a session (stateless mode) the principal is the client.
     Principal(Principal),
@@ -163,14 +165,34 @@ impl InitInfo {
     }
 }
 
+impl LinkCtx {
+    /// Passes on what the link announced, marked with its client if it has one.
+    fn notice(&self, mut notice: Notice) {
+        if let Notice::ResourceUpdated { client, .. } = &mut notice {
+            client.clone_from(&self.client);
+        }
+        (self.on_notice)(notice);
+    }
+
+    /// The context of a link serving one client.
+    fn for_client(&self, client: Option<ClientKey>) -> LinkCtx {
+        LinkCtx {
+            client,
+            ..self.clone()
+        }
+    }
+}
+
 /// What every link of a backend shares.
 #[derive(Clone)]
 struct LinkCtx {
     name: BackendName,
     metrics: Arc<Metrics>,
     timeout: Duration,
-    /// Called with `notifications/*/list_changed` from any link.
-    on_change: Arc<dyn Fn(&str) + Send + Sync>,
+    /// Called with what any link announces for clients.
+    on_notice: Arc<dyn Fn(Notice) + Send + Sync>,
+    /// The client of a per-session link (None: shared by all).
+    client: Option<ClientKey>,
     /// Bounds the backend's repeated warnings (garbage on the wire).
     warnings: Arc<throttle::Throttle>,
     /// Bounds the backend's own stderr lines in the gateway's log.
@@ -196,12 +218,6 @@ enum Health {
     Stopped,
 }
 
-const LIST_CHANGED: [&str; 3] = [
-    "notifications/tools/list_changed",
-    "notifications/prompts/list_changed",
-    "notifications/resources/list_changed",
-];
-
 pub struct Backend {
     pub name: BackendName,
     /// Itself, for opens that run on their own task (see `pool`).
@@ -215,7 +231,7 @@ pub struct Backend {
     settled: watch::Sender<bool>,
     /// When requests stop waiting for `settled` (see `settle`).
     settle_until: tokio::time::Instant,
-    changes: broadcast::Sender<String>,
+    changes: broadcast::Sender<Notice>,
     /// A call found the backend unreachable: re-check its health now.
     wake: Notify,
     /// A 2026-07-28 backend's stateless link (None for legacy backends).
@@ -247,11 +263,12 @@ impl Backend {
                     name: config.name.clone(),
                     metrics,
                     timeout: config.request_timeout,
-                    on_change: Arc::new(move |method: &str| {
+                    on_notice: Arc::new(move |notice: Notice| {
                         if let Some(b) = weak.upgrade() {
-                            b.list_changed(method);
+                            b.announce(notice);
                         }
                     }),
+                    client: None,
                     warnings: Arc::new(throttle::Throttle::new(5, Duration::from_secs(10))),
                     stderr: Arc::new(throttle::Throttle::new(100, Duration::from_secs(10))),
                 },
@@ -290,8 +307,8 @@ impl Backend {
         self.settled.send_replace(true);
         if up && !was_up {
             // Clients that listed while it was away have incomplete lists.
-            for method in LIST_CHANGED {
-                let _ = self.changes.send(method.to_owned());
+            for method in notice::LIST_CHANGED {
+                let _ = self.changes.send(Notice::ListChanged(method));
             }
         }
     }
@@ -342,19 +359,23 @@ impl Backend {
         }
     }
 
-    async fn open(&self) -> Result<Arc<Link>, UpstreamError> {
+    /// Opens a backend session, for one client or (None) for all.
+    async fn open(&self, client: Option<ClientKey>) -> Result<Arc<Link>, UpstreamError> {
+        let ctx = self.ctx.for_client(client);
         match &self.transport {
-            TransportSpec::Stdio(spec) => stdio::open(&self.ctx, spec).await,
-            TransportSpec::Http(spec) => http::open(&self.ctx, spec).await,
-            TransportSpec::Sse(spec) => legacy_sse::open(&self.ctx, spec).await,
+            TransportSpec::Stdio(spec) => stdio::open(&ctx, spec).await,
+            TransportSpec::Http(spec) => http::open(&ctx, spec).await,
+            TransportSpec::Sse(spec) => legacy_sse::open(&ctx, spec).await,
         }
     }
 
     /// A legacy session on an HTTP backend, skipping the era probe.
-    async fn open_legacy(&self) -> Result<Arc<Link>, UpstreamError> {
+    async fn open_legacy(&self, client: Option<ClientKey>) -> Result<Arc<Link>, UpstreamError> {
         match &self.transport {
-            TransportSpec::Http(spec) => http::open_legacy(&self.ctx, spec).await,
-            _ => self.open().await,
+            TransportSpec::Http(spec) => {
+                http::open_legacy(&self.ctx.for_client(client), spec).await
+            }
+            _ => self.open(client).await,
         }
     }
 
@@ -396,7 +417,8 @@ impl Backend {
                 .ok_or_else(|| UpstreamError::unavailable(&self.name, "reconnecting")),
             Pool::PerSession(p) => {
                 let me = self.owned()?;
-                p.get_or_open(caller, move || async move { me.open().await })
+                let client = Some(caller.key.clone());
+                p.get_or_open(caller, move || async move { me.open(client).await })
                     .await
             }
         };
@@ -416,13 +438,14 @@ impl Backend {
                 if let Some(l) = slot.lock().clone().filter(|l| !l.is_dead()) {
                     return Ok(l);
                 }
-                let link = self.open_legacy().await?;
+                let link = self.open_legacy(None).await?;
                 *slot.lock() = Some(link.clone());
                 Ok(link)
             }
             Pool::PerSession(p) => {
                 let me = self.owned()?;
-                p.get_or_open(caller, move || async move { me.open_legacy().await })
+                let client = Some(caller.key.clone());
+                p.get_or_open(caller, move || async move { me.open_legacy(client).await })
                     .await
             }
         }
@@ -481,7 +504,7 @@ impl Backend {
             (Pool::PerSession(p), None) => match p.any_for(caller) {
                 Some(l) => (l, None),
                 None => {
-                    let l = self.open().await?;
+                    let l = self.open(None).await?;
                     (l.clone(), Some(link::CloseOnDrop::new(l, EndReason::Probe)))
                 }
             },
@@ -605,14 +628,23 @@ impl Backend {
         m.entries("list_hashes", name, seen);
     }
 
-    /// List-change notifications (`notifications/tools/list_changed`, ...).
-    pub fn subscribe_changes(&self) -> broadcast::Receiver<String> {
+    /// What the backend announces for clients (list changes, resource
+    /// updates), as it happens.
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<Notice> {
         self.changes.subscribe()
     }
 
-    fn list_changed(&self, method: &str) {
-        self.cache.invalidate(method);
-        let _ = self.changes.send(method.to_owned());
+    fn announce(&self, notice: Notice) {
+        if let Notice::ListChanged(method) = &notice {
+            self.cache.invalidate(method);
+        }
+        let _ = self.changes.send(notice);
+    }
+
+    /// Whether every client shares one backend session (so one client's
+    /// `resources/unsubscribe` must not end another's subscription).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.pool, Pool::Shared(_)) || self.modern_link().is_some()
     }
 }
 

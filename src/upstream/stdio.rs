@@ -112,8 +112,8 @@ async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {
         match line {
             Ok(line) if line.trim().is_empty() => {}
             Ok(line) => {
-                if let Some(change) = conn.dispatch(&line, None) {
-                    (ctx.on_change)(&change);
+                if let Some(notice) = conn.dispatch(&line, None) {
+                    ctx.notice(notice);
                 }
             }
             Err(e) => {

@@ -65,7 +65,7 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
 
 /// Opens a session and proves it healthy; the probe's page seeds the cache.
 async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
-    let link = backend.open().await?;
+    let link = backend.open(None).await?;
     let guard = link::CloseOnDrop::new(link.clone(), EndReason::Shutdown);
     match link::probe(&link, backend.ctx.timeout).await {
         Ok((method, page)) => {

@@ -1,0 +1,60 @@
+//! What a backend announces outside any request, as clients will see it:
+//! list changes for everyone, and resource updates for the clients that
+//! subscribed (when a per-session backend session sent one, only its own
+//! client).
+
+use std::sync::Arc;
+
+use super::{Caller, ClientKey};
+
+/// The list-change notifications, by the list they invalidate.
+pub(super) const LIST_CHANGED: [&str; 3] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+];
+
+#[derive(Debug, Clone)]
+pub enum Notice {
+    /// One of `LIST_CHANGED`.
+    ListChanged(&'static str),
+    /// `notifications/resources/updated`, with the backend's own URI.
+    ResourceUpdated {
+        uri: Arc<str>,
+        /// The client whose backend session sent it (per-session
+        /// isolation); None on a shared backend session.
+        client: Option<ClientKey>,
+    },
+}
+
+impl Notice {
+    /// From a backend notification; None for the ones the gateway does not
+    /// relay this way (a backend cannot invent list kinds).
+    pub(super) fn of(method: &str, params: Option<&serde_json::value::RawValue>) -> Option<Notice> {
+        if let Some(known) = LIST_CHANGED.iter().find(|m| **m == method) {
+            return Some(Notice::ListChanged(known));
+        }
+        if method != "notifications/resources/updated" {
+            return None;
+        }
+        #[derive(serde::Deserialize)]
+        struct Updated {
+            uri: String,
+        }
+        let updated: Updated = serde_json::from_str(params?.get()).ok()?;
+        Some(Notice::ResourceUpdated {
+            uri: updated.uri.into(),
+            client: None,
+        })
+    }
+
+    /// Whether it may go to this caller at all.
+    pub fn is_for(&self, caller: &Caller) -> bool {
+        match self {
+            Notice::ListChanged(_) => true,
+            Notice::ResourceUpdated { client, .. } => {
+                client.as_ref().is_none_or(|c| *c == caller.key)
+            }
+        }
+    }
+}
