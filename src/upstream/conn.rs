@@ -399,7 +399,9 @@ impl Conn {
             }
         };
         if let Some(why) = refusal {
-            tracing::warn!(backend = %self.backend, method = %r.method, why, "refused server-to-client request");
+            if let Some(suppressed) = self.warnings.admit() {
+                tracing::warn!(backend = %self.backend, method = %r.method, why, suppressed, "refused server-to-client request");
+            }
             let err = jsonrpc::error_object(
                 jsonrpc::INTERNAL_ERROR,
                 &format!("sluice cannot route {}: {why}", r.method),

@@ -28,6 +28,10 @@ use super::{InitInfo, LinkCtx, UpstreamError};
 use crate::jsonrpc::{self, Message, Outcome};
 
 const WRITE_QUEUE: usize = 1024;
+/// POSTs one link has in flight at once; more frames wait in the queue.
+const MAX_POSTS: usize = 256;
+/// The largest response body taken from a backend.
+const MAX_BODY: usize = 64 * 1024 * 1024;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// DELETE is a courtesy: never let a dead backend hold up a close.
@@ -368,7 +372,7 @@ async fn write_frames(wire: Arc<Endpoint>, conn: Arc<Conn>, mut rx: mpsc::Receiv
     let mut in_flight = FuturesUnordered::new();
     loop {
         tokio::select! {
-            frame = rx.recv() => match frame {
+            frame = rx.recv(), if in_flight.len() < MAX_POSTS => match frame {
                 Some(frame) => in_flight.push(tokio::time::timeout(limit, send(&wire, &conn, frame))),
                 None => break,
             },
@@ -432,7 +436,7 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
             // A JSON-RPC error riding on a 4xx (-32021, -32602, ...) is the
             // backend's answer: it passes through, its data intact.
             if is_json(&resp)
-                && let Ok(body) = resp.bytes().await
+                && let Ok(body) = bounded_body(resp).await
                 && let Ok(Message::Response(_)) = Message::parse(&body)
             {
                 dispatch(wire, conn, &String::from_utf8_lossy(&body), frame.call);
@@ -461,12 +465,23 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
                 Ok(ev) if !ev.data.is_empty() => dispatch(wire, conn, &ev.data, origin),
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(backend = %wire.ctx.name, error = %e, "response stream broke");
+                    if wire.ctx.warnings.admit().is_some() {
+                        tracing::warn!(backend = %wire.ctx.name, error = %e, "response stream broke");
+                    }
                     break;
                 }
             }
         }
-    } else if let Ok(body) = resp.bytes().await {
+    } else {
+        let body = match bounded_body(resp).await {
+            Ok(body) => body,
+            Err(e) => {
+                if wire.ctx.warnings.admit().is_some() {
+                    tracing::warn!(backend = %wire.ctx.name, error = %e, "response body refused");
+                }
+                bytes::Bytes::new()
+            }
+        };
         // One object is the common case: a batch only when it starts with '['.
         match body.iter().find(|b| !b.is_ascii_whitespace()) {
             None => {}
@@ -492,6 +507,25 @@ fn dispatch(wire: &Endpoint, conn: &Conn, data: &str, origin: Option<u64>) {
     if let Some(notice) = conn.dispatch(data, origin) {
         wire.ctx.notice(notice);
     }
+}
+
+/// A JSON body, read whole but never past `MAX_BODY` (the bound stdio
+/// lines and SSE events have too): a backend cannot make the gateway
+/// buffer without limit.
+async fn bounded_body(resp: Response) -> Result<bytes::Bytes, String> {
+    if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(format!("body larger than {MAX_BODY} bytes"));
+    }
+    let mut body = bytes::BytesMut::new();
+    let mut chunks = resp.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| e.without_url().to_string())?;
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(format!("body larger than {MAX_BODY} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
 }
 
 fn is_json(resp: &Response) -> bool {
@@ -525,8 +559,8 @@ async fn answer_of(
                 return Ok(o);
             }
         }
-    } else if let Ok(body) = resp.text().await
-        && let Some(o) = matches(&body)
+    } else if let Ok(body) = bounded_body(resp).await
+        && let Some(o) = matches(&String::from_utf8_lossy(&body))
     {
         return Ok(o);
     }
