@@ -10,6 +10,8 @@ pub mod cli;
 pub mod config;
 pub mod demo_server;
 pub mod front;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mirror;

@@ -137,7 +137,7 @@ async fn backend_exit_mid_call_is_reported_and_recovered() {
             json!({"name":"demo__echo","arguments":{"text":"back"}}),
         )
         .await;
-    assert_eq!(text_of(&r.json()), "back");
+    assert_eq!(text_of(&r.json()), "back", "{}", r.body);
     let now = children(gw.pid());
     assert_eq!(now.len(), 1, "exactly one child after restart: {now:?}");
     assert_ne!(now[0].0, child);

@@ -24,6 +24,23 @@ use axum::routing::{any, get};
 use tokio_util::sync::CancellationToken;
 
 pub use checks::Policy;
+
+/// For `fuzzing`: the Host/Origin parsers on one value.
+pub fn check_authority(value: &str) {
+    if let Some(a) = authority::parse_authority(value) {
+        let _ = a.host.is_loopback();
+    }
+    if let Some(a) = authority::parse_origin(value) {
+        let _ = a.host.is_loopback();
+    }
+}
+
+/// For `fuzzing`: the 2026-07-28 checks of a request's headers and body.
+pub fn check_modern(headers: &axum::http::HeaderMap, body: &[u8]) {
+    if let Ok(crate::jsonrpc::Message::Request(r)) = crate::jsonrpc::Message::parse(body) {
+        let _ = modern::check_request(headers, &r);
+    }
+}
 pub use error::Reject;
 
 use crate::config::Secret;

@@ -52,34 +52,7 @@ pub(super) async fn handle(
         id: req.id.clone(),
         error,
     };
-    let fields: Fields = req
-        .params
-        .as_deref()
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_default();
-    let meta: Fields = fields
-        .get("_meta")
-        .and_then(|m| serde_json::from_str(m.get()).ok())
-        .unwrap_or_default();
-    let version: String = meta
-        .get(protocol::META_PROTOCOL_VERSION)
-        .and_then(|v| serde_json::from_str(v.get()).ok())
-        .ok_or_else(|| refuse(ModernError::MissingMeta(protocol::META_PROTOCOL_VERSION)))?;
-    if !meta
-        .get(CLIENT_CAPABILITIES)
-        .is_some_and(|c| c.get().starts_with('{'))
-    {
-        return Err(refuse(ModernError::MissingMeta(CLIENT_CAPABILITIES)));
-    }
-    // A header that disagrees with the body is a header error, whatever
-    // the versions: only an agreed but unknown version is -32022.
-    check_version_header(headers, &version)
-        .map_err(|why| refuse(ModernError::HeaderMismatch(why)))?;
-    if !protocol::MODERN_SUPPORTED.contains(&version.as_str()) {
-        return Err(refuse(ModernError::UnsupportedVersion(version)));
-    }
-    check_headers(headers, &req.method, &fields)
-        .map_err(|why| refuse(ModernError::HeaderMismatch(why)))?;
+    let fields = check_request(headers, &req).map_err(refuse)?;
     if req.method == "tools/call" {
         check_param_headers(&ns, &principal, headers, &fields)
             .await
@@ -112,6 +85,39 @@ pub(super) async fn handle(
         }
         other => Err(refuse(ModernError::UnknownMethod(other.to_owned()))),
     }
+}
+
+/// What every modern request must carry, checked without I/O: the
+/// required `_meta`, a supported version, and headers that mirror the
+/// body. Returns the params' fields.
+pub(super) fn check_request(headers: &HeaderMap, req: &Request) -> Result<Fields, ModernError> {
+    let fields: Fields = req
+        .params
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_default();
+    let meta: Fields = fields
+        .get("_meta")
+        .and_then(|m| serde_json::from_str(m.get()).ok())
+        .unwrap_or_default();
+    let version: String = meta
+        .get(protocol::META_PROTOCOL_VERSION)
+        .and_then(|v| serde_json::from_str(v.get()).ok())
+        .ok_or(ModernError::MissingMeta(protocol::META_PROTOCOL_VERSION))?;
+    if !meta
+        .get(CLIENT_CAPABILITIES)
+        .is_some_and(|c| c.get().starts_with('{'))
+    {
+        return Err(ModernError::MissingMeta(CLIENT_CAPABILITIES));
+    }
+    // A header that disagrees with the body is a header error, whatever
+    // the versions: only an agreed but unknown version is -32022.
+    check_version_header(headers, &version).map_err(ModernError::HeaderMismatch)?;
+    if !protocol::MODERN_SUPPORTED.contains(&version.as_str()) {
+        return Err(ModernError::UnsupportedVersion(version));
+    }
+    check_headers(headers, &req.method, &fields).map_err(ModernError::HeaderMismatch)?;
+    Ok(fields)
 }
 
 fn record(front: &Front, method: &'static str, started: Instant) {

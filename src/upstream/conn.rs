@@ -411,6 +411,11 @@ impl Conn {
         }
     }
 
+    /// Whether the connection is gone (no call can be sent on it).
+    pub(super) fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
     /// (requests awaiting the backend, server requests awaiting a client).
     pub(super) fn census(&self) -> (usize, usize) {
         let st = self.state.lock();

@@ -31,6 +31,16 @@ pub use conn::EventSink;
 pub use error::UpstreamError;
 pub use notice::Notice;
 
+/// For `fuzzing`: the SSE parser backend streams go through.
+pub fn parse_events<S, E>(body: S) -> impl futures_util::Stream<Item = ()>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    use futures_util::StreamExt;
+    event_stream::events(body).map(|_| ())
+}
+
 use crate::config::{BackendConfig, BackendName, Isolation, Transport};
 use crate::jsonrpc::{self, Outcome};
 use crate::metrics::Metrics;
@@ -84,6 +94,10 @@ impl Caller {
         }
     }
 }
+
+/// How long a call waits for a backend that is restarting after its
+/// session ended (at most the backend's request timeout).
+const RESTART_WAIT: Duration = Duration::from_secs(5);
 
 /// What the backend told us about itself in `initialize`.
 #[derive(Debug, Clone, Default)]
@@ -213,6 +227,10 @@ enum Pool {
 enum Health {
     Starting,
     Up(Arc<InitInfo>),
+    /// It was up and its session just ended: the supervisor is reopening it
+    /// now. Calls wait for that (bounded by `RESTART_WAIT`) instead of
+    /// failing: only the calls in flight when it died see an error.
+    Restarting,
     /// Why, as a reason class (`UpstreamError::reason`).
     Down(&'static str),
     Stopped,
@@ -231,6 +249,8 @@ pub struct Backend {
     settled: watch::Sender<bool>,
     /// When requests stop waiting for `settled` (see `settle`).
     settle_until: tokio::time::Instant,
+    /// Bumped on every health change, for calls waiting out a restart.
+    health_changed: watch::Sender<()>,
     changes: broadcast::Sender<Notice>,
     /// A call found the backend unreachable: re-check its health now.
     wake: Notify,
@@ -285,6 +305,7 @@ impl Backend {
                 health: Mutex::new(Health::Starting),
                 settled: watch::channel(false).0,
                 settle_until,
+                health_changed: watch::channel(()).0,
                 changes: broadcast::channel(16).0,
                 wake: Notify::new(),
                 modern: Mutex::new(None),
@@ -305,6 +326,7 @@ impl Backend {
         );
         self.ctx.metrics.backend_up(&self.name, up);
         self.settled.send_replace(true);
+        self.health_changed.send_replace(());
         if up && !was_up {
             // Clients that listed while it was away have incomplete lists.
             for method in notice::LIST_CHANGED {
@@ -346,16 +368,30 @@ impl Backend {
         match &*self.health.lock() {
             Health::Up(..) => None,
             Health::Starting => Some("starting"),
+            Health::Restarting => Some("restarting"),
             Health::Down(why) => Some(why),
             Health::Stopped => Some("stopped"),
         }
     }
 
     /// Fails fast while the backend is down: no call waits on a dead peer.
-    fn check_health(&self) -> Result<(), UpstreamError> {
-        match self.problem() {
-            None => Ok(()),
-            Some(why) => Err(UpstreamError::down(&self.name, why)),
+    /// A restart in progress is waited out, briefly.
+    async fn check_health(&self) -> Result<(), UpstreamError> {
+        let mut changed = self.health_changed.subscribe();
+        let until = tokio::time::Instant::now() + RESTART_WAIT.min(self.ctx.timeout);
+        loop {
+            match self.problem() {
+                None => return Ok(()),
+                Some("restarting") => {
+                    if tokio::time::timeout_at(until, changed.changed())
+                        .await
+                        .is_err()
+                    {
+                        return Err(UpstreamError::down(&self.name, "restarting"));
+                    }
+                }
+                Some(why) => return Err(UpstreamError::down(&self.name, why)),
+            }
         }
     }
 
@@ -391,7 +427,7 @@ impl Backend {
     }
 
     async fn link_for(&self, caller: &Caller) -> Result<Arc<Link>, UpstreamError> {
-        self.check_health()?;
+        self.check_health().await?;
         if let Some(modern) = self.modern_link() {
             use std::sync::atomic::Ordering::Relaxed;
             if caller.era == Era::Modern || self.legacy_refused.load(Relaxed) {
@@ -460,7 +496,14 @@ impl Backend {
         params: Option<Box<RawValue>>,
         events: Option<&EventSink>,
     ) -> Result<Outcome, UpstreamError> {
-        let link = self.link_for(caller).await?;
+        let mut link = self.link_for(caller).await?;
+        if link.conn.is_closed() {
+            // Its connection is gone but the supervisor has not seen it yet:
+            // the request was never sent, so wait for the restart instead of
+            // failing a call that could not have been executed.
+            let _ = tokio::time::timeout(RESTART_WAIT, link.dead().cancelled()).await;
+            link = self.link_for(caller).await?;
+        }
         let _in_use = link.begin();
         let to = events.map(|events| conn::Listener {
             events: events.clone(),
@@ -493,7 +536,7 @@ impl Backend {
         method: &'static str,
         cursor: Option<&str>,
     ) -> Result<Outcome, UpstreamError> {
-        self.check_health()?;
+        self.check_health().await?;
         if let Some(page) = self.cache.get(method, cursor) {
             return Ok(Outcome::Result(page));
         }

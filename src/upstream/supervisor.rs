@@ -103,7 +103,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
         }
         *backend.modern.lock() = None;
         if !stop.is_cancelled() {
-            backend.set_health(Health::Down("unreachable"));
+            backend.set_health(Health::Restarting);
         }
         link.closed().await;
         return;
@@ -119,7 +119,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
             }
             *slot.lock() = None;
             if !stop.is_cancelled() {
-                backend.set_health(Health::Down("exited"));
+                backend.set_health(Health::Restarting);
             }
             link.closed().await;
         }

@@ -1,0 +1,76 @@
+//! Entry points for the fuzz targets in `fuzz/` (and their seed tests):
+//! every parser that reads what a peer or an operator wrote. Each must
+//! return (an error is fine) on any input, without panicking, looping or
+//! allocating without bound. Not an API; hidden from the docs.
+
+use futures_util::{FutureExt, StreamExt};
+
+/// A client's POST body: the JSON-RPC envelope, batches included.
+pub fn envelope(bytes: &[u8]) {
+    let _ = crate::jsonrpc::Message::parse_body(bytes, crate::fuzzing::MAX_BATCH);
+    let _ = crate::jsonrpc::Message::parse(bytes);
+}
+
+const MAX_BATCH: usize = 256;
+
+/// A `Host` or `Origin` header value.
+pub fn host_origin(value: &str) {
+    crate::front::check_authority(value);
+}
+
+/// A modern request's `_meta` and mirrored headers: `lines` are
+/// `name: value` header lines, `body` the JSON-RPC request.
+pub fn modern_checks(lines: &str, body: &[u8]) {
+    let mut headers = http::HeaderMap::new();
+    for line in lines.lines() {
+        if let Some((k, v)) = line.split_once(':')
+            && let (Ok(k), Ok(v)) = (
+                http::HeaderName::from_bytes(k.trim().as_bytes()),
+                http::HeaderValue::from_str(v.trim()),
+            )
+        {
+            headers.append(k, v);
+        }
+    }
+    crate::front::check_modern(&headers, body);
+}
+
+/// A backend's server-sent-events stream, cut into chunks anywhere.
+pub fn sse(bytes: &[u8]) {
+    let cut = bytes.first().map_or(1, |b| usize::from(*b % 16) + 1);
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = bytes
+        .chunks(cut)
+        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+        .collect();
+    // The input is all there: the parser never waits, so one poll ends it.
+    let events = crate::upstream::parse_events(futures_util::stream::iter(chunks))
+        .collect::<Vec<_>>()
+        .now_or_never();
+    assert!(
+        events.is_some(),
+        "the SSE parser waited on a finished input"
+    );
+}
+
+/// A config file, TOML or the desktop `mcpServers` JSON.
+pub fn config(text: &str) {
+    struct NoEnv;
+    impl crate::config::Env for NoEnv {
+        fn var(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn vars(&self) -> Vec<(String, String)> {
+            Vec::new()
+        }
+    }
+    let _ = crate::config::parse_toml(text, "fuzz.toml", &NoEnv);
+    let _ = crate::config::parse_desktop(text, "fuzz.json", &NoEnv);
+}
+
+/// A backend's JSON-RPC line, as a connection dispatches it.
+pub fn backend_line(bytes: &[u8]) {
+    let _ = crate::jsonrpc::Message::parse(bytes);
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        let _ = crate::mirror::decode(text);
+    }
+}
