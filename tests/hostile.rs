@@ -660,3 +660,50 @@ async fn item16_resource_updates_reach_subscribers() {
         );
     }
 }
+
+/// Item 5: under a low open-file limit the connection cap is lowered to fit
+/// it, so a flood of idle sockets is refused early instead of exhausting
+/// descriptors (and accept never spins on EMFILE); an open connection is
+/// served throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item05_the_connection_cap_fits_the_fd_limit() {
+    let gw = Gateway::start_with_fd_limit(&demo_backend("demo"), 256);
+    let addr = gw.base.strip_prefix("http://").unwrap().to_owned();
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        held.push(std::net::TcpStream::connect(&addr).unwrap());
+    }
+    for i in 0..20 {
+        let r = http
+            .post(Some(&session), &echo(10 + i, "demo__echo", "served"))
+            .await;
+        assert_eq!(text_of(&r.messages()[0]), "served");
+    }
+    // Read over the connection already open: a new one would be refused.
+    let text = http
+        .client
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    let open = value("sluice_connections_open ");
+    assert!(
+        open < 256.0 - 64.0,
+        "{open} connections open under a limit of 256"
+    );
+    assert!(value("sluice_connections_refused_total ") >= 300.0 - open);
+    drop(held);
+    let log = gw.log();
+    assert!(log.contains("max_connections lowered"), "{log}");
+    assert_eq!(log.matches("accept failed").count(), 0, "{log}");
+}

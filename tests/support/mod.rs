@@ -131,16 +131,51 @@ impl Gateway {
         Self::spawn_with(args, env, dir, Stdio::inherit())
     }
 
+    /// Like `start_logged`, under an open-file limit of `nofile` (soft and hard).
+    pub fn start_with_fd_limit(toml: &str, nofile: u64) -> Gateway {
+        let dir = tempdir::Dir::new();
+        let config = tempdir::write(&dir, "sluice.toml", toml);
+        let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("SLUICE_LOG", "info");
+        // SAFETY: setrlimit only changes the child's own limits before exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                let lim = libc::rlimit {
+                    rlim_cur: nofile,
+                    rlim_max: nofile,
+                };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                Ok(())
+            });
+        }
+        let gw = Self::spawn_cmd(cmd, dir, Stdio::from(log));
+        gw.wait_ready();
+        gw
+    }
+
     fn spawn_with(
         args: &[&str],
         env: &[(&str, &str)],
         dir: tempdir::Dir,
         stderr: Stdio,
     ) -> Gateway {
-        let mut child = Command::new(BIN)
-            .args(args)
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
             .env("SLUICE_LOG", "warn")
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        Self::spawn_cmd(cmd, dir, stderr)
+    }
+
+    fn spawn_cmd(mut cmd: Command, dir: tempdir::Dir, stderr: Stdio) -> Gateway {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
