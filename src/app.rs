@@ -114,6 +114,7 @@ pub async fn serve(
         aborting: aborting.clone(),
         body_read_timeout: config.server.body_read_timeout,
         max_batch_items: config.server.max_batch_items,
+        bridge: Default::default(),
         stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
     });
     let app = front::routes(front, &config.metrics.path);

@@ -107,3 +107,76 @@ impl Era {
 pub fn is_modern(version: &str) -> bool {
     version >= MODERN_FIRST
 }
+
+/// What a client declared it can answer: its `capabilities` in
+/// `initialize`, or a 2026-07-28 request's `clientCapabilities`. A backend's
+/// request that needs one the client lacks is refused, never relayed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientCaps {
+    pub sampling: bool,
+    pub elicitation: bool,
+    pub roots: bool,
+    /// `roots.listChanged`: it will say when its roots change.
+    pub roots_list_changed: bool,
+}
+
+impl ClientCaps {
+    /// Everything (a client whose capabilities the gateway never saw).
+    pub const ALL: ClientCaps = ClientCaps {
+        sampling: true,
+        elicitation: true,
+        roots: true,
+        roots_list_changed: false,
+    };
+
+    /// From a capabilities object; anything unreadable declares nothing.
+    pub fn parse(capabilities: &str) -> ClientCaps {
+        #[derive(serde::Deserialize)]
+        struct Caps {
+            sampling: Option<serde::de::IgnoredAny>,
+            elicitation: Option<serde::de::IgnoredAny>,
+            roots: Option<Roots>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Roots {
+            #[serde(rename = "listChanged", default)]
+            list_changed: bool,
+        }
+        match serde_json::from_str::<Caps>(capabilities) {
+            Ok(c) => ClientCaps {
+                sampling: c.sampling.is_some(),
+                elicitation: c.elicitation.is_some(),
+                roots: c.roots.is_some(),
+                roots_list_changed: c.roots.is_some_and(|r| r.list_changed),
+            },
+            Err(_) => ClientCaps::default(),
+        }
+    }
+
+    /// The capability a server-to-client request needs, if the client
+    /// lacks it (None: it may be relayed).
+    pub fn missing_for(&self, method: &str) -> Option<&'static str> {
+        match method {
+            "sampling/createMessage" if !self.sampling => Some("sampling"),
+            "elicitation/create" if !self.elicitation => Some("elicitation"),
+            "roots/list" if !self.roots => Some("roots"),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_capabilities_decide_what_is_relayed() {
+        let caps = ClientCaps::parse(r#"{"sampling":{},"roots":{"listChanged":true},"x":1}"#);
+        assert!(caps.sampling && caps.roots && caps.roots_list_changed && !caps.elicitation);
+        assert_eq!(caps.missing_for("sampling/createMessage"), None);
+        assert_eq!(caps.missing_for("elicitation/create"), Some("elicitation"));
+        assert_eq!(caps.missing_for("ping"), None);
+        assert_eq!(ClientCaps::parse("{}"), ClientCaps::default());
+        assert_eq!(ClientCaps::parse("not json"), ClientCaps::default());
+    }
+}

@@ -325,7 +325,10 @@ async fn item01_only_the_asked_client_answers_a_server_request() {
     };
     let session_of =
         |r: &reqwest::Response| r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-    let a = session_of(&post("tok-a", None, init_request(1)).await);
+    // A declares it can be asked for sampling; B declares nothing.
+    let mut init_a = init_request(1);
+    init_a["params"]["capabilities"] = json!({"sampling": {}});
+    let a = session_of(&post("tok-a", None, init_a).await);
     let b = session_of(&post("tok-b", None, init_request(1)).await);
     let mut call = post(
         "tok-a",
@@ -382,7 +385,7 @@ fn closed_by_peer(s: &mut std::net::TcpStream, limit: Duration) -> bool {
 async fn item05_slow_and_surplus_connections_are_bounded() {
     use std::io::{Read, Write};
     let toml = format!(
-        "[server]\nmax_connections = 40\nheader_read_timeout = \"1s\"\nbody_read_timeout = \"1s\"\n{}",
+        "[server]\nmax_connections = 40\nheader_read_timeout = \"3s\"\nbody_read_timeout = \"1s\"\n{}",
         demo_backend("demo")
     );
     let gw = Gateway::start(&toml);

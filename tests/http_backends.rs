@@ -351,7 +351,7 @@ async fn sampling_over_http_reaches_the_calling_client() {
     let fx = Fixture::start("127.0.0.1:0", &[]);
     let gw = Gateway::start(&http_backend("web", &fx.url(), ""));
     let http = Http::new(gw.url("/mcp"));
-    let sid = http.initialize().await;
+    let sid = http.initialize_with(json!({"sampling": {}})).await;
     let other = http.initialize().await;
     // Another client's request in flight at the same time must not matter.
     let busy = http

@@ -3,6 +3,7 @@
 //! for refusals come only from `error::Reject`.
 
 mod authority;
+mod bridge;
 mod checks;
 mod error;
 mod listen;
@@ -66,6 +67,8 @@ pub struct Front {
     pub body_read_timeout: std::time::Duration,
     /// Items per 2025-03-26 batch.
     pub max_batch_items: usize,
+    /// 2026-07-28 calls waiting for the client's answers (see `bridge`).
+    pub(crate) bridge: bridge::Bridge,
     /// How often a GET stream writes a keep-alive comment (and so refreshes
     /// its session): 15 s, or a third of the idle TTL if that is shorter, so
     /// a writable stream always keeps its session alive.

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::error::{ModernError, Reject};
 use super::{Front, listen, reply};
 use crate::jsonrpc::{self, Outcome, Request};
-use crate::protocol::{self, Era};
+use crate::protocol::{self, ClientCaps, Era};
 use crate::router::Namespace;
 use crate::sessions::Principal;
 
@@ -70,8 +70,33 @@ pub(super) async fn handle(
             ))
         }
         "subscriptions/listen" => {
-            let caller = crate::upstream::Caller::modern(principal);
+            let caller = crate::upstream::Caller::modern(principal, client_caps(&fields));
             Ok(listen::open(front, &ns, caller, req.id, &fields))
+        }
+        m if ROUTED.contains(&m)
+            && let Some(state) = super::bridge::retry_state(&fields) =>
+        {
+            let caller = crate::upstream::Caller::modern(principal.clone(), client_caps(&fields));
+            let answer = reply::Reply {
+                front: front.clone(),
+                id: req.id.clone(),
+                era: Era::Modern,
+                principal,
+            };
+            match super::bridge::resume(answer, &ns, &caller, &state, &fields).await {
+                Some(response) => Ok(response),
+                None => {
+                    let err = jsonrpc::error_object(
+                        jsonrpc::INVALID_PARAMS,
+                        "requestState is unknown or expired: send the request again without it",
+                        None,
+                    );
+                    Ok(super::post::json_response(
+                        jsonrpc::response(&req.id, &Outcome::Error(err)),
+                        None,
+                    ))
+                }
+            }
         }
         m if ROUTED.contains(&m) => {
             let ctx = reply::Ctx {
@@ -80,6 +105,7 @@ pub(super) async fn handle(
                 principal,
                 active: None,
                 era: Era::Modern,
+                caps: client_caps(&fields),
             };
             Ok(reply::serve(ctx, req, started).await)
         }
@@ -118,6 +144,16 @@ pub(super) fn check_request(headers: &HeaderMap, req: &Request) -> Result<Fields
     }
     check_headers(headers, &req.method, &fields).map_err(ModernError::HeaderMismatch)?;
     Ok(fields)
+}
+
+/// The request's `clientCapabilities` (checked present by `check_request`).
+fn client_caps(fields: &Fields) -> ClientCaps {
+    let meta: Fields = fields
+        .get("_meta")
+        .and_then(|m| serde_json::from_str(m.get()).ok())
+        .unwrap_or_default();
+    meta.get(CLIENT_CAPABILITIES)
+        .map_or_else(ClientCaps::default, |c| ClientCaps::parse(c.get()))
 }
 
 fn record(front: &Front, method: &'static str, started: Instant) {
@@ -193,7 +229,7 @@ async fn check_param_headers(
     else {
         return Ok(());
     };
-    let caller = crate::upstream::Caller::modern(principal.clone());
+    let caller = crate::upstream::Caller::modern(principal.clone(), client_caps(fields));
     let Some(schema) = ns.tool_schema(&caller, &name).await else {
         return Ok(());
     };

@@ -64,6 +64,9 @@ pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap)
         b.census();
     }
     front.router.census(&front.metrics);
+    front
+        .metrics
+        .entries("parked_calls", "gateway", front.bridge.len());
     (
         StatusCode::OK,
         [(

@@ -14,7 +14,7 @@ use super::checks;
 use super::error::{ModernError, Reject};
 use super::reply;
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
-use crate::protocol::{self, LegacyVersion, Revision};
+use crate::protocol::{self, ClientCaps, LegacyVersion, Revision};
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
 
@@ -88,6 +88,7 @@ pub(super) async fn handle(
         active: begin(front, headers, &principal)?,
         principal,
         era: crate::protocol::Era::Legacy,
+        caps: crate::protocol::ClientCaps::ALL,
     };
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),
@@ -195,6 +196,8 @@ fn initialize(
     struct Params {
         #[serde(rename = "protocolVersion")]
         protocol_version: String,
+        #[serde(default)]
+        capabilities: Option<Box<serde_json::value::RawValue>>,
     }
     let Some(params) = req
         .params
@@ -212,6 +215,10 @@ fn initialize(
         ));
     };
     let version = LegacyVersion::negotiate(&params.protocol_version);
+    let caps = params
+        .capabilities
+        .as_deref()
+        .map_or_else(ClientCaps::default, |c| ClientCaps::parse(c.get()));
     let mut result = json!({
         "protocolVersion": version.as_str(),
         "capabilities": ns.capabilities(),
@@ -228,7 +235,7 @@ fn initialize(
         Some(
             front
                 .sessions
-                .open(principal, version)
+                .open(principal, version, caps)
                 .map_err(|_| Reject::Busy)?,
         )
     };

@@ -11,15 +11,16 @@ use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::sync::DropGuard;
 
 use super::Front;
 use super::post::json_response;
-use crate::jsonrpc::{self, Outcome, Request};
+use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
 use crate::protocol::Era;
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
-use crate::upstream::Caller;
+use crate::upstream::{Caller, Event as BackendEvent, EventSink};
 
 /// Messages a request may emit before its response; past this a slow
 /// client loses progress rather than holding gateway memory.
@@ -34,15 +35,20 @@ pub(super) struct Ctx {
     pub(super) principal: Principal,
     pub(super) active: Option<Active>,
     pub(super) era: Era,
+    /// A 2026-07-28 request's `clientCapabilities` (sessions keep their own).
+    pub(super) caps: crate::protocol::ClientCaps,
 }
 
 impl Ctx {
     /// The key of per-session isolation: the session, else the principal.
     fn caller(&self) -> Caller {
         match (&self.active, self.era) {
-            (Some(a), _) => Caller::session(a.session().id.clone(), a.session().ended().clone()),
+            (Some(a), _) => {
+                let s = a.session();
+                Caller::session(s.id.clone(), s.ended().clone(), s.caps)
+            }
             (None, Era::Legacy) => Caller::principal(self.principal.clone()),
-            (None, Era::Modern) => Caller::modern(self.principal.clone()),
+            (None, Era::Modern) => Caller::modern(self.principal.clone(), self.caps),
         }
     }
 
@@ -53,75 +59,221 @@ impl Ctx {
     }
 }
 
-/// Runs the request on its own task (a dropped connection is not a
-/// cancellation in the legacy revisions) and streams what it produces.
-pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response {
-    let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
-    let (done_tx, mut done) = oneshot::channel::<String>();
-    let cancel = ctx.track(&req);
-    let era = ctx.era;
-    // 2026-07-28: closing a request's stream cancels it. Legacy: it does not.
-    let on_disconnect = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
-    tokio::spawn(async move {
-        if let Some(line) = run(&ctx, req, &events_tx, &cancel, started).await {
-            let _ = done_tx.send(line);
-        }
-        // `ctx.active` drops here: the session is no longer busy.
-    });
-    tokio::select! {
-        biased;
-        line = &mut done => {
-            on_disconnect.map(|g| g.disarm());
-            match line {
-                Ok(line) if events.is_empty() => {
-                    let status = match era {
-                        Era::Modern => super::modern::status_of(&line),
-                        Era::Legacy => axum::http::StatusCode::OK,
-                    };
-                    let mut response = json_response(line, None);
-                    *response.status_mut() = status;
-                    response
-                }
-                Ok(line) => sse(drain(events).chain(stream::iter([line]))),
-                // Cancelled by the client: nothing more is sent for it.
-                Err(_) => sse(stream::empty()),
+/// A request running on its own task: what it emits, and its outcome. A
+/// dropped connection is not a cancellation in the legacy revisions, so the
+/// task outlives the response; in 2026-07-28 a closed stream cancels it
+/// (`cancel_on_drop`), unless the bridge holds it for the client's retry.
+pub(super) struct Running {
+    events: mpsc::Receiver<BackendEvent>,
+    done: oneshot::Receiver<Outcome>,
+    cancel_on_drop: Option<DropGuard>,
+}
+
+impl Running {
+    pub(super) fn start(ctx: Ctx, req: Request, started: Instant) -> Running {
+        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
+        let (done_tx, done) = oneshot::channel();
+        let cancel = ctx.track(&req);
+        let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
+        tokio::spawn(async move {
+            if let Some(outcome) = run(&ctx, req, &events_tx, &cancel, started).await {
+                let _ = done_tx.send(outcome);
             }
-        },
-        Some(first) = events.recv() => {
-            let head = stream::iter([first]);
-            // The guard rides in the stream: dropping the body cancels.
-            let rest = stream::unfold((events, Some(done), on_disconnect), |(mut events, done, guard)| async move {
-                let mut done = done?;
-                let finish = |guard: Option<tokio_util::sync::DropGuard>| guard.map(|g| g.disarm());
-                tokio::select! {
-                    biased;
-                    ev = events.recv() => match ev {
-                        Some(ev) => Some((ev, (events, Some(done), guard))),
-                        None => {
-                            let line = (&mut done).await.ok();
-                            finish(guard);
-                            line.map(|line| (line, (events, None, None)))
-                        }
-                    },
-                    line = &mut done => {
-                        finish(guard);
-                        line.ok().map(|l| (l, (events, None, None)))
-                    }
-                }
-            });
-            sse(head.chain(rest))
+            // `ctx.active` drops here: the session is no longer busy.
+        });
+        Running {
+            events,
+            done,
+            cancel_on_drop,
+        }
+    }
+
+    /// The request is over: nothing is left to cancel.
+    fn finish(&mut self) {
+        if let Some(guard) = self.cancel_on_drop.take() {
+            guard.disarm();
         }
     }
 }
 
-/// The outcome of one request as a response line (None if cancelled).
+/// Runs the request and answers it, as JSON or as a stream.
+pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response {
+    let reply = Reply {
+        front: ctx.front.clone(),
+        id: req.id.clone(),
+        era: ctx.era,
+        principal: ctx.principal.clone(),
+    };
+    reply.respond(Running::start(ctx, req, started)).await
+}
+
+/// Who a response goes to, under which id.
+pub(super) struct Reply {
+    pub(super) front: Arc<Front>,
+    /// The id of the HTTP request being answered (a retry has a new one).
+    pub(super) id: RawId,
+    pub(super) era: Era,
+    pub(super) principal: Principal,
+}
+
+impl Reply {
+    /// Answers with `application/json` when the outcome comes first, else
+    /// with a stream of what the request emits, then its outcome.
+    pub(super) async fn respond(self, mut running: Running) -> Response {
+        let first = tokio::select! {
+            biased;
+            outcome = &mut running.done => match outcome {
+                Ok(o) => First::Done(o),
+                Err(_) => First::Cancelled,
+            },
+            Some(event) = running.events.recv() => First::Event(event),
+        };
+        match first {
+            First::Done(outcome) if running.events.is_empty() => {
+                running.finish();
+                let line = jsonrpc::response(&self.id, &outcome);
+                let status = match self.era {
+                    Era::Modern => super::modern::status_of(&line),
+                    Era::Legacy => axum::http::StatusCode::OK,
+                };
+                let mut response = json_response(line, None);
+                *response.status_mut() = status;
+                response
+            }
+            First::Done(outcome) => {
+                let mut flow = Flow::new(self, running);
+                let lines = match flow.running.take() {
+                    Some(running) => flow.last(running, Some(outcome)),
+                    None => Vec::new(),
+                };
+                sse(stream::iter(lines))
+            }
+            // Cancelled by the client: nothing more is sent for it.
+            First::Cancelled => sse(stream::empty()),
+            First::Event(event) => {
+                let mut flow = Flow::new(self, running);
+                let head = flow.take(event);
+                let rest = stream::unfold(flow, |mut flow| async move {
+                    let lines = flow.next().await?;
+                    Some((stream::iter(lines), flow))
+                })
+                .flatten();
+                sse(stream::iter(head).chain(rest))
+            }
+        }
+    }
+}
+
+/// What a running request has produced when its response must start.
+enum First {
+    Done(Outcome),
+    Event(BackendEvent),
+    Cancelled,
+}
+
+/// A response stream in progress. The running request rides in it:
+/// dropping the stream (a closed connection) drops the request.
+struct Flow {
+    reply: Reply,
+    running: Option<Running>,
+    /// 2026-07-28: the backend's questions for this client, gathered into
+    /// one `input_required` answer.
+    asked: Vec<BackendEvent>,
+}
+
+impl Flow {
+    fn new(reply: Reply, running: Running) -> Flow {
+        Flow {
+            reply,
+            running: Some(running),
+            asked: Vec::new(),
+        }
+    }
+
+    /// The lines an event becomes; a 2026-07-28 client's questions wait.
+    fn take(&mut self, event: BackendEvent) -> Vec<String> {
+        match (&event, self.reply.era) {
+            (BackendEvent::Request { .. }, Era::Modern) => {
+                self.asked.push(event);
+                // Everything already queued goes into the same answer.
+                let mut lines = Vec::new();
+                while let Some(more) = self.running.as_mut().and_then(|r| r.events.try_recv().ok())
+                {
+                    match more {
+                        BackendEvent::Request { .. } => self.asked.push(more),
+                        BackendEvent::Notification(line) => lines.push(line),
+                    }
+                }
+                lines.push(self.park());
+                lines
+            }
+            _ => vec![event.line()],
+        }
+    }
+
+    /// Hands the running request to the bridge; the response ends with
+    /// `input_required`.
+    fn park(&mut self) -> String {
+        let running = self.running.take();
+        let asked = std::mem::take(&mut self.asked);
+        let outcome = match running {
+            Some(running) => super::bridge::park(&self.reply, running, asked),
+            None => unreachable!("parked once"),
+        };
+        jsonrpc::response(&self.reply.id, &outcome)
+    }
+
+    /// The next lines of the stream; None once the outcome was sent.
+    async fn next(&mut self) -> Option<Vec<String>> {
+        let step = {
+            let running = self.running.as_mut()?;
+            tokio::select! {
+                biased;
+                event = running.events.recv() => Step::Event(event),
+                outcome = &mut running.done => Step::Done(outcome.ok()),
+            }
+        };
+        match step {
+            Step::Event(Some(event)) => Some(self.take(event)),
+            // The task is over: its outcome is all there is left.
+            Step::Event(None) => {
+                let mut running = self.running.take()?;
+                let outcome = (&mut running.done).await.ok();
+                Some(self.last(running, outcome))
+            }
+            Step::Done(outcome) => {
+                let running = self.running.take()?;
+                Some(self.last(running, outcome))
+            }
+        }
+    }
+
+    /// What was emitted before the outcome, then the outcome (if the
+    /// request was not cancelled). Questions asked too late are dropped.
+    fn last(&self, mut running: Running, outcome: Option<Outcome>) -> Vec<String> {
+        running.finish();
+        let mut lines: Vec<String> = std::iter::from_fn(|| running.events.try_recv().ok())
+            .filter(|e| matches!(e, BackendEvent::Notification(_)) || self.reply.era == Era::Legacy)
+            .map(|e| e.line())
+            .collect();
+        lines.extend(outcome.map(|o| jsonrpc::response(&self.reply.id, &o)));
+        lines
+    }
+}
+
+enum Step {
+    Event(Option<BackendEvent>),
+    Done(Option<Outcome>),
+}
+
+/// The outcome of one request (None if cancelled).
 async fn run(
     ctx: &Ctx,
     req: Request,
-    events: &mpsc::Sender<String>,
+    events: &EventSink,
     cancel: &CancellationToken,
     started: Instant,
-) -> Option<String> {
+) -> Option<Outcome> {
     let method = method_label(&req.method);
     let caller = ctx.caller();
     let subscription = subscription(&req);
@@ -157,7 +309,7 @@ async fn run(
     ctx.front
         .metrics
         .request(ctx.era, method, label, started.elapsed().as_secs_f64());
-    outcome.map(|o| jsonrpc::response(&req.id, &o))
+    outcome
 }
 
 /// `resources/subscribe` (true) or `unsubscribe` (false), and its URI.
@@ -179,7 +331,9 @@ fn subscription(req: &Request) -> Option<(bool, String)> {
 pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
     let (tx, _rx) = mpsc::channel(1);
     let cancel = ctx.track(&req);
-    run(ctx, req, &tx, &cancel, Instant::now()).await
+    let id = req.id.clone();
+    let outcome = run(ctx, req, &tx, &cancel, Instant::now()).await?;
+    Some(jsonrpc::response(&id, &outcome))
 }
 
 /// A client's answer to a request a backend sent it.
@@ -187,14 +341,6 @@ pub(super) fn answer(ctx: &Ctx, id: &serde_json::value::RawValue, outcome: &Outc
     if !ctx.ns.answer(&ctx.caller(), id, outcome) {
         tracing::debug!("client answered a request the gateway is not waiting for");
     }
-}
-
-fn drain(mut events: mpsc::Receiver<String>) -> impl Stream<Item = String> {
-    let mut queued = Vec::new();
-    while let Ok(ev) = events.try_recv() {
-        queued.push(ev);
-    }
-    stream::iter(queued)
 }
 
 /// An SSE response of JSON-RPC lines, with keep-alives, unbuffered by proxies.

@@ -45,7 +45,7 @@ pub(super) fn open(
         return Err(Reject::StreamConflict);
     }
     let claim = StreamClaim(session.clone());
-    let caller = Caller::session(session.id.clone(), session.ended().clone());
+    let caller = Caller::session(session.id.clone(), session.ended().clone(), session.caps);
     let subscriber = session.clone();
     // Resource updates only for what this session subscribed to.
     let changes = ns.notices(caller).filter(move |n| {

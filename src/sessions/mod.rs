@@ -20,13 +20,15 @@ pub use id::{Principal, SessionId};
 use table::{Full, Table};
 
 use crate::metrics::{CloseReason, Metrics};
-use crate::protocol::LegacyVersion;
+use crate::protocol::{ClientCaps, LegacyVersion};
 
 /// One legacy client session.
 pub struct Session {
     pub id: SessionId,
     pub principal: Principal,
     pub version: LegacyVersion,
+    /// What the client declared in `initialize` it can be asked.
+    pub caps: ClientCaps,
     ended: CancellationToken,
     /// At most one standalone GET stream per session.
     streaming: AtomicBool,
@@ -150,11 +152,17 @@ impl Sessions {
     }
 
     /// Opens a session after `initialize` succeeded.
-    pub fn open(&self, principal: Principal, version: LegacyVersion) -> Result<Arc<Session>, Busy> {
+    pub fn open(
+        &self,
+        principal: Principal,
+        version: LegacyVersion,
+        caps: ClientCaps,
+    ) -> Result<Arc<Session>, Busy> {
         let session = Arc::new(Session {
             id: SessionId::random(),
             principal,
             version,
+            caps,
             ended: CancellationToken::new(),
             streaming: AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),

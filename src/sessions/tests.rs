@@ -18,8 +18,12 @@ const V: LegacyVersion = LegacyVersion::V2025_11_25;
 #[tokio::test(start_paused = true)]
 async fn idle_sessions_expire_and_busy_ones_do_not() {
     let (s, m) = sessions(100, 100, 1000);
-    let a = s.open(Principal::Anonymous, V).unwrap();
-    let b = s.open(Principal::Anonymous, V).unwrap();
+    let a = s
+        .open(Principal::Anonymous, V, ClientCaps::default())
+        .unwrap();
+    let b = s
+        .open(Principal::Anonymous, V, ClientCaps::default())
+        .unwrap();
     let guard = s.begin(&b.id, &Principal::Anonymous).unwrap();
     tokio::time::advance(Duration::from_millis(1500)).await;
     assert_eq!(s.sweep(), 1);
@@ -37,13 +41,18 @@ async fn idle_sessions_expire_and_busy_ones_do_not() {
 async fn capacity_evicts_least_recently_used_idle_session() {
     let (s, _) = sessions(3, 100, 60_000);
     let ids: Vec<_> = (0..3)
-        .map(|_| s.open(Principal::Anonymous, V).unwrap())
+        .map(|_| {
+            s.open(Principal::Anonymous, V, ClientCaps::default())
+                .unwrap()
+        })
         .collect();
     // Using the oldest makes the second the least recently used.
     drop(s.begin(&ids[0].id, &Principal::Anonymous).unwrap());
     let _busy = s.begin(&ids[1].id, &Principal::Anonymous).unwrap();
     // ids[1] is busy, so ids[2] is the oldest idle one.
-    let d = s.open(Principal::Anonymous, V).unwrap();
+    let d = s
+        .open(Principal::Anonymous, V, ClientCaps::default())
+        .unwrap();
     assert!(ids[2].ended().is_cancelled());
     assert!(!ids[0].ended().is_cancelled() && !ids[1].ended().is_cancelled());
     assert_eq!(s.len(), 3);
@@ -54,11 +63,18 @@ async fn capacity_evicts_least_recently_used_idle_session() {
 #[tokio::test(start_paused = true)]
 async fn full_table_of_busy_sessions_refuses() {
     let (s, m) = sessions(2, 100, 60_000);
-    let a = s.open(Principal::Anonymous, V).unwrap();
-    let b = s.open(Principal::Anonymous, V).unwrap();
+    let a = s
+        .open(Principal::Anonymous, V, ClientCaps::default())
+        .unwrap();
+    let b = s
+        .open(Principal::Anonymous, V, ClientCaps::default())
+        .unwrap();
     let _ga = s.begin(&a.id, &Principal::Anonymous).unwrap();
     let _gb = s.begin(&b.id, &Principal::Anonymous).unwrap();
-    assert!(s.open(Principal::Anonymous, V).is_err());
+    assert!(
+        s.open(Principal::Anonymous, V, ClientCaps::default())
+            .is_err()
+    );
     assert_eq!(s.len(), 2);
     assert_eq!(m.sessions_live(), 2);
     s.assert_consistent();
@@ -67,10 +83,18 @@ async fn full_table_of_busy_sessions_refuses() {
 #[tokio::test(start_paused = true)]
 async fn principal_cap_evicts_only_that_principals_sessions() {
     let (s, _) = sessions(100, 2, 60_000);
-    let other = s.open(Principal::Token(1), V).unwrap();
-    let a = s.open(Principal::Token(0), V).unwrap();
-    let _b = s.open(Principal::Token(0), V).unwrap();
-    let _c = s.open(Principal::Token(0), V).unwrap();
+    let other = s
+        .open(Principal::Token(1), V, ClientCaps::default())
+        .unwrap();
+    let a = s
+        .open(Principal::Token(0), V, ClientCaps::default())
+        .unwrap();
+    let _b = s
+        .open(Principal::Token(0), V, ClientCaps::default())
+        .unwrap();
+    let _c = s
+        .open(Principal::Token(0), V, ClientCaps::default())
+        .unwrap();
     assert!(a.ended().is_cancelled());
     assert!(!other.ended().is_cancelled());
     s.assert_consistent();
@@ -79,7 +103,9 @@ async fn principal_cap_evicts_only_that_principals_sessions() {
 #[tokio::test(start_paused = true)]
 async fn sessions_are_bound_to_their_principal() {
     let (s, _) = sessions(100, 100, 60_000);
-    let a = s.open(Principal::Token(0), V).unwrap();
+    let a = s
+        .open(Principal::Token(0), V, ClientCaps::default())
+        .unwrap();
     assert!(s.begin(&a.id, &Principal::Token(1)).is_err());
     assert!(s.delete(&a.id, &Principal::Token(1)).is_err());
     assert!(s.begin(&a.id, &Principal::Token(0)).is_ok());
@@ -89,7 +115,8 @@ async fn sessions_are_bound_to_their_principal() {
 async fn sweep_handles_more_than_one_batch() {
     let (s, m) = sessions(10_000, 10_000, 1000);
     for _ in 0..3000 {
-        s.open(Principal::Anonymous, V).unwrap();
+        s.open(Principal::Anonymous, V, ClientCaps::default())
+            .unwrap();
     }
     tokio::time::advance(Duration::from_secs(2)).await;
     assert_eq!(s.sweep(), 3000);
@@ -115,13 +142,18 @@ async fn principal_eviction_takes_the_principals_own_oldest() {
     let (s, _) = sessions(100_000, 3, 60_000);
     // Many sessions of others, older than the principal's.
     for i in 0..50_000 {
-        s.open(Principal::Token(1 + i % 7), V).unwrap();
+        s.open(Principal::Token(1 + i % 7), V, ClientCaps::default())
+            .unwrap();
     }
     let mine: Vec<_> = (0..3)
-        .map(|_| s.open(Principal::Token(0), V).unwrap())
+        .map(|_| {
+            s.open(Principal::Token(0), V, ClientCaps::default())
+                .unwrap()
+        })
         .collect();
     let _busy = s.begin(&mine[0].id, &Principal::Token(0)).unwrap();
-    s.open(Principal::Token(0), V).unwrap();
+    s.open(Principal::Token(0), V, ClientCaps::default())
+        .unwrap();
     assert!(!mine[0].ended().is_cancelled(), "busy: never evicted");
     assert!(
         mine[1].ended().is_cancelled(),

@@ -22,23 +22,52 @@ use super::throttle::Throttle;
 use super::{ClientKey, UpstreamError};
 use crate::config::BackendName;
 use crate::jsonrpc::{self, Message, Outcome, RawId};
+use crate::protocol::ClientCaps;
 
 /// Requests one backend connection may have in flight.
 pub(super) const MAX_IN_FLIGHT: usize = 4096;
 /// Server-to-client requests awaiting a client's answer.
 const MAX_SERVER_REQUESTS: usize = 256;
 
-/// Where a request's progress and server-to-client requests go: serialized
-/// JSON-RPC lines for the client's response stream.
-pub type EventSink = mpsc::Sender<String>;
+/// Where a request's progress, logs and server-to-client requests go, on
+/// their way to the client's response stream.
+pub type EventSink = mpsc::Sender<Event>;
+
+/// What a backend sends a client about one of its requests.
+#[derive(Debug)]
+pub enum Event {
+    /// A notification (progress, log message), as a JSON-RPC line.
+    Notification(String),
+    /// A request for the client, under the gateway's id for it. A legacy
+    /// client gets it as a JSON-RPC request; a 2026-07-28 client as an
+    /// input request (see `front::bridge`).
+    Request {
+        id: String,
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
+}
+
+impl Event {
+    /// The JSON-RPC line a legacy client reads.
+    pub fn line(&self) -> String {
+        match self {
+            Event::Notification(line) => line.clone(),
+            Event::Request { id, method, params } => {
+                jsonrpc::request(&jsonrpc::raw(id), method, params.as_deref())
+            }
+        }
+    }
+}
 
 /// The client a request is for, and its response stream: whatever the
 /// backend sends about the request goes there, and only that client may
-/// answer the backend's requests.
+/// answer the backend's requests (and only those it declared it can).
 #[derive(Clone)]
 pub(super) struct Listener {
     pub(super) events: EventSink,
     pub(super) client: ClientKey,
+    pub(super) caps: ClientCaps,
 }
 
 /// What became of a client's answer to a server-to-client request.
@@ -119,11 +148,24 @@ struct CallGuard<'a> {
 
 impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
-        let was_pending = {
+        let (was_pending, unanswered) = {
             let mut st = self.conn.state.lock();
-            st.server_requests.retain(|_, r| r.origin != self.id);
-            st.calls.remove(&self.id).is_some()
+            let unanswered: Vec<RawId> = st
+                .server_requests
+                .extract_if(|_, r| r.origin == self.id)
+                .map(|(_, r)| r.backend_id)
+                .collect();
+            (st.calls.remove(&self.id).is_some(), unanswered)
         };
+        // The backend must not wait for answers that can no longer come.
+        for id in unanswered {
+            let err = jsonrpc::error_object(
+                jsonrpc::INTERNAL_ERROR,
+                "sluice: the client request this belonged to has ended",
+                None,
+            );
+            self.conn.send(jsonrpc::response(&id, &Outcome::Error(err)));
+        }
         if was_pending {
             let params = jsonrpc::raw(&serde_json::json!({
                 "requestId": self.id,
@@ -325,7 +367,7 @@ impl Conn {
                 let line =
                     jsonrpc::notification("notifications/progress", Some(&jsonrpc::raw(&fields)));
                 // A slow client loses progress, never blocks the backend for others.
-                let _ = events.try_send(line);
+                let _ = events.try_send(Event::Notification(line));
                 None
             }
             m if m.ends_with("/list_changed") || m == "notifications/resources/updated" => {
@@ -341,9 +383,8 @@ impl Conn {
                 };
                 match target {
                     Some(to) => {
-                        let _ = to
-                            .events
-                            .try_send(jsonrpc::notification(&n.method, n.params.as_deref()));
+                        let line = jsonrpc::notification(&n.method, n.params.as_deref());
+                        let _ = to.events.try_send(Event::Notification(line));
                     }
                     None => tracing::debug!(backend = %self.backend, "backend log message"),
                 }
@@ -371,12 +412,29 @@ impl Conn {
                 None => st.sole_caller().map(|(id, to)| (id, Some(to))),
             };
             match target {
+                Some((_, Some(to))) if to.caps.missing_for(&r.method).is_some() => {
+                    let missing = to.caps.missing_for(&r.method).unwrap_or_default();
+                    // What the client itself would answer: it has no such method.
+                    Some((
+                        jsonrpc::METHOD_NOT_FOUND,
+                        match missing {
+                            "sampling" => "the client did not declare the sampling capability",
+                            "elicitation" => {
+                                "the client did not declare the elicitation capability"
+                            }
+                            _ => "the client did not declare the roots capability",
+                        },
+                    ))
+                }
                 Some((origin, Some(to))) if st.server_requests.len() < MAX_SERVER_REQUESTS => {
                     // Unguessable: an id is the capability to answer.
                     let token = random_token();
-                    let client_id = jsonrpc::raw(&format!("sluice:{}:{token}", self.backend));
-                    let line = jsonrpc::request(&client_id, &r.method, r.params.as_deref());
-                    if to.events.try_send(line).is_ok() {
+                    let event = Event::Request {
+                        id: format!("sluice:{}:{token}", self.backend),
+                        method: r.method.clone(),
+                        params: r.params.clone(),
+                    };
+                    if to.events.try_send(event).is_ok() {
                         st.server_requests.insert(
                             token,
                             ServerRequest {
@@ -387,23 +445,36 @@ impl Conn {
                         );
                         None
                     } else {
-                        Some("the client's stream is not accepting messages")
+                        Some((
+                            jsonrpc::INTERNAL_ERROR,
+                            "the client's stream is not accepting messages",
+                        ))
                     }
                 }
-                Some((_, Some(_))) => Some("too many server requests awaiting answers"),
-                Some((_, None)) => Some("the request it belongs to cannot carry it"),
-                None if origin.is_some() => Some("the request it belongs to has ended"),
-                None => Some(
+                Some((_, Some(_))) => Some((
+                    jsonrpc::INTERNAL_ERROR,
+                    "too many server requests awaiting answers",
+                )),
+                Some((_, None)) => Some((
+                    jsonrpc::INTERNAL_ERROR,
+                    "the request it belongs to cannot carry it",
+                )),
+                None if origin.is_some() => Some((
+                    jsonrpc::INTERNAL_ERROR,
+                    "the request it belongs to has ended",
+                )),
+                None => Some((
+                    jsonrpc::INTERNAL_ERROR,
                     "not exactly one client request in flight on this shared backend; use per-session isolation",
-                ),
+                )),
             }
         };
-        if let Some(why) = refusal {
+        if let Some((code, why)) = refusal {
             if let Some(suppressed) = self.warnings.admit() {
                 tracing::warn!(backend = %self.backend, method = %r.method, why, suppressed, "refused server-to-client request");
             }
             let err = jsonrpc::error_object(
-                jsonrpc::INTERNAL_ERROR,
+                code,
                 &format!("sluice cannot route {}: {why}", r.method),
                 None,
             );

@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use conn::EventSink;
+pub use conn::{Event, EventSink};
 pub use error::UpstreamError;
 pub use notice::Notice;
 
@@ -44,12 +44,13 @@ where
 use crate::config::{BackendConfig, BackendName, Isolation, Transport};
 use crate::jsonrpc::{self, Outcome};
 use crate::metrics::Metrics;
-use crate::protocol::Era;
+use crate::protocol::{ClientCaps, Era};
 use crate::sessions::{Principal, SessionId};
 use link::{EndReason, Link};
 use pool::PerSession;
 
-/// Who a request is for: the key of per-session isolation.
+/// Who a request is for: the key of per-session isolation, and what the
+/// client can be asked.
 #[derive(Debug, Clone)]
 pub struct Caller {
     key: ClientKey,
@@ -57,8 +58,11 @@ pub struct Caller {
     ended: Option<CancellationToken>,
     /// A dual-era backend serves each client in the client's own era.
     era: Era,
+    /// The server-to-client requests it declared it can answer.
+    caps: ClientCaps,
 }
 
+/// Which client a backend session or a relayed request belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ClientKey {
     Session(SessionId),
@@ -67,30 +71,34 @@ pub enum ClientKey {
 }
 
 impl Caller {
-    pub fn session(id: SessionId, ended: CancellationToken) -> Caller {
+    pub fn session(id: SessionId, ended: CancellationToken, caps: ClientCaps) -> Caller {
         Caller {
             key: ClientKey::Session(id),
             ended: Some(ended),
             era: Era::Legacy,
+            caps,
         }
     }
 
-    /// A legacy client without a session (`sessions = "stateless"`).
+    /// A legacy client without a session (`sessions = "stateless"`): its
+    /// `initialize` is not remembered, so it is taken to answer anything.
     pub fn principal(p: Principal) -> Caller {
         Caller {
             key: ClientKey::Principal(p),
             ended: None,
             era: Era::Legacy,
+            caps: ClientCaps::ALL,
         }
     }
 
     /// A 2026-07-28 client: no session, so per-session isolation keys on
-    /// its principal.
-    pub fn modern(p: Principal) -> Caller {
+    /// its principal; its capabilities come with each request.
+    pub fn modern(p: Principal, caps: ClientCaps) -> Caller {
         Caller {
             key: ClientKey::Principal(p),
             ended: None,
             era: Era::Modern,
+            caps,
         }
     }
 }
@@ -508,6 +516,7 @@ impl Backend {
         let to = events.map(|events| conn::Listener {
             events: events.clone(),
             client: caller.key.clone(),
+            caps: caller.caps,
         });
         let (params, headers) = if link.info.is_modern() {
             let headers = self.param_headers(caller, method, params.as_deref()).await;

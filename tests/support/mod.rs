@@ -429,7 +429,14 @@ impl Http {
     }
 
     pub async fn initialize(&self) -> String {
-        let r = self.post(None, &init_request(1)).await;
+        self.initialize_with(json!({})).await
+    }
+
+    /// A session whose client declares these capabilities (sampling, ...).
+    pub async fn initialize_with(&self, capabilities: Value) -> String {
+        let mut init = init_request(1);
+        init["params"]["capabilities"] = capabilities;
+        let r = self.post(None, &init).await;
         assert_eq!(r.status, 200, "initialize failed: {}", r.body);
         r.session_id().expect("initialize returned no session id")
     }

@@ -3,6 +3,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::*;
+use crate::protocol::ClientCaps;
 
 fn raw(s: &str) -> Box<RawValue> {
     RawValue::from_string(s.to_owned()).unwrap()
@@ -23,11 +24,29 @@ fn conn() -> (Arc<Conn>, mpsc::Receiver<Frame>) {
     )
 }
 
-/// A listener for client `who` (a principal index), and its event stream.
+/// A listener for client `who` (a principal index), and its event stream
+/// as JSON-RPC lines.
 fn listener(who: usize) -> (Listener, mpsc::Receiver<String>) {
-    let (events, rx) = mpsc::channel(8);
+    listener_with(who, ClientCaps::ALL)
+}
+
+fn listener_with(who: usize, caps: ClientCaps) -> (Listener, mpsc::Receiver<String>) {
+    let (events, mut rx) = mpsc::channel::<Event>(8);
+    let (lines, out) = mpsc::channel(8);
+    tokio::spawn(async move {
+        while let Some(e) = rx.recv().await {
+            let _ = lines.send(e.line()).await;
+        }
+    });
     let client = ClientKey::Principal(crate::sessions::Principal::Token(who));
-    (Listener { events, client }, rx)
+    (
+        Listener {
+            events,
+            client,
+            caps,
+        },
+        out,
+    )
 }
 
 async fn next_json(rx: &mut mpsc::Receiver<Frame>) -> Value {
@@ -215,4 +234,31 @@ async fn a_server_request_on_a_response_stream_goes_to_its_request() {
     let asked: Value = serde_json::from_str(&events_a.recv().await.unwrap()).unwrap();
     assert_eq!(asked["method"], "sampling/createMessage");
     assert!(events_b.try_recv().is_err());
+}
+
+/// Issue 13 (3): a request the client did not declare it can answer is
+/// refused to the backend (as the client would: no such method), never
+/// relayed.
+#[tokio::test]
+async fn a_server_request_the_client_cannot_answer_is_refused() {
+    let (conn, mut wire) = conn();
+    let (ev, mut events) = listener_with(1, ClientCaps::parse(r#"{"elicitation":{}}"#));
+    let c = conn.clone();
+    let to = ev.clone();
+    tokio::spawn(async move { c.call("x", None, Some(&to), Duration::from_secs(5)).await });
+    next_json(&mut wire).await;
+    conn.dispatch(
+        r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}"#,
+        None,
+    );
+    let refusal = next_json(&mut wire).await;
+    assert_eq!(refusal["id"], "s1");
+    assert_eq!(refusal["error"]["code"], -32601);
+    assert!(events.try_recv().is_err(), "not relayed");
+    conn.dispatch(
+        r#"{"jsonrpc":"2.0","id":"s2","method":"elicitation/create","params":{}}"#,
+        None,
+    );
+    let asked: Value = serde_json::from_str(&events.recv().await.unwrap()).unwrap();
+    assert_eq!(asked["method"], "elicitation/create");
 }
