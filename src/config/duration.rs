@@ -52,7 +52,7 @@ pub(super) fn format(d: Duration) -> String {
         ("m", 60_000),
         ("s", 1_000),
     ] {
-        if ms % per == 0 {
+        if ms.is_multiple_of(per) {
             return format!("{}{unit}", ms / per);
         }
     }
