@@ -1064,10 +1064,10 @@ async fn sse_post(app: &App, query: Option<&str>, body: &[u8]) -> Response {
         Outcome::Reply(reply) => Some(reply),
         Outcome::Fault(id) => Some(fault_ok(&id)),
     };
-    if let Some(reply) = reply {
-        if stream.send(sse_event(&reply)).await.is_err() {
-            return (StatusCode::GONE, "the /sse stream is closed").into_response();
-        }
+    if let Some(reply) = reply
+        && stream.send(sse_event(&reply)).await.is_err()
+    {
+        return (StatusCode::GONE, "the /sse stream is closed").into_response();
     }
     (StatusCode::ACCEPTED, "Accepted").into_response()
 }
