@@ -310,10 +310,10 @@ impl ServerHandler for Backend {
             .extensions
             .get::<http::request::Parts>()
             .and_then(|p| p.headers.get("mcp-session-id")?.to_str().ok());
-        if let (Ok(ctx), Some(sid)) = (self.ctx(), session_id) {
-            if let Some(entry) = registry().lock().unwrap().get_mut(&ctx.id) {
-                entry.session_id = Some(sid.to_string());
-            }
+        if let (Ok(ctx), Some(sid)) = (self.ctx(), session_id)
+            && let Some(entry) = registry().lock().unwrap().get_mut(&ctx.id)
+        {
+            entry.session_id = Some(sid.to_string());
         }
     }
 
@@ -374,10 +374,10 @@ async fn gate(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
         let sid = sid.as_ref().and_then(|v| v.to_str().ok());
         // rmcp answers 202 to a DELETE of an unknown id; a restarted server
         // answers 404 to every request naming an old session, so do the same.
-        if let Some(sid) = sid {
-            if !app.sessions.has_session(&sid.into()).await.unwrap_or(true) {
-                return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
-            }
+        if let Some(sid) = sid
+            && !app.sessions.has_session(&sid.into()).await.unwrap_or(true)
+        {
+            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
         }
         let response = next.run(req).await;
         if let Some(sid) = sid {
