@@ -41,8 +41,9 @@
 //! - `recorder` (http only): answers every request with 200 `{}`; used as the
 //!   "other origin" whose `/seen` shows what reached it.
 //! - `updates` (stdio only): offers one subscribable resource,
-//!   `faulty://thing`; `fault` sends `notifications/resources/updated` for it
-//!   (unsolicited), then answers `fault-ok`.
+//!   `faulty://thing`; `fault` sends a `warning` log message and
+//!   `notifications/resources/updated` for it (both unsolicited), then
+//!   answers `fault-ok`.
 //!
 //! Over http it prints `faulty_backend listening on ADDR` once bound and also
 //! serves `GET /stats` (counters) and `GET /seen` (the last 1000 requests with
@@ -334,7 +335,7 @@ fn handle(mode: Mode, msg: Incoming) -> Outcome {
                 .as_str()
                 .unwrap_or(DEFAULT_VERSION);
             let capabilities = if mode == Mode::Updates {
-                json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}})
+                json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}, "logging": {}})
             } else {
                 json!({"tools": {"listChanged": true}})
             };
@@ -351,7 +352,11 @@ fn handle(mode: Mode, msg: Incoming) -> Outcome {
         "resources/read" if mode == Mode::Updates => json!({"contents": [
             {"uri": UPDATED_URI, "text": "thing"},
         ]}),
-        "resources/subscribe" | "resources/unsubscribe" if mode == Mode::Updates => json!({}),
+        "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel"
+            if mode == Mode::Updates =>
+        {
+            json!({})
+        }
         // Whatever cursor comes back, there is always another page.
         "tools/list" if mode == Mode::LoopCursor => json!({"tools": [], "nextCursor": "again"}),
         "tools/list" => json!({"tools": [
@@ -500,6 +505,9 @@ fn stdio_fault(cfg: &Config, id: &RawValue) {
         Mode::Flood => stdio_flood(cfg.count, fault_ok(id)),
         // Unsolicited: nothing on the wire ties it to the request.
         Mode::Updates => {
+            let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "warning", "logger": "faulty", "data": "thing changed"}});
+            send(&log.to_string());
             send(
                 &json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
                 "params": {"uri": UPDATED_URI}})

@@ -108,6 +108,45 @@ pub fn is_modern(version: &str) -> bool {
     version >= MODERN_FIRST
 }
 
+/// A log message's severity (RFC 5424 order, as MCP names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    const ALL: [(LogLevel, &'static str); 8] = [
+        (LogLevel::Debug, "debug"),
+        (LogLevel::Info, "info"),
+        (LogLevel::Notice, "notice"),
+        (LogLevel::Warning, "warning"),
+        (LogLevel::Error, "error"),
+        (LogLevel::Critical, "critical"),
+        (LogLevel::Alert, "alert"),
+        (LogLevel::Emergency, "emergency"),
+    ];
+
+    pub fn parse(name: &str) -> Option<LogLevel> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(l, _)| *l)
+    }
+
+    /// From params holding a `level` field.
+    pub fn of_params(params: &str) -> Option<LogLevel> {
+        #[derive(serde::Deserialize)]
+        struct P {
+            level: String,
+        }
+        LogLevel::parse(&serde_json::from_str::<P>(params).ok()?.level)
+    }
+}
+
 /// What a client declared it can answer: its `capabilities` in
 /// `initialize`, or a 2026-07-28 request's `clientCapabilities`. A backend's
 /// request that needs one the client lacks is refused, never relayed.

@@ -710,3 +710,41 @@ async fn item05_the_connection_cap_fits_the_fd_limit() {
     assert!(log.contains("max_connections lowered"), "{log}");
     assert_eq!(log.matches("accept failed").count(), 0, "{log}");
 }
+
+/// Issue 13 (4): a backend's log message sent outside any request reaches
+/// every session that set a level at or below it, and no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_messages_outside_requests_reach_sessions_by_level() {
+    let toml = format!(
+        "[server]\nsession_idle_ttl = \"3s\"\n{}",
+        faulty_stdio("upd", "updates", "")
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let info = http.initialize().await;
+    let unset = http.initialize().await;
+    let error = http.initialize().await;
+    for (sid, level) in [(&info, "info"), (&error, "error")] {
+        let r = http.call(sid, 2, "logging/setLevel", json!({ "level": level })).await;
+        assert!(r.json().get("result").is_some(), "{}", r.body);
+    }
+    let mut streams = Vec::new();
+    for sid in [&info, &unset, &error] {
+        streams.push(http.get_stream(sid).await);
+    }
+    let r = http.call(&unset, 3, "tools/call", json!({"name":"upd__fault","arguments":{}})).await;
+    assert_eq!(text_of(&r.messages()[0]), "fault-ok");
+    let mut got = Vec::new();
+    for s in &mut streams {
+        let logs: Vec<Value> = read_stream(s, 2)
+            .await
+            .into_iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .collect();
+        got.push(logs);
+    }
+    assert_eq!(got[0].len(), 1, "info: {:?}", got[0]);
+    assert_eq!(got[0][0]["params"]["data"], "thing changed");
+    assert!(got[1].is_empty(), "no level set: {:?}", got[1]);
+    assert!(got[2].is_empty(), "error level: {:?}", got[2]);
+}

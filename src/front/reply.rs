@@ -17,7 +17,7 @@ use super::Front;
 use super::post::json_response;
 use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
-use crate::protocol::Era;
+use crate::protocol::{Era, LogLevel};
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
 use crate::upstream::{Caller, Event as BackendEvent, EventSink};
@@ -277,6 +277,11 @@ async fn run(
     let method = method_label(&req.method);
     let caller = ctx.caller();
     let subscription = subscription(&req);
+    // The level a session's log messages are filtered at (the router
+    // tells the backends).
+    let log_level = (req.method == "logging/setLevel")
+        .then(|| req.params.as_deref().and_then(|p| LogLevel::of_params(p.get())))
+        .flatten();
     let outcome = tokio::select! {
         o = ctx.ns.handle(&caller, &req.method, req.params, events) => Some(o),
         _ = cancel.cancelled() => None,
@@ -300,6 +305,9 @@ async fn run(
             }
             (Some((false, uri)), Some(Outcome::Result(_))) => a.session().unsubscribe(&uri),
             _ => {}
+        }
+        if let Some(level) = log_level {
+            a.session().set_log_level(level);
         }
     }
     let label = match &outcome {

@@ -52,6 +52,7 @@ pub(super) fn open(
         std::future::ready(match n {
             ClientNotice::ListChanged(_) => true,
             ClientNotice::ResourceUpdated(uri) => subscriber.is_subscribed(uri),
+            ClientNotice::Log(level, _) => subscriber.wants_log(*level),
         })
     });
     let changes = Box::pin(changes);

@@ -16,6 +16,7 @@ use super::names;
 use super::tasks::{self, TaskIndex};
 use crate::config::{NamespaceName, Prefix, ToolFilter};
 use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
+use crate::protocol::LogLevel;
 use crate::upstream::{Backend, Caller, EventSink, Notice};
 
 /// What a client is told of its backends outside any request.
@@ -25,6 +26,8 @@ pub enum ClientNotice {
     ListChanged(&'static str),
     /// A resource the client may have subscribed to changed (exposed URI).
     ResourceUpdated(String),
+    /// A backend's log message, as a JSON-RPC line.
+    Log(LogLevel, Arc<str>),
 }
 
 impl ClientNotice {
@@ -36,6 +39,7 @@ impl ClientNotice {
                 "notifications/resources/updated",
                 Some(&jsonrpc::raw(&json!({ "uri": uri }))),
             ),
+            ClientNotice::Log(_, line) => line.to_string(),
         }
     }
 }
@@ -192,6 +196,7 @@ impl Namespace {
                         Notice::ResourceUpdated { uri, .. } => ns
                             .expose(&ns.members[member], Kind::Resource, &uri)
                             .map(ClientNotice::ResourceUpdated),
+                        Notice::Log { level, line, .. } => Some(ClientNotice::Log(level, line)),
                     },
                     _ => None,
                 };

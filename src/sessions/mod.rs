@@ -20,7 +20,7 @@ pub use id::{Principal, SessionId};
 use table::{Full, Table};
 
 use crate::metrics::{CloseReason, Metrics};
-use crate::protocol::{ClientCaps, LegacyVersion};
+use crate::protocol::{ClientCaps, LegacyVersion, LogLevel};
 
 /// One legacy client session.
 pub struct Session {
@@ -39,6 +39,8 @@ pub struct Session {
     /// Resource URIs (as the client names them) it subscribed to; at most
     /// `MAX_SUBSCRIPTIONS`.
     subscriptions: Mutex<HashSet<String>>,
+    /// The level set by `logging/setLevel` (None: no log messages).
+    log_level: Mutex<Option<LogLevel>>,
 }
 
 /// Resource subscriptions one session may hold.
@@ -89,6 +91,16 @@ impl Session {
 
     pub fn is_subscribed(&self, uri: &str) -> bool {
         self.subscriptions.lock().contains(uri)
+    }
+
+    pub fn set_log_level(&self, level: LogLevel) {
+        *self.log_level.lock() = Some(level);
+    }
+
+    /// Whether a log message of `level` is for this client (it set a
+    /// level, and this one is at or above it).
+    pub fn wants_log(&self, level: LogLevel) -> bool {
+        self.log_level.lock().is_some_and(|l| level >= l)
     }
 
     /// The client cancelled one of its requests.
@@ -167,6 +179,7 @@ impl Sessions {
             streaming: AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(HashSet::new()),
+            log_level: Mutex::new(None),
         });
         let evicted = self
             .table

@@ -373,23 +373,19 @@ impl Conn {
             m if m.ends_with("/list_changed") || m == "notifications/resources/updated" => {
                 Notice::of(m, n.params.as_deref())
             }
-            "notifications/message" => {
-                // On a request's own stream it belongs to that request's
-                // client; elsewhere only if one request could have caused it.
-                let st = self.state.lock();
-                let target = match origin {
-                    Some(id) => st.calls.get(&id).and_then(|c| c.to.clone()),
-                    None => st.sole_caller().map(|(_, to)| to),
-                };
-                match target {
-                    Some(to) => {
+            // On a request's own stream it belongs to that request's client;
+            // sent outside any request, to every client that set a level.
+            "notifications/message" => match origin {
+                Some(id) => {
+                    let to = self.state.lock().calls.get(&id).and_then(|c| c.to.clone());
+                    if let Some(to) = to {
                         let line = jsonrpc::notification(&n.method, n.params.as_deref());
                         let _ = to.events.try_send(Event::Notification(line));
                     }
-                    None => tracing::debug!(backend = %self.backend, "backend log message"),
+                    None
                 }
-                None
-            }
+                None => Notice::of(&n.method, n.params.as_deref()),
+            },
             _ => None,
         }
     }

@@ -190,7 +190,7 @@ impl InitInfo {
 impl LinkCtx {
     /// Passes on what the link announced, marked with its client if it has one.
     fn notice(&self, mut notice: Notice) {
-        if let Notice::ResourceUpdated { client, .. } = &mut notice {
+        if let Notice::ResourceUpdated { client, .. } | Notice::Log { client, .. } = &mut notice {
             client.clone_from(&self.client);
         }
         (self.on_notice)(notice);

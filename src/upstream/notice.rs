@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::{Caller, ClientKey};
+use crate::protocol::LogLevel;
 
 /// The list-change notifications, by the list they invalidate.
 pub(super) const LIST_CHANGED: [&str; 3] = [
@@ -18,6 +19,13 @@ pub(super) const LIST_CHANGED: [&str; 3] = [
 pub enum Notice {
     /// One of `LIST_CHANGED`.
     ListChanged(&'static str),
+    /// `notifications/message` sent outside any request, as the backend wrote it.
+    Log {
+        level: LogLevel,
+        line: Arc<str>,
+        /// As for `ResourceUpdated`.
+        client: Option<ClientKey>,
+    },
     /// `notifications/resources/updated`, with the backend's own URI.
     ResourceUpdated {
         uri: Arc<str>,
@@ -33,6 +41,14 @@ impl Notice {
     pub(super) fn of(method: &str, params: Option<&serde_json::value::RawValue>) -> Option<Notice> {
         if let Some(known) = LIST_CHANGED.iter().find(|m| **m == method) {
             return Some(Notice::ListChanged(known));
+        }
+        if method == "notifications/message" {
+            let params = params?;
+            return Some(Notice::Log {
+                level: LogLevel::of_params(params.get())?,
+                line: crate::jsonrpc::notification(method, Some(params)).into(),
+                client: None,
+            });
         }
         if method != "notifications/resources/updated" {
             return None;
@@ -52,7 +68,7 @@ impl Notice {
     pub fn is_for(&self, caller: &Caller) -> bool {
         match self {
             Notice::ListChanged(_) => true,
-            Notice::ResourceUpdated { client, .. } => {
+            Notice::ResourceUpdated { client, .. } | Notice::Log { client, .. } => {
                 client.as_ref().is_none_or(|c| *c == caller.key)
             }
         }
