@@ -40,6 +40,9 @@
 //! - `sse-ok` (http only): a working HTTP+SSE backend (`/messages?session=N`).
 //! - `recorder` (http only): answers every request with 200 `{}`; used as the
 //!   "other origin" whose `/seen` shows what reached it.
+//! - `roots` (stdio only): asks `roots/list` right after its handshake and
+//!   again during `fault`, which answers `{"early": .., "during": ..}`
+//!   with what it got each time.
 //! - `updates` (stdio only): offers one subscribable resource,
 //!   `faulty://thing`; `fault` sends a `warning` log message and
 //!   `notifications/resources/updated` for it (both unsolicited), then
@@ -113,6 +116,7 @@ enum Mode {
     SseOk,
     Recorder,
     Updates,
+    Roots,
 }
 
 const MODES: &[(&str, Mode)] = &[
@@ -135,6 +139,7 @@ const MODES: &[(&str, Mode)] = &[
     ("sse-ok", Mode::SseOk),
     ("recorder", Mode::Recorder),
     ("updates", Mode::Updates),
+    ("roots", Mode::Roots),
 ];
 
 impl Mode {
@@ -151,7 +156,10 @@ impl Mode {
 
     /// Modes that only make sense with a pipe for stdout / a process to kill.
     fn stdio_only(self) -> bool {
-        matches!(self, Mode::CloseStdout | Mode::Stubborn | Mode::Updates)
+        matches!(
+            self,
+            Mode::CloseStdout | Mode::Stubborn | Mode::Updates | Mode::Roots
+        )
     }
 
     /// Modes about HTTP status codes, redirects, origins or the SSE transport.
@@ -304,6 +312,11 @@ struct Incoming {
     method: Option<String>,
     #[serde(default)]
     params: Value,
+    /// A response's result or error (to our own requests).
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
 }
 
 /// What the normal ("ok") server does with a message.
@@ -449,6 +462,7 @@ fn run_stdio(cfg: &Config) -> ! {
     }
     let mut stdin = std::io::stdin().lock();
     let mut line = Vec::new();
+    let mut roots = RootsProbe::default();
     loop {
         line.clear();
         match stdin.read_until(b'\n', &mut line) {
@@ -469,6 +483,9 @@ fn run_stdio(cfg: &Config) -> ! {
                 continue;
             }
         };
+        if cfg.mode == Mode::Roots && roots.step(&msg) {
+            continue;
+        }
         let initialize = msg.method.as_deref() == Some("initialize");
         match handle(cfg.mode, msg) {
             Outcome::Nothing => {}
@@ -490,6 +507,53 @@ fn run_stdio(cfg: &Config) -> ! {
         }
     }
     std::process::exit(0);
+}
+
+/// `roots` mode: asks `roots/list` right after `notifications/initialized`
+/// (outside any call) and again during `fault`, whose answer reports both:
+/// `{"early": <answer or error>, "during": <answer or error>}`.
+#[derive(Default)]
+struct RootsProbe {
+    early: Option<Value>,
+    fault: Option<Box<RawValue>>,
+}
+
+impl RootsProbe {
+    /// Handles what belongs to the probe; true when `msg` was consumed.
+    fn step(&mut self, msg: &Incoming) -> bool {
+        let id = msg.id.as_ref().map(|i| i.get().to_owned());
+        match (msg.method.as_deref(), id.as_deref()) {
+            (Some("notifications/initialized"), None) => {
+                send(r#"{"jsonrpc":"2.0","id":"roots-0","method":"roots/list"}"#);
+                true
+            }
+            (Some("tools/call"), Some(_)) if msg.params["name"] == "fault" => {
+                self.fault = msg.id.clone();
+                send(r#"{"jsonrpc":"2.0","id":"roots-1","method":"roots/list"}"#);
+                true
+            }
+            (None, Some(r#""roots-0""#)) => {
+                self.early = Some(answer_of(msg));
+                true
+            }
+            (None, Some(r#""roots-1""#)) => {
+                if let Some(fault) = self.fault.take() {
+                    let report = json!({"early": self.early, "during": answer_of(msg)});
+                    send(&response(&fault, &text_result(&report.to_string())));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+fn answer_of(msg: &Incoming) -> Value {
+    match (&msg.result, &msg.error) {
+        (Some(r), _) => r.clone(),
+        (None, Some(e)) => json!({ "error": e }),
+        (None, None) => Value::Null,
+    }
 }
 
 /// Applies the mode's misbehaviour to a `fault` call over stdio. Work that

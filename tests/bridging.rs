@@ -137,3 +137,128 @@ async fn a_client_without_the_capability_is_not_asked() {
     );
     assert!(r.body.contains("sampling failed"), "{}", r.body);
 }
+
+/// The report of the `roots` backend's `fault` tool: what `roots/list`
+/// answered after its handshake and during the call.
+fn roots_report(msg: &Value) -> Value {
+    serde_json::from_str(text_of(msg)).unwrap()
+}
+
+/// Item 6: a shared backend gets the roots configured for it, answered by
+/// the gateway, whoever calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_backend_gets_its_configured_roots() {
+    let toml = faulty_stdio(
+        "fs",
+        "roots",
+        "roots = [\"file:///srv/a\", \"file:///srv/b\"]",
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let r = http
+        .call(
+            &sid,
+            2,
+            "tools/call",
+            json!({"name":"fs__fault","arguments":{}}),
+        )
+        .await;
+    let report = roots_report(&r.messages().pop().unwrap());
+    let want = json!({"roots": [{"uri": "file:///srv/a"}, {"uri": "file:///srv/b"}]});
+    assert_eq!(report["early"], want, "{report}");
+    assert_eq!(report["during"], want, "{report}");
+}
+
+/// Item 6: a per-session backend is told its client's roots capability and
+/// asks the client itself: outside any call on the client's GET stream,
+/// during a call on that call's stream. A client without the capability
+/// is never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_session_backend_asks_its_own_client_for_roots() {
+    let toml = faulty_stdio("fs", "roots", "isolation = \"per-session\"");
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http
+        .initialize_with(json!({"roots": {"listChanged": true}}))
+        .await;
+    let mut stream = http.get_stream(&sid).await;
+    // The first call opens the backend session; it asks right away.
+    // Over stdio nothing says whether it belongs to the call in flight: it
+    // comes on that call's stream, or else on the GET stream.
+    let r = http
+        .post(
+            Some(&sid),
+            &json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+        "params":{"name":"fs__echo","arguments":{"text":"open"}}}),
+        )
+        .await;
+    let messages = r.messages();
+    assert_eq!(text_of(messages.last().unwrap()), "open");
+    let on_call = messages
+        .iter()
+        .find(|m| m["method"] == "roots/list")
+        .cloned();
+    let ask: Value = match on_call {
+        Some(ask) => ask,
+        None => {
+            let mut seen = String::new();
+            loop {
+                let chunk = stream.chunk().await.unwrap().expect("GET stream ended");
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if let Some(line) = seen.lines().find(|l| l.contains("roots/list")) {
+                    break serde_json::from_str(line.trim_start_matches("data:").trim()).unwrap();
+                }
+            }
+        }
+    };
+    let early = json!({"roots": [{"uri": "file:///home/client", "name": "home"}]});
+    let answer = json!({"jsonrpc":"2.0","id":ask["id"],"result":early});
+    assert_eq!(http.post(Some(&sid), &answer).await.status, 202);
+
+    // During a call: on the call's own stream.
+    let mut call = http
+        .client
+        .post(&http.url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &sid)
+        .body(json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fs__fault","arguments":{}}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    let ask: Value = loop {
+        let chunk = call.chunk().await.unwrap().expect("call stream ended");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(line) = seen.lines().find(|l| l.contains("roots/list")) {
+            break serde_json::from_str(line.trim_start_matches("data:").trim()).unwrap();
+        }
+    };
+    let during = json!({"roots": [{"uri": "file:///work"}]});
+    let answer = json!({"jsonrpc":"2.0","id":ask["id"],"result":during});
+    assert_eq!(http.post(Some(&sid), &answer).await.status, 202);
+    let rest = call.text().await.unwrap();
+    let last: Value = rest
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .next_back()
+        .unwrap();
+    let report = roots_report(&last);
+    assert_eq!(report["early"], early, "{report}");
+    assert_eq!(report["during"], during, "{report}");
+
+    // A client that declared no roots: the backend is refused, not left waiting.
+    let other = http.initialize().await;
+    let r = http
+        .post(
+            Some(&other),
+            &json!({"jsonrpc":"2.0","id":4,"method":"tools/call",
+        "params":{"name":"fs__fault","arguments":{}}}),
+        )
+        .await;
+    let report = roots_report(&r.messages().pop().unwrap());
+    assert_eq!(report["early"]["error"]["code"], -32601, "{report}");
+    assert_eq!(report["during"]["error"]["code"], -32601, "{report}");
+}

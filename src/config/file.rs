@@ -145,6 +145,7 @@ pub(super) struct FileBackend {
     pub(super) idle_ttl: Option<FileDuration>,
     pub(super) request_timeout: Option<FileDuration>,
     pub(super) tools: Option<FileTools>,
+    pub(super) roots: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -149,6 +149,9 @@ pub struct BackendConfig {
     pub idle_ttl: Duration,
     pub request_timeout: Duration,
     pub tools: ToolFilter,
+    /// Roots the gateway gives a shared backend when it asks (`roots/list`);
+    /// per-session backends get their own client's roots instead.
+    pub roots: Vec<String>,
 }
 
 /// `Debug` (in `describe.rs`) hides argument and `env` values and URL
@@ -324,8 +327,14 @@ fn finish(mut file: file::File, syntax: Syntax, env: &dyn Env) -> Result<Loaded,
 /// server as backend `demo`, everything else at its default.
 pub fn demo(exe: PathBuf) -> Config {
     let name = BackendName::trusted("demo");
+    let server = ServerSettings::default();
     Config {
-        server: ServerSettings::default(),
+        // No auth: every client is the anonymous principal (see the file's
+        // default for `max_sessions_per_principal`).
+        server: ServerSettings {
+            max_sessions_per_principal: server.max_sessions,
+            ..server
+        },
         auth: None,
         metrics: MetricsSettings::default(),
         backends: vec![BackendConfig {
@@ -341,6 +350,7 @@ pub fn demo(exe: PathBuf) -> Config {
             idle_ttl: file::DEFAULT_BACKEND_IDLE_TTL,
             request_timeout: file::DEFAULT_REQUEST_TIMEOUT,
             tools: ToolFilter::all(),
+            roots: Vec::new(),
         }],
         namespaces: vec![NamespaceConfig {
             name: NamespaceName::trusted(file::DEFAULT_NAMESPACE),

@@ -93,7 +93,7 @@ pub(super) async fn handle(
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),
         RpcBody::Single(Message::Notification(n)) => {
-            notification(ctx.active.as_ref(), &n);
+            notification(&ctx, &n);
             Ok(StatusCode::ACCEPTED.into_response())
         }
         RpcBody::Single(Message::Response(r)) => {
@@ -261,10 +261,15 @@ pub(super) fn json_response(body: String, session_id: Option<&str>) -> Response 
     response
 }
 
-fn notification(active: Option<&Active>, n: &Notification) {
+fn notification(ctx: &reply::Ctx, n: &Notification) {
+    if n.method == "notifications/roots/list_changed" {
+        ctx.ns.roots_changed(&ctx.caller());
+        return;
+    }
     if n.method != "notifications/cancelled" {
         return;
     }
+    let active = ctx.active.as_ref();
     #[derive(serde::Deserialize)]
     struct Cancelled {
         #[serde(rename = "requestId")]
@@ -304,7 +309,7 @@ async fn batch(
         match item {
             Err(e) => errors.push(jsonrpc::error_response(None, e.code(), &e.to_string())),
             Ok(Message::Request(r)) => requests.push(r),
-            Ok(Message::Notification(n)) => notification(ctx.active.as_ref(), &n),
+            Ok(Message::Notification(n)) => notification(&ctx, &n),
             Ok(Message::Response(r)) => reply::answer(&ctx, &r.id, &r.outcome),
         }
     }

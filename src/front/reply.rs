@@ -41,7 +41,7 @@ pub(super) struct Ctx {
 
 impl Ctx {
     /// The key of per-session isolation: the session, else the principal.
-    fn caller(&self) -> Caller {
+    pub(super) fn caller(&self) -> Caller {
         match (&self.active, self.era) {
             (Some(a), _) => {
                 let s = a.session();
@@ -280,7 +280,11 @@ async fn run(
     // The level a session's log messages are filtered at (the router
     // tells the backends).
     let log_level = (req.method == "logging/setLevel")
-        .then(|| req.params.as_deref().and_then(|p| LogLevel::of_params(p.get())))
+        .then(|| {
+            req.params
+                .as_deref()
+                .and_then(|p| LogLevel::of_params(p.get()))
+        })
         .flatten();
     let outcome = tokio::select! {
         o = ctx.ns.handle(&caller, &req.method, req.params, events) => Some(o),

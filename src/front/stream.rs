@@ -53,6 +53,7 @@ pub(super) fn open(
             ClientNotice::ListChanged(_) => true,
             ClientNotice::ResourceUpdated(uri) => subscriber.is_subscribed(uri),
             ClientNotice::Log(level, _) => subscriber.wants_log(*level),
+            ClientNotice::Ask(_) => true,
         })
     });
     let changes = Box::pin(changes);

@@ -4,6 +4,7 @@
 mod cursor;
 mod index;
 mod kind;
+mod links;
 mod merge;
 mod names;
 mod namespace;

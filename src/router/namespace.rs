@@ -12,8 +12,8 @@ use tokio_stream::wrappers::BroadcastStream;
 use super::cursor::Cursor;
 use super::index::NameIndex;
 use super::kind::Kind;
-use super::names;
 use super::tasks::{self, TaskIndex};
+use super::{links, names};
 use crate::config::{NamespaceName, Prefix, ToolFilter};
 use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
 use crate::protocol::LogLevel;
@@ -28,6 +28,9 @@ pub enum ClientNotice {
     ResourceUpdated(String),
     /// A backend's log message, as a JSON-RPC line.
     Log(LogLevel, Arc<str>),
+    /// A request for this client from its own backend session (a JSON-RPC
+    /// line); the client answers it like any server request.
+    Ask(String),
 }
 
 impl ClientNotice {
@@ -40,6 +43,7 @@ impl ClientNotice {
                 Some(&jsonrpc::raw(&json!({ "uri": uri }))),
             ),
             ClientNotice::Log(_, line) => line.to_string(),
+            ClientNotice::Ask(line) => line.clone(),
         }
     }
 }
@@ -197,6 +201,13 @@ impl Namespace {
                             .expose(&ns.members[member], Kind::Resource, &uri)
                             .map(ClientNotice::ResourceUpdated),
                         Notice::Log { level, line, .. } => Some(ClientNotice::Log(level, line)),
+                        Notice::Ask {
+                            id, method, params, ..
+                        } => Some(ClientNotice::Ask(jsonrpc::request(
+                            &jsonrpc::raw(&id),
+                            &method,
+                            params.as_deref(),
+                        ))),
                     },
                     _ => None,
                 };
@@ -237,6 +248,15 @@ impl Namespace {
                 self.forward_task(caller, method, params, events).await
             }
             _ => error(METHOD_NOT_FOUND, &format!("Method not found: {method}")),
+        }
+    }
+
+    /// A client's `notifications/roots/list_changed`: to its own backend
+    /// sessions.
+    pub fn roots_changed(&self, caller: &Caller) {
+        for m in &self.members {
+            m.backend
+                .client_notification(caller, "notifications/roots/list_changed");
         }
     }
 
@@ -403,13 +423,22 @@ impl Namespace {
         };
         let m = &self.members[i];
         let outcome = self.call(caller, m, method, params, events).await;
-        match (kind, outcome) {
-            (Kind::Resource, Outcome::Result(r)) if self.prefix == Prefix::Always => {
-                Outcome::Result(rename_contents(m, &r).unwrap_or(r))
+        let Outcome::Result(r) = outcome else {
+            return outcome;
+        };
+        // URIs in results take the form the client can follow back.
+        let r = match (self.prefix, method) {
+            (Prefix::Never, _) => r,
+            (Prefix::Always, "resources/read") => {
+                links::resource_contents(&r, &m.backend.name).unwrap_or(r)
             }
-            (_, Outcome::Result(r)) => Outcome::Result(self.expose_task(i, r)),
-            (_, o) => o,
-        }
+            (Prefix::Always, "tools/call") => links::tool_result(&r, &m.backend.name).unwrap_or(r),
+            (Prefix::Always, "prompts/get") => {
+                links::prompt_result(&r, &m.backend.name).unwrap_or(r)
+            }
+            (Prefix::Always, _) => r,
+        };
+        Outcome::Result(self.expose_task(i, r))
     }
 
     /// A result that names a task: the client sees the task id it will
@@ -564,21 +593,5 @@ fn not_found(kind: Kind, exposed: &str) -> Outcome {
 fn replace_field(object: &RawValue, key: &str, value: &str) -> Option<Box<RawValue>> {
     let mut fields: Fields = serde_json::from_str(object.get()).ok()?;
     fields.insert(key.into(), jsonrpc::raw(value));
-    Some(jsonrpc::raw(&fields))
-}
-
-/// `resources/read` results name their URIs: show the client's form.
-fn rename_contents(m: &Member, result: &RawValue) -> Option<Box<RawValue>> {
-    let mut fields: Fields = serde_json::from_str(result.get()).ok()?;
-    let mut contents: Vec<Fields> = serde_json::from_str(fields.get("contents")?.get()).ok()?;
-    for c in &mut contents {
-        if let Some(uri) = string_field(c, "uri") {
-            c.insert(
-                "uri".into(),
-                jsonrpc::raw(&names::prefixed_uri(&m.backend.name, &uri)),
-            );
-        }
-    }
-    fields.insert("contents".into(), jsonrpc::raw(&contents));
     Some(jsonrpc::raw(&fields))
 }

@@ -28,6 +28,10 @@ use crate::protocol::ClientCaps;
 pub(super) const MAX_IN_FLIGHT: usize = 4096;
 /// Server-to-client requests awaiting a client's answer.
 const MAX_SERVER_REQUESTS: usize = 256;
+/// The `origin` of a question asked outside any call.
+const OUTSIDE_CALLS: u64 = 0;
+/// How long a question asked outside any call waits for its answer.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Where a request's progress, logs and server-to-client requests go, on
 /// their way to the client's response stream.
@@ -94,6 +98,14 @@ pub(super) struct Conn {
     backend: BackendName,
     /// Shared by every connection of the backend: bounds its warnings.
     warnings: Arc<Throttle>,
+    /// Whose backend session this is (per-session isolation), and what that
+    /// client can be asked: requests sent outside any call go to it.
+    owner: Option<(ClientKey, ClientCaps)>,
+    /// Roots the gateway answers `roots/list` with itself (a shared
+    /// backend's configured roots); None: the client is asked.
+    roots: Option<Arc<[String]>>,
+    /// Itself, for timers that must not keep it alive.
+    me: std::sync::Weak<Conn>,
     writer: mpsc::Sender<Frame>,
     next_id: AtomicU64,
     state: Mutex<Pending>,
@@ -150,21 +162,19 @@ impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
         let (was_pending, unanswered) = {
             let mut st = self.conn.state.lock();
-            let unanswered: Vec<RawId> = st
-                .server_requests
-                .extract_if(|_, r| r.origin == self.id)
-                .map(|(_, r)| r.backend_id)
-                .collect();
+            // A client may answer after the response it came with (legacy):
+            // the questions outlive the call, for `ASK_TIMEOUT`.
+            let mut unanswered = Vec::new();
+            for (token, r) in st.server_requests.iter_mut() {
+                if r.origin == self.id {
+                    r.origin = OUTSIDE_CALLS;
+                    unanswered.push(token.clone());
+                }
+            }
             (st.calls.remove(&self.id).is_some(), unanswered)
         };
-        // The backend must not wait for answers that can no longer come.
-        for id in unanswered {
-            let err = jsonrpc::error_object(
-                jsonrpc::INTERNAL_ERROR,
-                "sluice: the client request this belonged to has ended",
-                None,
-            );
-            self.conn.send(jsonrpc::response(&id, &Outcome::Error(err)));
+        for token in unanswered {
+            self.conn.expire_later(token);
         }
         if was_pending {
             let params = jsonrpc::raw(&serde_json::json!({
@@ -180,14 +190,29 @@ impl Drop for CallGuard<'_> {
 }
 
 impl Conn {
+    #[cfg(test)]
     pub(super) fn new(
         backend: BackendName,
         warnings: Arc<Throttle>,
         writer: mpsc::Sender<Frame>,
     ) -> Arc<Conn> {
-        Arc::new(Conn {
+        Self::for_owner(backend, warnings, writer, None, None)
+    }
+
+    /// A connection with an owner (per-session) or configured roots.
+    pub(super) fn for_owner(
+        backend: BackendName,
+        warnings: Arc<Throttle>,
+        writer: mpsc::Sender<Frame>,
+        owner: Option<(ClientKey, ClientCaps)>,
+        roots: Option<Arc<[String]>>,
+    ) -> Arc<Conn> {
+        Arc::new_cyclic(|me| Conn {
+            me: me.clone(),
             backend,
             warnings,
+            owner,
+            roots,
             writer,
             next_id: AtomicU64::new(1),
             state: Mutex::new(Pending::default()),
@@ -278,7 +303,7 @@ impl Conn {
     }
 
     /// Queues a message the gateway does not await, without waiting.
-    fn send(&self, line: String) -> bool {
+    pub(super) fn send(&self, line: String) -> bool {
         let frame = Frame {
             line,
             call: None,
@@ -318,7 +343,7 @@ impl Conn {
     /// Handles one message from the backend. `origin` is the gateway id of
     /// the request whose response stream carried it, when the transport
     /// tells. Returns what the backend announced for clients, if anything.
-    pub(super) fn dispatch(&self, line: &str, origin: Option<u64>) -> Option<Notice> {
+    pub(super) fn dispatch(self: &Arc<Self>, line: &str, origin: Option<u64>) -> Option<Notice> {
         let msg = match Message::parse(line.as_bytes()) {
             Ok(m) => m,
             Err(e) => {
@@ -343,10 +368,7 @@ impl Conn {
                 None
             }
             Message::Notification(n) => self.on_notification(n, origin),
-            Message::Request(r) => {
-                self.on_server_request(r, origin);
-                None
-            }
+            Message::Request(r) => self.on_server_request(r, origin),
         }
     }
 
@@ -395,12 +417,28 @@ impl Conn {
     /// pipe nothing ties it to a request: route it only when exactly one
     /// request that can carry it is in flight, else refuse it so the backend
     /// is not left waiting.
-    fn on_server_request(&self, r: jsonrpc::Request, origin: Option<u64>) {
+    fn on_server_request(
+        self: &Arc<Self>,
+        r: jsonrpc::Request,
+        origin: Option<u64>,
+    ) -> Option<Notice> {
         if r.method == "ping" {
             let pong = Outcome::Result(jsonrpc::raw(&serde_json::json!({})));
             self.send(jsonrpc::response(&r.id, &pong));
-            return;
+            return None;
         }
+        if r.method == "roots/list"
+            && let Some(roots) = &self.roots
+        {
+            let list: Vec<_> = roots
+                .iter()
+                .map(|uri| serde_json::json!({ "uri": uri }))
+                .collect();
+            let result = Outcome::Result(jsonrpc::raw(&serde_json::json!({ "roots": list })));
+            self.send(jsonrpc::response(&r.id, &result));
+            return None;
+        }
+        let mut ask = None;
         let refusal = {
             let mut st = self.state.lock();
             let target = match origin {
@@ -408,6 +446,36 @@ impl Conn {
                 None => st.sole_caller().map(|(id, to)| (id, Some(to))),
             };
             match target {
+                // Outside any call, a per-session backend asks its own client
+                // (on the client's GET stream), if the client can answer.
+                None if origin.is_none() && self.owner.is_some() => {
+                    let Some((client, caps)) = &self.owner else {
+                        unreachable!("checked in the guard")
+                    };
+                    match caps.missing_for(&r.method) {
+                        Some(_) => Some((
+                            jsonrpc::METHOD_NOT_FOUND,
+                            "the client did not declare the capability it needs",
+                        )),
+                        None if st.server_requests.len() >= MAX_SERVER_REQUESTS => Some((
+                            jsonrpc::INTERNAL_ERROR,
+                            "too many server requests awaiting answers",
+                        )),
+                        None => {
+                            let token = random_token();
+                            st.server_requests.insert(
+                                token.clone(),
+                                ServerRequest {
+                                    backend_id: r.id.clone(),
+                                    origin: OUTSIDE_CALLS,
+                                    client: client.clone(),
+                                },
+                            );
+                            ask = Some(token);
+                            None
+                        }
+                    }
+                }
                 Some((_, Some(to))) if to.caps.missing_for(&r.method).is_some() => {
                     let missing = to.caps.missing_for(&r.method).unwrap_or_default();
                     // What the client itself would answer: it has no such method.
@@ -465,6 +533,15 @@ impl Conn {
                 )),
             }
         };
+        if let Some(token) = ask {
+            self.expire_later(token.clone());
+            return Some(Notice::Ask {
+                id: format!("sluice:{}:{token}", self.backend),
+                method: r.method,
+                params: r.params,
+                client: None,
+            });
+        }
         if let Some((code, why)) = refusal {
             if let Some(suppressed) = self.warnings.admit() {
                 tracing::warn!(backend = %self.backend, method = %r.method, why, suppressed, "refused server-to-client request");
@@ -475,6 +552,35 @@ impl Conn {
                 None,
             );
             self.send(jsonrpc::response(&r.id, &Outcome::Error(err)));
+        }
+        None
+    }
+
+    /// Unanswered (no GET stream open, a client that never replies), a
+    /// question is refused after `ASK_TIMEOUT`, so the backend is not left
+    /// waiting.
+    fn expire_later(&self, token: String) {
+        let conn = self.me.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                tokio::time::sleep(ASK_TIMEOUT).await;
+                if let Some(conn) = conn.upgrade() {
+                    conn.expire(&token);
+                }
+            });
+        }
+    }
+
+    /// Refuses a question that got no answer.
+    fn expire(&self, token: &str) {
+        let request = self.state.lock().server_requests.remove(token);
+        if let Some(r) = request {
+            let err = jsonrpc::error_object(
+                jsonrpc::INTERNAL_ERROR,
+                "sluice: the client did not answer in time",
+                None,
+            );
+            self.send(jsonrpc::response(&r.backend_id, &Outcome::Error(err)));
         }
     }
 

@@ -107,7 +107,7 @@ async fn connect(
         None => wire.initialize().await?,
     };
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = Conn::new(ctx.name.clone(), ctx.warnings.clone(), tx);
+    let conn = ctx.conn(tx);
     let link = Link::new(conn.clone(), info);
     let writer = tokio::spawn(write_frames(wire.clone(), conn.clone(), rx));
     let listener = tokio::spawn(listen(wire.clone(), conn));
@@ -241,7 +241,11 @@ impl Endpoint {
             ..self.session.lock().clone()
         };
         let id = jsonrpc::raw(&"sluice-initialize");
-        let body = jsonrpc::request(&id, "initialize", Some(&link::initialize_params()));
+        let body = jsonrpc::request(
+            &id,
+            "initialize",
+            Some(&link::initialize_params(&self.ctx.offer)),
+        );
         let resp = deadline
             .run(name, self.post(&fresh, body).send())
             .await?
@@ -382,7 +386,7 @@ async fn write_frames(wire: Arc<Endpoint>, conn: Arc<Conn>, mut rx: mpsc::Receiv
     while in_flight.next().await.is_some() {}
 }
 
-async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
+async fn send(wire: &Endpoint, conn: &Arc<Conn>, frame: Frame) {
     let name = &wire.ctx.name;
     if wire.modern && frame.call.is_none() {
         // 2026-07-28 has no client notifications or responses over HTTP.
@@ -457,7 +461,7 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
 
 /// Feeds a POST's response (one JSON message, a batch, or an SSE stream)
 /// to the connection, tagged with the request it answers.
-async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u64>) {
+async fn deliver(wire: &Endpoint, conn: &Arc<Conn>, resp: Response, origin: Option<u64>) {
     if is_event_stream(&resp) {
         let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(ev) = stream.next().await {
@@ -503,7 +507,7 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
     }
 }
 
-fn dispatch(wire: &Endpoint, conn: &Conn, data: &str, origin: Option<u64>) {
+fn dispatch(wire: &Endpoint, conn: &Arc<Conn>, data: &str, origin: Option<u64>) {
     if let Some(notice) = conn.dispatch(data, origin) {
         wire.ctx.notice(notice);
     }

@@ -48,7 +48,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     ctx.metrics.backend_session_opened(&ctx.name);
 
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = Conn::new(ctx.name.clone(), ctx.warnings.clone(), tx);
+    let conn = ctx.conn(tx);
     let writer = tokio::spawn(post_frames(spec.clone(), endpoint, conn.clone(), rx));
     let reader_conn = conn.clone();
     let reader_ctx = ctx.clone();
@@ -63,7 +63,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
         // The stream is the only way answers come: fail whoever waits.
         reader_conn.fail_all();
     });
-    let handshake = link::handshake(&conn, ctx.timeout).await;
+    let handshake = link::handshake(&conn, ctx.timeout, &ctx.offer).await;
     link::establish(conn, handshake, |link| {
         tokio::spawn(own(link, writer, reader, ctx.clone()))
     })

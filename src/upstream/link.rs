@@ -15,6 +15,7 @@ use super::deadline::Deadline;
 use super::{InitInfo, UpstreamError};
 use crate::config::BackendName;
 use crate::jsonrpc::{self, Outcome};
+use crate::protocol::ClientCaps;
 
 /// Why a backend session ended (the `reason` label of
 /// `sluice_backend_sessions_closed_total`).
@@ -207,11 +208,15 @@ pub(super) async fn establish(
 }
 
 /// The legacy handshake over a multiplexed connection (stdio, HTTP+SSE).
-pub(super) async fn handshake(conn: &Conn, timeout: Duration) -> Result<InitInfo, UpstreamError> {
+pub(super) async fn handshake(
+    conn: &Conn,
+    timeout: Duration,
+    offer: &ClientCaps,
+) -> Result<InitInfo, UpstreamError> {
     let b = conn.backend().clone();
     let deadline = Deadline::after(timeout);
     let outcome = conn
-        .call("initialize", Some(initialize_params()), None, timeout)
+        .call("initialize", Some(initialize_params(offer)), None, timeout)
         .await?;
     let info = InitInfo::from_outcome(&b, &outcome)?;
     conn.notify("notifications/initialized", None, deadline)
@@ -219,12 +224,25 @@ pub(super) async fn handshake(conn: &Conn, timeout: Duration) -> Result<InitInfo
     Ok(info)
 }
 
-pub(super) fn initialize_params() -> Box<serde_json::value::RawValue> {
+/// The gateway's `initialize` to a backend: it declares what the client
+/// behind it can be asked (see `LinkCtx::offer`).
+pub(super) fn initialize_params(offer: &ClientCaps) -> Box<serde_json::value::RawValue> {
+    let mut capabilities = serde_json::Map::new();
+    if offer.sampling {
+        capabilities.insert("sampling".into(), serde_json::json!({}));
+    }
+    if offer.elicitation {
+        capabilities.insert("elicitation".into(), serde_json::json!({}));
+    }
+    if offer.roots {
+        capabilities.insert(
+            "roots".into(),
+            serde_json::json!({ "listChanged": offer.roots_list_changed }),
+        );
+    }
     jsonrpc::raw(&serde_json::json!({
         "protocolVersion": crate::protocol::LegacyVersion::LATEST.as_str(),
-        // Routable to the client that caused them. Roots are not offered:
-        // they belong to one client, and a shared backend serves many.
-        "capabilities": { "sampling": {}, "elicitation": {} },
+        "capabilities": capabilities,
         "clientInfo": { "name": "sluice", "version": env!("CARGO_PKG_VERSION") },
     }))
 }

@@ -190,18 +190,38 @@ impl InitInfo {
 impl LinkCtx {
     /// Passes on what the link announced, marked with its client if it has one.
     fn notice(&self, mut notice: Notice) {
-        if let Notice::ResourceUpdated { client, .. } | Notice::Log { client, .. } = &mut notice {
+        if let Notice::ResourceUpdated { client, .. }
+        | Notice::Log { client, .. }
+        | Notice::Ask { client, .. } = &mut notice
+        {
             client.clone_from(&self.client);
         }
         (self.on_notice)(notice);
     }
 
-    /// The context of a link serving one client.
-    fn for_client(&self, client: Option<ClientKey>) -> LinkCtx {
-        LinkCtx {
-            client,
-            ..self.clone()
+    /// The context of a link serving one client (None: every client).
+    fn for_client(&self, client: Option<(ClientKey, ClientCaps)>) -> LinkCtx {
+        match client {
+            Some((key, caps)) => LinkCtx {
+                client: Some(key),
+                offer: caps,
+                roots: None,
+                ..self.clone()
+            },
+            None => self.clone(),
         }
+    }
+
+    /// The multiplexer of one of this backend's sessions.
+    fn conn(&self, writer: tokio::sync::mpsc::Sender<conn::Frame>) -> Arc<conn::Conn> {
+        let owner = self.client.clone().map(|key| (key, self.offer));
+        conn::Conn::for_owner(
+            self.name.clone(),
+            self.warnings.clone(),
+            writer,
+            owner,
+            self.roots.clone(),
+        )
     }
 }
 
@@ -215,6 +235,12 @@ struct LinkCtx {
     on_notice: Arc<dyn Fn(Notice) + Send + Sync>,
     /// The client of a per-session link (None: shared by all).
     client: Option<ClientKey>,
+    /// What the backend session is told its client can answer: for a
+    /// shared one what the gateway can route (sampling, elicitation, and
+    /// roots when configured); per-session, the client's own declaration.
+    offer: ClientCaps,
+    /// A shared backend's configured roots, answered by the gateway.
+    roots: Option<Arc<[String]>>,
     /// Bounds the backend's repeated warnings (garbage on the wire).
     warnings: Arc<throttle::Throttle>,
     /// Bounds the backend's own stderr lines in the gateway's log.
@@ -297,6 +323,13 @@ impl Backend {
                         }
                     }),
                     client: None,
+                    offer: ClientCaps {
+                        sampling: true,
+                        elicitation: true,
+                        roots: !config.roots.is_empty(),
+                        roots_list_changed: false,
+                    },
+                    roots: (!config.roots.is_empty()).then(|| config.roots.clone().into()),
                     warnings: Arc::new(throttle::Throttle::new(5, Duration::from_secs(10))),
                     stderr: Arc::new(throttle::Throttle::new(100, Duration::from_secs(10))),
                 },
@@ -404,7 +437,10 @@ impl Backend {
     }
 
     /// Opens a backend session, for one client or (None) for all.
-    async fn open(&self, client: Option<ClientKey>) -> Result<Arc<Link>, UpstreamError> {
+    async fn open(
+        &self,
+        client: Option<(ClientKey, ClientCaps)>,
+    ) -> Result<Arc<Link>, UpstreamError> {
         let ctx = self.ctx.for_client(client);
         match &self.transport {
             TransportSpec::Stdio(spec) => stdio::open(&ctx, spec).await,
@@ -414,7 +450,10 @@ impl Backend {
     }
 
     /// A legacy session on an HTTP backend, skipping the era probe.
-    async fn open_legacy(&self, client: Option<ClientKey>) -> Result<Arc<Link>, UpstreamError> {
+    async fn open_legacy(
+        &self,
+        client: Option<(ClientKey, ClientCaps)>,
+    ) -> Result<Arc<Link>, UpstreamError> {
         match &self.transport {
             TransportSpec::Http(spec) => {
                 http::open_legacy(&self.ctx.for_client(client), spec).await
@@ -461,7 +500,7 @@ impl Backend {
                 .ok_or_else(|| UpstreamError::unavailable(&self.name, "reconnecting")),
             Pool::PerSession(p) => {
                 let me = self.owned()?;
-                let client = Some(caller.key.clone());
+                let client = Some((caller.key.clone(), caller.caps));
                 p.get_or_open(caller, move || async move { me.open(client).await })
                     .await
             }
@@ -488,7 +527,7 @@ impl Backend {
             }
             Pool::PerSession(p) => {
                 let me = self.owned()?;
-                let client = Some(caller.key.clone());
+                let client = Some((caller.key.clone(), caller.caps));
                 p.get_or_open(caller, move || async move { me.open_legacy(client).await })
                     .await
             }
@@ -691,6 +730,17 @@ impl Backend {
             self.cache.invalidate(method);
         }
         let _ = self.changes.send(notice);
+    }
+
+    /// Passes a client's notification about itself (its roots changed) to
+    /// its own backend session, if it has one here; a shared backend's
+    /// roots are the configured ones and do not change with a client.
+    pub fn client_notification(&self, caller: &Caller, method: &str) {
+        if let Pool::PerSession(p) = &self.pool
+            && let Some(link) = p.existing(caller)
+        {
+            link.conn.send(jsonrpc::notification(method, None));
+        }
     }
 
     /// Whether every client shares one backend session (so one client's

@@ -26,6 +26,15 @@ pub enum Notice {
         /// As for `ResourceUpdated`.
         client: Option<ClientKey>,
     },
+    /// A per-session backend's request outside any call (`roots/list` after
+    /// its handshake, say), for its own client's GET stream.
+    Ask {
+        /// The gateway's id for it: the client answers under this id.
+        id: String,
+        method: String,
+        params: Option<Box<serde_json::value::RawValue>>,
+        client: Option<ClientKey>,
+    },
     /// `notifications/resources/updated`, with the backend's own URI.
     ResourceUpdated {
         uri: Arc<str>,
@@ -71,6 +80,8 @@ impl Notice {
             Notice::ResourceUpdated { client, .. } | Notice::Log { client, .. } => {
                 client.as_ref().is_none_or(|c| *c == caller.key)
             }
+            // Only ever for the one client it was meant for.
+            Notice::Ask { client, .. } => client.as_ref() == Some(&caller.key),
         }
     }
 }

@@ -43,13 +43,13 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
     ctx.metrics.backend_session_opened(&ctx.name);
 
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = Conn::new(ctx.name.clone(), ctx.warnings.clone(), tx);
+    let conn = ctx.conn(tx);
     let closing = CancellationToken::new();
     tokio::spawn(write_lines(stdin, rx, closing.clone()));
     tokio::spawn(log_stderr(stderr, ctx.clone()));
     let reader = tokio::spawn(read_lines(stdout, conn.clone(), ctx.clone()));
 
-    let handshake = link::handshake(&conn, ctx.timeout).await;
+    let handshake = link::handshake(&conn, ctx.timeout, &ctx.offer).await;
     link::establish(conn, handshake, |link| {
         tokio::spawn(own(link, child, group, reader, closing, ctx.clone()))
     })

@@ -657,3 +657,78 @@ pub fn raw_http(base: &str, request: &str) -> (u16, String) {
         .unwrap_or(0);
     (status, text)
 }
+
+/// One HTTP/1.1 keep-alive connection, driven by hand: every request goes
+/// over this very socket (a pooled client might silently open another).
+pub struct KeepAlive {
+    pub stream: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl KeepAlive {
+    pub fn connect(base: &str) -> KeepAlive {
+        let addr = base.strip_prefix("http://").unwrap();
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        KeepAlive {
+            stream: std::io::BufReader::new(s),
+        }
+    }
+
+    /// POSTs `body` to `path` with these headers; (status, body). Panics if
+    /// the connection is gone.
+    pub fn post(&mut self, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut req = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        self.stream.get_mut().write_all(req.as_bytes()).unwrap();
+        let mut status_line = String::new();
+        self.stream.read_line(&mut status_line).unwrap();
+        let status: u16 = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status line: {status_line:?}"));
+        let mut length = None;
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            self.stream.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (k, v) = line.split_once(':').unwrap();
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse::<usize>().ok();
+            }
+            if k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked") {
+                chunked = true;
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                let mut size = String::new();
+                self.stream.read_line(&mut size).unwrap();
+                let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                let mut chunk = vec![0u8; n + 2];
+                self.stream.read_exact(&mut chunk).unwrap();
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        } else if let Some(n) = length {
+            body.resize(n, 0);
+            self.stream.read_exact(&mut body).unwrap();
+        }
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+}

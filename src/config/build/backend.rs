@@ -79,9 +79,24 @@ impl Builder<'_> {
             })
             .ok(),
         };
+        let mut roots = Vec::new();
+        for (i, uri) in b.roots.iter().flatten().enumerate() {
+            match uri.split_once("://") {
+                Some((scheme, rest)) if !scheme.is_empty() && !rest.is_empty() => {
+                    roots.push(uri.clone())
+                }
+                _ => self.at_item(
+                    &[section, name, "roots"],
+                    i,
+                    uri,
+                    "is not a URI (expected e.g. file:///srv/data)",
+                ),
+            }
+        }
         Some(BackendConfig {
             name: name_ok?,
             transport: transport?,
+            roots,
             isolation: match b.isolation {
                 Some(file::FileIsolation::PerSession) => Isolation::PerSession,
                 Some(file::FileIsolation::Shared) | None => Isolation::Shared,

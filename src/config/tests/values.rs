@@ -224,5 +224,12 @@ fn demo_config() {
     );
     assert_eq!(c.namespaces[0].name.as_str(), "default");
     assert_eq!(c.namespaces[0].backends, vec![b.name.clone()]);
-    assert_eq!(c.server, ServerSettings::default());
+    // Like a file without [auth]: the anonymous principal is not a tenant.
+    assert_eq!(
+        c.server,
+        ServerSettings {
+            max_sessions_per_principal: c.server.max_sessions,
+            ..ServerSettings::default()
+        }
+    );
 }
