@@ -66,6 +66,13 @@ pub async fn serve(
     let stopping = CancellationToken::new();
     let aborting = CancellationToken::new();
 
+    // The address first: a port in use ends the start before any backend
+    // is spawned (and warns about nothing else).
+    let addr = config.server.listen;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let local = listener.local_addr()?;
     // upstream: one supervised backend per configured server.
     let mut supervisors = Vec::new();
     let mut backends: Vec<Arc<Backend>> = Vec::new();
@@ -119,11 +126,6 @@ pub async fn serve(
     });
     let app = front::routes(front, &config.metrics.path);
 
-    let addr = config.server.listen;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
-    let local = listener.local_addr()?;
     spawn_summary(
         metrics.clone(),
         config.metrics.summary_interval,

@@ -779,3 +779,40 @@ async fn log_messages_outside_requests_reach_sessions_by_level() {
     assert!(got[1].is_empty(), "no level set: {:?}", got[1]);
     assert!(got[2].is_empty(), "error level: {:?}", got[2]);
 }
+
+/// Issue 13 (7): an HTTP backend killed while nobody calls it is noticed by
+/// its health check (it has no GET stream to lose), and none of its lists
+/// are served from cache while it is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_http_backend_is_noticed_while_idle() {
+    let fx = faulty_http("ok", &[]);
+    let toml = format!(
+        "{}{}",
+        demo_backend("demo"),
+        http_backend(
+            "web",
+            &fx.url(),
+            "health_interval = \"1s\"\nrequest_timeout = \"2s\""
+        )
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let r = http.call(&sid, 2, "tools/list", json!({})).await;
+    let tools = r.json()["result"]["tools"].to_string();
+    assert!(tools.contains("web__echo"), "{tools}");
+    fx.stop();
+    // No call is made: the health check finds it gone.
+    wait_until(Duration::from_secs(30), || {
+        http_get(&gw.base, "/readyz")
+            .is_ok_and(|(status, body)| status == 503 && body.contains("\"web\""))
+    });
+    assert_eq!(gw.metrics().get(r#"sluice_backend_up{backend="web"}"#), 0.0);
+    let r = http.call(&sid, 3, "tools/list", json!({})).await;
+    let tools = r.json()["result"]["tools"].to_string();
+    assert!(
+        !tools.contains("web__"),
+        "a down backend's cached tools: {tools}"
+    );
+    assert!(tools.contains("demo__echo"), "{tools}");
+}

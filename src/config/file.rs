@@ -32,6 +32,7 @@ pub(super) const DEFAULT_METRICS_PATH: &str = "/metrics";
 pub(super) const DEFAULT_SUMMARY_INTERVAL: Duration = Duration::from_secs(15 * 60);
 pub(super) const DEFAULT_BACKEND_MAX_SESSIONS: usize = 64;
 pub(super) const DEFAULT_BACKEND_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
+pub(super) const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(15);
 pub(super) const DEFAULT_NAMESPACE: &str = "default";
 
 #[derive(Debug, Default, Deserialize)]
@@ -144,6 +145,7 @@ pub(super) struct FileBackend {
     pub(super) max_sessions: Option<usize>,
     pub(super) idle_ttl: Option<FileDuration>,
     pub(super) request_timeout: Option<FileDuration>,
+    pub(super) health_interval: Option<FileDuration>,
     pub(super) tools: Option<FileTools>,
     pub(super) roots: Option<Vec<String>>,
 }

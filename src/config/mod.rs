@@ -148,6 +148,9 @@ pub struct BackendConfig {
     pub max_sessions: usize,
     pub idle_ttl: Duration,
     pub request_timeout: Duration,
+    /// An HTTP backend idle this long is pinged, so a dead one is noticed
+    /// before a client calls it (zero: never).
+    pub health_interval: Duration,
     pub tools: ToolFilter,
     /// Roots the gateway gives a shared backend when it asks (`roots/list`);
     /// per-session backends get their own client's roots instead.
@@ -349,6 +352,7 @@ pub fn demo(exe: PathBuf) -> Config {
             max_sessions: file::DEFAULT_BACKEND_MAX_SESSIONS,
             idle_ttl: file::DEFAULT_BACKEND_IDLE_TTL,
             request_timeout: file::DEFAULT_REQUEST_TIMEOUT,
+            health_interval: file::DEFAULT_HEALTH_INTERVAL,
             tools: ToolFilter::all(),
             roots: Vec::new(),
         }],

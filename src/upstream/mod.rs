@@ -295,6 +295,9 @@ pub struct Backend {
     legacy_refused: std::sync::atomic::AtomicBool,
     /// One legacy session opened at a time for a shared modern backend.
     opening: tokio::sync::Mutex<()>,
+    /// How long an HTTP link may sit idle before it is pinged (zero: never;
+    /// stdio children are watched by their exit instead).
+    health_interval: Duration,
 }
 
 impl Backend {
@@ -352,6 +355,10 @@ impl Backend {
                 modern: Mutex::new(None),
                 legacy_refused: std::sync::atomic::AtomicBool::new(false),
                 opening: tokio::sync::Mutex::new(()),
+                health_interval: match config.transport {
+                    Transport::Stdio { .. } => Duration::ZERO,
+                    Transport::Http { .. } | Transport::Sse { .. } => config.health_interval,
+                },
             }
         });
         backend.ctx.metrics.backend_up(&backend.name, false);

@@ -97,10 +97,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
             .store(false, std::sync::atomic::Ordering::Relaxed);
         backend.set_health(Health::Up(info));
         tracing::info!(backend = %backend.name, "backend healthy (2026-07-28)");
-        tokio::select! {
-            _ = stop.cancelled() => link.close(EndReason::Shutdown),
-            _ = link.dead().cancelled() => {}
-        }
+        watch(backend, &link, stop).await;
         *backend.modern.lock() = None;
         if !stop.is_cancelled() {
             backend.set_health(Health::Restarting);
@@ -113,10 +110,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
             *slot.lock() = Some(link.clone());
             backend.set_health(Health::Up(info));
             tracing::info!(backend = %backend.name, "backend healthy");
-            tokio::select! {
-                _ = stop.cancelled() => link.close(EndReason::Shutdown),
-                _ = link.dead().cancelled() => {}
-            }
+            watch(backend, &link, stop).await;
             *slot.lock() = None;
             if !stop.is_cancelled() {
                 backend.set_health(Health::Restarting);
@@ -131,6 +125,45 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
             tokio::select! {
                 _ = stop.cancelled() => {}
                 _ = backend.wake.notified() => {}
+            }
+        }
+    }
+}
+
+/// Until the link dies or `stop` (which closes it). A link idle for the
+/// backend's `health_interval` is pinged: a backend that went away while
+/// nobody called it is noticed now (and reconnected), not at the next call.
+async fn watch(backend: &Backend, link: &Arc<Link>, stop: &CancellationToken) {
+    let every = backend.health_interval;
+    // (Zero: the tick is never taken; a year keeps the timer valid.)
+    let mut tick = tokio::time::interval(if every.is_zero() {
+        Duration::from_secs(365 * 86_400)
+    } else {
+        every
+    });
+    tick.reset();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => {
+                link.close(EndReason::Shutdown);
+                return;
+            }
+            _ = link.dead().cancelled() => return,
+            _ = tick.tick(), if !every.is_zero() => {
+                if link.idle_for() < every {
+                    continue;
+                }
+                // 2026-07-28 has no ping; its discover is as cheap.
+                let method = if link.info.is_modern() { "server/discover" } else { "ping" };
+                let _in_use = link.begin();
+                match link.conn.call(method, None, None, backend.ctx.timeout).await {
+                    Err(e) if e.is_unreachable() || e.is_timeout() => {
+                        tracing::warn!(backend = %backend.name, error = %e, "backend failed its health check");
+                        link.close(EndReason::Failed);
+                    }
+                    // An answer, even an error, is a backend alive.
+                    _ => {}
+                }
             }
         }
     }

@@ -539,6 +539,8 @@ impl Fixture {
     /// An example server that prints `{name} listening on ADDR` when bound.
     pub fn start_example(name: &str, listen: &str, extra: &[&str]) -> Fixture {
         let mut child = Command::new(Self::bin(name))
+            // rmcp logs its own shutdown races at error level; not ours to see.
+            .env("FIXTURE_LOG", "off")
             .args(["--listen", listen, "--max-lifetime", "300"])
             .args(extra)
             .stdin(Stdio::piped())

@@ -62,6 +62,9 @@ impl Builder<'_> {
         };
         let idle_ttl = duration("idle_ttl", b.idle_ttl, file::DEFAULT_BACKEND_IDLE_TTL);
         let request_timeout = duration("request_timeout", b.request_timeout, default_timeout);
+        let health_interval = b
+            .health_interval
+            .map_or(file::DEFAULT_HEALTH_INTERVAL, |FileDuration(d)| d);
         let tools = match &b.tools {
             None => Some(ToolFilter::all()),
             Some(t) => ToolFilter::new(
@@ -104,6 +107,7 @@ impl Builder<'_> {
             max_sessions,
             idle_ttl,
             request_timeout,
+            health_interval,
             tools: tools?,
         })
     }
