@@ -40,6 +40,9 @@
 //! - `sse-ok` (http only): a working HTTP+SSE backend (`/messages?session=N`).
 //! - `recorder` (http only): answers every request with 200 `{}`; used as the
 //!   "other origin" whose `/seen` shows what reached it.
+//! - `modern` (http only): a 2026-07-28-only server (refuses `initialize`);
+//!   `fault` answers `input_required` asking a name by elicitation, and the
+//!   retry that brings it gets `Hello, NAME!`.
 //! - `roots` (stdio only): asks `roots/list` right after its handshake and
 //!   again during `fault`, which answers `{"early": .., "during": ..}`
 //!   with what it got each time.
@@ -117,6 +120,7 @@ enum Mode {
     Recorder,
     Updates,
     Roots,
+    Modern,
 }
 
 const MODES: &[(&str, Mode)] = &[
@@ -140,6 +144,7 @@ const MODES: &[(&str, Mode)] = &[
     ("recorder", Mode::Recorder),
     ("updates", Mode::Updates),
     ("roots", Mode::Roots),
+    ("modern", Mode::Modern),
 ];
 
 impl Mode {
@@ -166,7 +171,12 @@ impl Mode {
     fn http_only(self) -> bool {
         matches!(
             self,
-            Mode::Http500 | Mode::Redirect | Mode::SseElsewhere | Mode::SseOk | Mode::Recorder
+            Mode::Http500
+                | Mode::Redirect
+                | Mode::SseElsewhere
+                | Mode::SseOk
+                | Mode::Recorder
+                | Mode::Modern
         )
     }
 
@@ -915,6 +925,61 @@ fn new_session_id() -> String {
 
 // --- Streamable HTTP (legacy sessions) on /mcp
 
+/// `modern` mode: a 2026-07-28-only server. `initialize` is refused with
+/// the versions it speaks; `server/discover` answers; `fault` asks for a
+/// name by elicitation (`input_required`, with a `requestState`) and, on the
+/// retry that brings it, greets: `Hello, NAME!` (`bad state` if the state
+/// did not come back unchanged).
+fn modern_post(msg: Incoming) -> Response {
+    let Some(id) = msg.id.clone() else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let ok = |result: Value| json_response(StatusCode::OK, response(&id, &result));
+    match msg.method.as_deref() {
+        Some("initialize") => json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32022,
+                "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-07-28"], "requested": msg.params["protocolVersion"]}}})
+            .to_string(),
+        ),
+        Some("server/discover") => ok(json!({"resultType": "complete",
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": true}},
+            "ttlMs": 0, "cacheScope": "public",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "faulty", "version": "0"}}})),
+        Some("tools/list") => ok(
+            json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "public",
+            "tools": [
+                {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
+                {"name": "fault", "inputSchema": {"type": "object"}}]}),
+        ),
+        Some("tools/call") if msg.params["name"] == "echo" => ok(text_result(
+            msg.params["arguments"]["text"].as_str().unwrap_or_default(),
+        )),
+        Some("tools/call") if msg.params["name"] == "fault" => {
+            FAULTS.fetch_add(1, SeqCst);
+            match &msg.params["inputResponses"]["who"]["content"]["name"] {
+                Value::String(name) if msg.params["requestState"] == "ask-1" => {
+                    ok(text_result(&format!("Hello, {name}!")))
+                }
+                Value::String(_) => ok(text_result("bad state")),
+                _ => ok(json!({"resultType": "input_required",
+                    "inputRequests": {"who": {"method": "elicitation/create", "params": {
+                        "mode": "form", "message": "Your name?",
+                        "requestedSchema": {"type": "object",
+                            "properties": {"name": {"type": "string"}}, "required": ["name"]}}}},
+                    "requestState": "ask-1"})),
+            }
+        }
+        Some(other) => json_response(
+            StatusCode::NOT_FOUND,
+            error(&id, -32601, &format!("method not found: {other}")),
+        ),
+        None => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
 fn mcp_post(app: &App, headers: &HeaderMap, body: &[u8]) -> Response {
     match app.cfg.mode {
         Mode::Http500 => return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
@@ -932,6 +997,9 @@ fn mcp_post(app: &App, headers: &HeaderMap, body: &[u8]) -> Response {
             return json_response(StatusCode::BAD_REQUEST, error.to_string());
         }
     };
+    if app.cfg.mode == Mode::Modern {
+        return modern_post(msg);
+    }
     let initialize = msg.method.as_deref() == Some("initialize");
     if !initialize {
         let Some(sid) = session_id(headers) else {

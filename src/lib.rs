@@ -16,6 +16,7 @@ pub mod jsonrpc;
 pub mod metrics;
 pub mod mirror;
 pub mod protocol;
+mod random;
 pub mod router;
 pub mod sessions;
 pub mod upstream;

@@ -262,3 +262,71 @@ async fn a_per_session_backend_asks_its_own_client_for_roots() {
     assert_eq!(report["early"]["error"]["code"], -32601, "{report}");
     assert_eq!(report["during"]["error"]["code"], -32601, "{report}");
 }
+
+/// Item 2, the reverse: a 2026-07-28 backend's `input_required` reaches a
+/// legacy client as the server-to-client requests it understands; its
+/// answers go back as `inputResponses` and the call completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_backends_input_required_reaches_a_legacy_client_as_requests() {
+    // A 2026-07-28-only server: a dual-era one would serve a legacy client
+    // a legacy session, where input_required does not exist.
+    let fx = faulty_http("modern", &[]);
+    let gw = Gateway::start(&http_backend("mod", &fx.url(), ""));
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize_with(json!({"elicitation": {}})).await;
+    let mut call = http
+        .client
+        .post(&http.url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &sid)
+        .body(
+            json!({"jsonrpc":"2.0","id":"e1","method":"tools/call","params":{
+                "name":"mod__fault","arguments":{}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    let ask: Value = loop {
+        let chunk = call
+            .chunk()
+            .await
+            .unwrap()
+            .expect("no question before the end");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(line) = seen.lines().find(|l| l.contains("elicitation/create")) {
+            break serde_json::from_str(line.trim_start_matches("data:").trim()).unwrap();
+        }
+    };
+    assert!(
+        ask["id"].as_str().unwrap().starts_with("sluice:@:"),
+        "{ask}"
+    );
+    // Another session may not answer it.
+    let other = http.initialize_with(json!({"elicitation": {}})).await;
+    let forged = json!({"jsonrpc":"2.0","id":ask["id"],"result":{"action":"accept","content":{"name":"Mallory"}}});
+    assert_eq!(http.post(Some(&other), &forged).await.status, 202);
+    let answer = json!({"jsonrpc":"2.0","id":ask["id"],"result":{"action":"accept","content":{"name":"Ada"}}});
+    assert_eq!(http.post(Some(&sid), &answer).await.status, 202);
+    let rest = call.text().await.unwrap();
+    assert!(rest.contains("Hello, Ada!"), "{rest}");
+    // A client that cannot be asked gets an error, not a result it cannot use.
+    let plain = http.initialize().await;
+    let r = http
+        .call(
+            &plain,
+            2,
+            "tools/call",
+            json!({"name":"mod__fault","arguments":{}}),
+        )
+        .await;
+    let msg = r.messages().pop().unwrap();
+    assert!(
+        msg["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("elicitation")),
+        "{msg}"
+    );
+}

@@ -74,7 +74,7 @@ impl Bridge {
         if parked.len() >= MAX_PARKED {
             return Err(running);
         }
-        let token = format!("{STATE_PREFIX}{}", random_hex());
+        let token = format!("{STATE_PREFIX}{}", crate::random::hex(16));
         parked.insert(
             token.clone(),
             Parked {
@@ -207,11 +207,4 @@ pub(super) async fn resume(
         ));
     }
     Some(reply.respond(parked.running).await)
-}
-
-fn random_hex() -> String {
-    let mut bytes = [0u8; 16];
-    // Without OS randomness states would be guessable: refuse to run.
-    getrandom::fill(&mut bytes).expect("OS randomness is unavailable");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -8,6 +8,7 @@ mod links;
 mod merge;
 mod names;
 mod namespace;
+mod rounds;
 mod tasks;
 
 use std::collections::HashMap;
@@ -58,9 +59,10 @@ impl Router {
     /// Records how full each namespace's indexes are, for /metrics.
     pub fn census(&self, metrics: &crate::metrics::Metrics) {
         for (name, ns) in &self.namespaces {
-            let (names, tasks) = ns.census();
+            let (names, tasks, questions) = ns.census();
             metrics.entries("name_index", name.as_str(), names);
             metrics.entries("task_index", name.as_str(), tasks);
+            metrics.entries("questions_waiting", name.as_str(), questions);
         }
     }
 }

@@ -12,6 +12,7 @@ use tokio_stream::wrappers::BroadcastStream;
 use super::cursor::Cursor;
 use super::index::NameIndex;
 use super::kind::Kind;
+use super::rounds::{self, Rounds};
 use super::tasks::{self, TaskIndex};
 use super::{links, names};
 use crate::config::{NamespaceName, Prefix, ToolFilter};
@@ -69,6 +70,8 @@ pub struct Namespace {
     /// Unprefixed names seen in lists -> member, for `prefix = "never"`.
     pub(super) index: Mutex<NameIndex>,
     tasks: Mutex<TaskIndex>,
+    /// Questions the gateway asks legacy clients for 2026-07-28 backends.
+    rounds: Rounds,
 }
 
 pub(super) fn error(code: i64, message: &str) -> Outcome {
@@ -109,6 +112,7 @@ impl Namespace {
             page_size,
             index: Mutex::new(NameIndex::default()),
             tasks: Mutex::new(TaskIndex::default()),
+            rounds: Rounds::default(),
         }
     }
 
@@ -177,8 +181,12 @@ impl Namespace {
     }
 
     /// (names indexed for `prefix = "never"`, tasks indexed).
-    pub fn census(&self) -> (usize, usize) {
-        (self.index.lock().len(), self.tasks.lock().len())
+    pub fn census(&self) -> (usize, usize, usize) {
+        (
+            self.index.lock().len(),
+            self.tasks.lock().len(),
+            self.rounds.len(),
+        )
     }
 
     /// What the backends announce that `caller` may be told, in the names
@@ -276,6 +284,9 @@ impl Namespace {
         else {
             return false;
         };
+        if backend == rounds::ASKER {
+            return self.rounds.answer(caller, token, outcome);
+        }
         self.members
             .iter()
             .find(|m| m.backend.name.as_str() == backend)
@@ -422,7 +433,7 @@ impl Namespace {
             Some(jsonrpc::raw(&fields))
         };
         let m = &self.members[i];
-        let outcome = self.call(caller, m, method, params, events).await;
+        let outcome = self.call_rounds(caller, m, method, params, events).await;
         let Outcome::Result(r) = outcome else {
             return outcome;
         };
@@ -559,6 +570,40 @@ impl Namespace {
             events,
         )
         .await
+    }
+
+    /// `call`, answering a 2026-07-28 backend's `input_required` on a
+    /// legacy client's behalf by asking the client (see `rounds`).
+    async fn call_rounds(
+        &self,
+        caller: &Caller,
+        m: &Member,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        if !(caller.is_legacy() && m.backend.is_modern()) {
+            return self.call(caller, m, method, params, events).await;
+        }
+        let mut params = params;
+        for _ in 0..rounds::MAX_ROUNDS {
+            let outcome = self.call(caller, m, method, params.clone(), events).await;
+            let Some(needed) = rounds::needed(&outcome) else {
+                return outcome;
+            };
+            params = match self
+                .rounds
+                .ask(caller, events, needed, params.as_deref())
+                .await
+            {
+                Ok(retry) => Some(retry),
+                Err(refusal) => return refusal,
+            };
+        }
+        error(
+            jsonrpc::INTERNAL_ERROR,
+            "sluice: the backend still needed input after every round",
+        )
     }
 
     async fn call(

@@ -9,15 +9,7 @@ pub struct SessionId(Arc<str>);
 
 impl SessionId {
     pub fn random() -> SessionId {
-        let mut bytes = [0u8; 24];
-        // Without OS randomness ids would be guessable: refuse to run.
-        getrandom::fill(&mut bytes).expect("OS randomness is unavailable");
-        let mut s = String::with_capacity(48);
-        for b in bytes {
-            s.push(char::from(HEX[usize::from(b >> 4)]));
-            s.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
-        SessionId(s.into())
+        SessionId(crate::random::hex(24).into())
     }
 
     /// The id a client presented; only looked up, never trusted.
@@ -29,8 +21,6 @@ impl SessionId {
         &self.0
     }
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Never print an id: logs and errors must not leak them.
 impl fmt::Debug for SessionId {

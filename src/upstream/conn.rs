@@ -462,7 +462,7 @@ impl Conn {
                             "too many server requests awaiting answers",
                         )),
                         None => {
-                            let token = random_token();
+                            let token = crate::random::hex(16);
                             st.server_requests.insert(
                                 token.clone(),
                                 ServerRequest {
@@ -492,7 +492,7 @@ impl Conn {
                 }
                 Some((origin, Some(to))) if st.server_requests.len() < MAX_SERVER_REQUESTS => {
                     // Unguessable: an id is the capability to answer.
-                    let token = random_token();
+                    let token = crate::random::hex(16);
                     let event = Event::Request {
                         id: format!("sluice:{}:{token}", self.backend),
                         method: r.method.clone(),
@@ -602,14 +602,6 @@ impl Conn {
         st.calls.clear();
         st.server_requests.clear();
     }
-}
-
-/// 128 bits of OS randomness, hex.
-fn random_token() -> String {
-    let mut bytes = [0u8; 16];
-    // Without OS randomness tokens would be guessable: refuse to run.
-    getrandom::fill(&mut bytes).expect("OS randomness is unavailable");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Replaces `params._meta.progressToken` with the gateway's request id and

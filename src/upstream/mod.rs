@@ -91,6 +91,21 @@ impl Caller {
         }
     }
 
+    /// A legacy client (it can be asked mid-request; a modern one cannot).
+    pub fn is_legacy(&self) -> bool {
+        self.era == Era::Legacy
+    }
+
+    /// What it declared it can be asked.
+    pub fn caps(&self) -> ClientCaps {
+        self.caps
+    }
+
+    /// The same client (session, or principal without one).
+    pub fn is_same_client(&self, other: &Caller) -> bool {
+        self.key == other.key
+    }
+
     /// A 2026-07-28 client: no session, so per-session isolation keys on
     /// its principal; its capabilities come with each request.
     pub fn modern(p: Principal, caps: ClientCaps) -> Caller {
@@ -748,6 +763,11 @@ impl Backend {
         {
             link.conn.send(jsonrpc::notification(method, None));
         }
+    }
+
+    /// Whether it speaks 2026-07-28 (answers may be `input_required`).
+    pub fn is_modern(&self) -> bool {
+        self.info().is_some_and(|i| i.is_modern())
     }
 
     /// Whether every client shares one backend session (so one client's
