@@ -12,7 +12,8 @@ use crate::config::{Config, SessionMode};
 use crate::front::{self, Front, Policy};
 use crate::metrics::Metrics;
 use crate::router::Router;
-use crate::sessions::{Limits, Sessions};
+use crate::sessions::sealed::KeyRing;
+use crate::sessions::{Ids, Limits, Sealer, Sessions};
 use crate::upstream::Backend;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,17 +41,6 @@ impl ServeError {
     }
 }
 
-/// Refuses, before anything starts, what would otherwise silently misbehave.
-pub fn check_supported(config: &Config) -> Result<(), ServeError> {
-    if config.server.session_ids == crate::config::SessionIdMode::Sealed {
-        return Err(ServeError::Unsupported {
-            backend: "(server)".into(),
-            what: "session_ids = \"sealed\"",
-        });
-    }
-    Ok(())
-}
-
 /// Past the grace period, how long requests get to write their error.
 const ABORT_FLUSH: Duration = Duration::from_secs(2);
 
@@ -60,7 +50,6 @@ pub async fn serve(
     config: Config,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    check_supported(&config)?;
     let metrics = Arc::new(Metrics::new());
     let stop_backends = CancellationToken::new();
     let stopping = CancellationToken::new();
@@ -94,12 +83,24 @@ pub async fn serve(
     // router: namespaces over those backends.
     let router = Router::new(&config, &backends);
     // sessions: the bounded table and its one reaper.
+    let ids = match &config.server.session_keys {
+        Some(keys) => Ids::Sealed(Sealer::new(
+            KeyRing::parse(keys.expose()).map_err(|e| ServeError::Backend {
+                backend: "(server)".into(),
+                why: e.to_string(),
+            })?,
+            config.server.session_max_lifetime,
+        )),
+        None => Ids::Table,
+    };
+    let sealed_ids = matches!(ids, Ids::Sealed(_));
     let sessions = Sessions::new(
         Limits {
             max_sessions: config.server.max_sessions,
             max_per_principal: config.server.max_sessions_per_principal,
             idle_ttl: config.server.session_idle_ttl,
         },
+        ids,
         metrics.clone(),
     );
     sessions.spawn_reaper(stopping.clone());
@@ -122,6 +123,7 @@ pub async fn serve(
         body_read_timeout: config.server.body_read_timeout,
         max_batch_items: config.server.max_batch_items,
         bridge: Default::default(),
+        sealed_ids,
         stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
     });
     let app = front::routes(front, &config.metrics.path);

@@ -1,4 +1,4 @@
-//! The command line (contract: `sluice serve | check | demo-server`).
+//! The command line (contract: `sluice serve | check | keygen | demo-server`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,6 +31,9 @@ pub enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Print a new key for sealed session ids, in the form
+    /// SLUICE_SESSION_KEY takes (comma-separate several to rotate).
+    Keygen,
     /// A small stdio MCP server: the built-in default and a test backend.
     DemoServer,
 }

@@ -24,6 +24,23 @@ pub enum CloseReason {
     principal_cap,
 }
 
+/// Why a sealed session had to be rebuilt from its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum ResumeCause {
+    /// This process issued it and dropped it from memory (idle, capacity).
+    evicted,
+    /// Another process issued it: this gateway restarted since.
+    restart,
+    /// Another live replica issued it (cluster mode).
+    replica,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: ResumeCause,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
 pub enum Outcome {
@@ -128,6 +145,8 @@ pub struct Metrics {
     answers_dropped: Family<DroppedLabels, Counter>,
     connections_open: Gauge,
     connections_refused: Counter,
+    sessions_resumed: Family<CauseLabel, Counter>,
+    revocations_dropped: Counter,
     rss: Gauge,
     /// Counters since the last summary line.
     window: Window,
@@ -169,6 +188,8 @@ impl Metrics {
         let answers_dropped = Family::<DroppedLabels, Counter>::default();
         let connections_open = Gauge::default();
         let connections_refused = Counter::default();
+        let sessions_resumed = Family::<CauseLabel, Counter>::default();
+        let revocations_dropped = Counter::default();
         let rss = Gauge::default();
 
         registry.register(
@@ -233,6 +254,16 @@ impl Metrics {
             answers_dropped.clone(),
         );
         registry.register(
+            "sluice_client_sessions_resumed",
+            "Sealed sessions rebuilt from their id, by cause",
+            sessions_resumed.clone(),
+        );
+        registry.register(
+            "sluice_revocations_dropped",
+            "Revoked sealed ids forgotten early because the revocation set was full",
+            revocations_dropped.clone(),
+        );
+        registry.register(
             "sluice_connections_open",
             "Client TCP connections open",
             connections_open.clone(),
@@ -263,6 +294,8 @@ impl Metrics {
             answers_dropped,
             connections_open,
             connections_refused,
+            sessions_resumed,
+            revocations_dropped,
             rss,
             window: Window::default(),
         }
@@ -324,6 +357,18 @@ impl Metrics {
                 result,
             })
             .inc();
+    }
+
+    /// A sealed session rebuilt from its id (it is live again).
+    pub fn session_resumed(&self, cause: ResumeCause) {
+        self.sessions_live.inc();
+        self.sessions_resumed
+            .get_or_create(&CauseLabel { cause })
+            .inc();
+    }
+
+    pub fn revocation_dropped(&self) {
+        self.revocations_dropped.inc();
     }
 
     pub fn connection_opened(&self) {

@@ -189,16 +189,50 @@ impl Builder<'_> {
         } else {
             max_sessions
         };
+        let session_ids = match s.session_ids {
+            Some(file::FileSessionIdMode::Sealed) => SessionIdMode::Sealed,
+            Some(file::FileSessionIdMode::Table) | None => SessionIdMode::Table,
+        };
+        // Never a random key: one that changes with each start would end
+        // every session at each restart, the very thing sealing is for.
+        let session_keys = match session_ids {
+            SessionIdMode::Table => None,
+            SessionIdMode::Sealed => match self.env.var(file::SESSION_KEY_ENV) {
+                None => {
+                    self.setting(
+                        "server.session_ids",
+                        format!(
+                            "\"sealed\" needs keys in {} (generate one with `sluice keygen`)",
+                            file::SESSION_KEY_ENV
+                        ),
+                    );
+                    None
+                }
+                Some(value) => match crate::sessions::sealed::KeyRing::parse(&value) {
+                    Ok(_) => Some(Secret::new(value)),
+                    Err(e) => {
+                        self.setting(
+                            "server.session_ids",
+                            format!("{}: {e}", file::SESSION_KEY_ENV),
+                        );
+                        None
+                    }
+                },
+            },
+        };
         ServerSettings {
             listen,
             sessions: match s.sessions {
                 Some(file::FileSessionMode::Stateless) => SessionMode::Stateless,
                 Some(file::FileSessionMode::Auto) | None => SessionMode::Auto,
             },
-            session_ids: match s.session_ids {
-                Some(file::FileSessionIdMode::Sealed) => SessionIdMode::Sealed,
-                Some(file::FileSessionIdMode::Table) | None => SessionIdMode::Table,
-            },
+            session_ids,
+            session_keys,
+            session_max_lifetime: self.nonzero(
+                "server.session_max_lifetime",
+                s.session_max_lifetime,
+                d.session_max_lifetime,
+            ),
             session_idle_ttl: self.nonzero(
                 "server.session_idle_ttl",
                 s.session_idle_ttl,

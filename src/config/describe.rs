@@ -31,7 +31,19 @@ pub fn describe(loaded: &Loaded) -> String {
         SessionIdMode::Table => "table",
         SessionIdMode::Sealed => "sealed",
     };
-    line("server.session_ids", session_ids.to_owned());
+    let session_ids = match &s.session_keys {
+        // How many keys, never the keys.
+        Some(keys) => format!(
+            "{session_ids} ({} key(s) from SLUICE_SESSION_KEY)",
+            keys.expose()
+                .split(',')
+                .filter(|k| !k.trim().is_empty())
+                .count()
+        ),
+        None => session_ids.to_owned(),
+    };
+    line("server.session_ids", session_ids);
+    line("server.session_max_lifetime", dur(s.session_max_lifetime));
     line("server.session_idle_ttl", dur(s.session_idle_ttl));
     line("server.max_sessions", s.max_sessions.to_string());
     line(

@@ -22,6 +22,9 @@ pub(super) const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 1_000;
 pub(super) const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 pub(super) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_SESSION_MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// Where sealed session keys come from.
+pub(super) const SESSION_KEY_ENV: &str = "SLUICE_SESSION_KEY";
 pub(super) const DEFAULT_SETTLE_TIMEOUT: Duration = Duration::from_secs(3);
 pub(super) const DEFAULT_LIST_PAGE_SIZE: usize = 1_000;
 pub(super) const DEFAULT_MAX_BATCH_ITEMS: usize = 256;
@@ -101,6 +104,7 @@ pub(super) struct FileServer {
     pub(super) sessions: Option<FileSessionMode>,
     pub(super) session_ids: Option<FileSessionIdMode>,
     pub(super) session_idle_ttl: Option<FileDuration>,
+    pub(super) session_max_lifetime: Option<FileDuration>,
     pub(super) max_sessions: Option<usize>,
     pub(super) max_sessions_per_principal: Option<usize>,
     pub(super) max_body_bytes: Option<usize>,

@@ -58,6 +58,10 @@ pub struct ServerSettings {
     pub listen: SocketAddr,
     pub sessions: SessionMode,
     pub session_ids: SessionIdMode,
+    /// Sealed ids: the value of `SLUICE_SESSION_KEY` (checked), None with table ids.
+    pub session_keys: Option<Secret>,
+    /// Sealed ids: how long an id is good for, however active its session.
+    pub session_max_lifetime: Duration,
     /// Never zero: sessions are always bounded in time.
     pub session_idle_ttl: Duration,
     pub max_sessions: usize,
@@ -229,6 +233,8 @@ impl Default for ServerSettings {
             listen: file::DEFAULT_LISTEN,
             sessions: SessionMode::Auto,
             session_ids: SessionIdMode::Table,
+            session_keys: None,
+            session_max_lifetime: file::DEFAULT_SESSION_MAX_LIFETIME,
             session_idle_ttl: file::DEFAULT_SESSION_IDLE_TTL,
             max_sessions: file::DEFAULT_MAX_SESSIONS,
             max_sessions_per_principal: file::DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,

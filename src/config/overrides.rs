@@ -16,11 +16,12 @@ use super::file::{File, FileAuth, FileMetrics, FileServer};
 
 const PREFIX: &str = "SLUICE_";
 
-pub(super) const SERVER_KEYS: [&str; 16] = [
+pub(super) const SERVER_KEYS: [&str; 17] = [
     "listen",
     "sessions",
     "session_ids",
     "session_idle_ttl",
+    "session_max_lifetime",
     "max_sessions",
     "max_sessions_per_principal",
     "max_body_bytes",
@@ -126,6 +127,7 @@ fn written(file: &File) -> Vec<String> {
         s.sessions.is_some(),
         s.session_ids.is_some(),
         s.session_idle_ttl.is_some(),
+        s.session_max_lifetime.is_some(),
         s.max_sessions.is_some(),
         s.max_sessions_per_principal.is_some(),
         s.max_body_bytes.is_some(),
@@ -170,6 +172,7 @@ fn set_server(s: &mut FileServer, key: &str, v: &str) -> Result<(), Rejected> {
         "sessions" => s.sessions = Some(word(v)?),
         "session_ids" => s.session_ids = Some(word(v)?),
         "session_idle_ttl" => s.session_idle_ttl = Some(word(v)?),
+        "session_max_lifetime" => s.session_max_lifetime = Some(word(v)?),
         "max_sessions" => s.max_sessions = Some(count(v)?),
         "max_sessions_per_principal" => s.max_sessions_per_principal = Some(count(v)?),
         "max_body_bytes" => s.max_body_bytes = Some(count(v)?),

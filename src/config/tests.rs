@@ -146,7 +146,7 @@ fn design_example_parses() {
 
     assert_eq!(source(&loaded, "server.sessions"), Source::File);
     assert_eq!(source(&loaded, "auth.bearer_tokens_env"), Source::File);
-    assert_eq!(loaded.provenance.len(), 20);
+    assert_eq!(loaded.provenance.len(), 21);
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn minimal_config_gets_defaults_and_a_default_namespace() {
     assert_eq!(c.backends[0].request_timeout, Duration::from_secs(60));
     assert!(loaded.provenance.iter().all(|(_, s)| *s == Source::Default));
     // No [auth]: no auth provenance.
-    assert_eq!(loaded.provenance.len(), 19);
+    assert_eq!(loaded.provenance.len(), 20);
 }
 
 #[test]
@@ -380,4 +380,30 @@ fn tables_keep_file_order() {
     let namespaces: Vec<&str> = c.namespaces.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(namespaces, ["two", "one"]);
     assert_eq!(c.namespaces[0].backends[0].as_str(), "mid");
+}
+
+/// Sealed ids need their keys from the environment, checked, and never
+/// a key made up at startup; `check` shows how many keys, never a key.
+#[test]
+fn sealed_ids_need_keys_and_never_show_them() {
+    let sealed = format!("[server]\nsession_ids = \"sealed\"\n{MINIMAL}");
+    let e = err(&sealed, &[]);
+    assert!(e[0].contains("SLUICE_SESSION_KEY"), "{e:?}");
+    assert!(e[0].contains("sluice keygen"), "{e:?}");
+    let e = err(&sealed, &[("SLUICE_SESSION_KEY", "c2VjcmV0LWJ1dC1zaG9ydA")]);
+    assert!(e[0].contains("not 32 bytes"), "{e:?}");
+    assert!(!e[0].contains("c2VjcmV0"), "the key is never shown: {e:?}");
+    let (a, b) = (
+        crate::sessions::sealed::KeyRing::generate(),
+        crate::sessions::sealed::KeyRing::generate(),
+    );
+    let loaded = ok(&sealed, &[("SLUICE_SESSION_KEY", &format!("{a},{b}"))]);
+    assert_eq!(loaded.config.server.session_ids, SessionIdMode::Sealed);
+    assert_eq!(
+        loaded.config.server.session_max_lifetime,
+        Duration::from_secs(86_400)
+    );
+    let shown = describe(&loaded);
+    assert!(shown.contains("sealed (2 key(s)"), "{shown}");
+    assert!(!shown.contains(&a) && !shown.contains(&b), "{shown}");
 }

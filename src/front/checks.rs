@@ -64,6 +64,23 @@ impl Policy {
         }
     }
 
+    /// The associated data a sealed session id is sealed with: the
+    /// principal (its token itself: it is never in the id, and an id
+    /// sealed for one token cannot open for another, whatever their order
+    /// in the config) and the namespace.
+    pub(crate) fn binding(&self, principal: &Principal, namespace: &str) -> Vec<u8> {
+        let who = match (principal, &self.tokens) {
+            (Principal::Token(i), Some(tokens)) => tokens.get(*i).map_or("", Secret::expose),
+            _ => "",
+        };
+        let mut out = Vec::with_capacity(who.len() + namespace.len() + 16);
+        out.extend_from_slice(b"sluice-session\0");
+        out.extend_from_slice(who.as_bytes());
+        out.push(0);
+        out.extend_from_slice(namespace.as_bytes());
+        out
+    }
+
     /// Who is calling: a configured bearer token, or anonymous without `[auth]`.
     pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Reject> {
         let Some(tokens) = &self.tokens else {

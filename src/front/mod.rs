@@ -67,6 +67,8 @@ pub struct Front {
     pub body_read_timeout: std::time::Duration,
     /// Items per 2025-03-26 batch.
     pub max_batch_items: usize,
+    /// Session ids are sealed (and so bound to principal and namespace).
+    pub sealed_ids: bool,
     /// 2026-07-28 calls waiting for the client's answers (see `bridge`).
     pub(crate) bridge: bridge::Bridge,
     /// How often a GET stream writes a keep-alive comment (and so refreshes
@@ -116,13 +118,23 @@ async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Response
     let result = match method {
         Method::POST => post::handle(&front, namespace, req).await,
         Method::GET => stream::open(&front, namespace, req.headers()),
-        Method::DELETE => delete(&front, req.headers()),
+        Method::DELETE => delete(&front, namespace, req.headers()),
         _ => Err(Reject::MethodNotAllowed),
     };
     result.unwrap_or_else(|reject| front.refuse(&method, reject))
 }
 
 impl Front {
+    /// What a sealed session id is bound to: the principal and the
+    /// namespace (empty with table ids, which need no binding).
+    fn binding(&self, principal: &crate::sessions::Principal, namespace: &str) -> Vec<u8> {
+        if self.sealed_ids {
+            self.policy.binding(principal, namespace)
+        } else {
+            Vec::new()
+        }
+    }
+
     /// A refusal's response, counted.
     fn refuse(&self, method: &Method, reject: Reject) -> Response {
         let label = match *method {
@@ -140,7 +152,11 @@ impl Front {
     }
 }
 
-fn delete(front: &Front, headers: &axum::http::HeaderMap) -> Result<Response, Reject> {
+fn delete(
+    front: &Front,
+    namespace: &str,
+    headers: &axum::http::HeaderMap,
+) -> Result<Response, Reject> {
     let principal = front.policy.authenticate(headers)?;
     if front.policy.stateless {
         return Err(Reject::MethodNotAllowed);
@@ -148,7 +164,7 @@ fn delete(front: &Front, headers: &axum::http::HeaderMap) -> Result<Response, Re
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
     front
         .sessions
-        .delete(&id, &principal)
+        .delete(&id, &principal, &front.binding(&principal, namespace))
         .map_err(|_| Reject::SessionNotFound)?;
     Ok(axum::http::StatusCode::OK.into_response())
 }

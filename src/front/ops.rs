@@ -67,6 +67,9 @@ pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap)
     front
         .metrics
         .entries("parked_calls", "gateway", front.bridge.len());
+    front
+        .metrics
+        .entries("revoked_ids", "gateway", front.sessions.revoked());
     (
         StatusCode::OK,
         [(

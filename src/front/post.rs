@@ -82,10 +82,11 @@ pub(super) async fn handle(
         };
         return initialize(front, &ns, principal, r, started);
     }
+    let active = begin(front, &ns, headers, &principal)?;
     let ctx = reply::Ctx {
         front: front.clone(),
         ns,
-        active: begin(front, headers, &principal)?,
+        active,
         principal,
         era: crate::protocol::Era::Legacy,
         caps: crate::protocol::ClientCaps::ALL,
@@ -119,6 +120,7 @@ pub(super) async fn handle(
 /// The client's session for a legacy request (None when stateless).
 fn begin(
     front: &Front,
+    ns: &Namespace,
     headers: &HeaderMap,
     principal: &Principal,
 ) -> Result<Option<Active>, Reject> {
@@ -128,7 +130,7 @@ fn begin(
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
     front
         .sessions
-        .begin(&id, principal)
+        .begin(&id, principal, &front.binding(principal, ns.name.as_str()))
         .map(Some)
         .map_err(|_| Reject::SessionNotFound)
 }
@@ -235,7 +237,12 @@ fn initialize(
         Some(
             front
                 .sessions
-                .open(principal, version, caps)
+                .open(
+                    principal.clone(),
+                    version,
+                    caps,
+                    &front.binding(&principal, ns.name.as_str()),
+                )
                 .map_err(|_| Reject::Busy)?,
         )
     };

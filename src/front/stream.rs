@@ -37,7 +37,7 @@ pub(super) fn open(
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
     let session = front
         .sessions
-        .begin(&id, &principal)
+        .begin(&id, &principal, &front.binding(&principal, namespace))
         .map_err(|_| Reject::SessionNotFound)?
         .session()
         .clone();

@@ -6,6 +6,7 @@
 //! elsewhere (streams, per-session backends) watches that token.
 
 mod id;
+pub mod sealed;
 mod table;
 
 use std::collections::{HashMap, HashSet};
@@ -19,6 +20,11 @@ use tokio_util::sync::CancellationToken;
 pub use id::{Principal, SessionId};
 use table::{Full, Table};
 
+use crate::metrics::ResumeCause;
+pub use sealer::{Ids, Sealer};
+
+mod sealer;
+
 use crate::metrics::{CloseReason, Metrics};
 use crate::protocol::{ClientCaps, LegacyVersion, LogLevel};
 
@@ -29,6 +35,13 @@ pub struct Session {
     pub version: LegacyVersion,
     /// What the client declared in `initialize` it can be asked.
     pub caps: ClientCaps,
+    /// Sealed ids only: the absolute end (unix seconds) and the serial
+    /// its revocation is kept under.
+    sealed: Option<Box<(u64, [u8; 16])>>,
+    /// A digest of what the id is bound to (principal and namespace, for
+    /// sealed ids; nothing for table ids): presented with anything else,
+    /// the id is not found, in memory or not.
+    binding: u64,
     ended: CancellationToken,
     /// At most one standalone GET stream per session.
     streaming: AtomicBool,
@@ -36,17 +49,54 @@ pub struct Session {
     /// `notifications/cancelled` can reach them. Entries live exactly as
     /// long as their request.
     in_flight: Mutex<HashMap<String, CancellationToken>>,
+    /// What few sessions use, kept apart so that an idle session stays
+    /// small (the table holds hundreds of thousands).
+    extras: Mutex<Option<Box<Extras>>>,
+}
+
+/// Per-session state most sessions never have.
+#[derive(Default)]
+struct Extras {
     /// Resource URIs (as the client names them) it subscribed to; at most
     /// `MAX_SUBSCRIPTIONS`.
-    subscriptions: Mutex<HashSet<String>>,
+    subscriptions: HashSet<String>,
     /// The level set by `logging/setLevel` (None: no log messages).
-    log_level: Mutex<Option<LogLevel>>,
+    log_level: Option<LogLevel>,
 }
 
 /// Resource subscriptions one session may hold.
 pub const MAX_SUBSCRIPTIONS: usize = 1024;
 
 impl Session {
+    fn new(
+        id: SessionId,
+        principal: Principal,
+        version: LegacyVersion,
+        caps: ClientCaps,
+        sealed: Option<(u64, [u8; 16])>,
+        bound: &[u8],
+    ) -> Arc<Session> {
+        Arc::new(Session {
+            id,
+            principal,
+            version,
+            caps,
+            sealed: sealed.map(Box::new),
+            binding: digest(bound),
+            ended: CancellationToken::new(),
+            streaming: AtomicBool::new(false),
+            in_flight: Mutex::new(HashMap::new()),
+            extras: Mutex::new(None),
+        })
+    }
+
+    /// A sealed session lives no longer than its id says, even in memory.
+    fn is_past_its_end(&self) -> bool {
+        self.sealed
+            .as_deref()
+            .is_some_and(|(expires, _)| sealer::unix_now() >= *expires)
+    }
+
     /// Cancelled when the session ends, by any path.
     pub fn ended(&self) -> &CancellationToken {
         &self.ended
@@ -77,7 +127,8 @@ impl Session {
     /// Records a subscription the backend accepted; false when the
     /// session already holds `MAX_SUBSCRIPTIONS`.
     pub fn subscribe(&self, uri: &str) -> bool {
-        let mut subs = self.subscriptions.lock();
+        let mut extras = self.extras.lock();
+        let subs = &mut extras.get_or_insert_default().subscriptions;
         if subs.len() >= MAX_SUBSCRIPTIONS && !subs.contains(uri) {
             return false;
         }
@@ -86,21 +137,30 @@ impl Session {
     }
 
     pub fn unsubscribe(&self, uri: &str) {
-        self.subscriptions.lock().remove(uri);
+        if let Some(extras) = self.extras.lock().as_mut() {
+            extras.subscriptions.remove(uri);
+        }
     }
 
     pub fn is_subscribed(&self, uri: &str) -> bool {
-        self.subscriptions.lock().contains(uri)
+        self.extras
+            .lock()
+            .as_ref()
+            .is_some_and(|e| e.subscriptions.contains(uri))
     }
 
     pub fn set_log_level(&self, level: LogLevel) {
-        *self.log_level.lock() = Some(level);
+        self.extras.lock().get_or_insert_default().log_level = Some(level);
     }
 
     /// Whether a log message of `level` is for this client (it set a
     /// level, and this one is at or above it).
     pub fn wants_log(&self, level: LogLevel) -> bool {
-        self.log_level.lock().is_some_and(|l| level >= l)
+        self.extras
+            .lock()
+            .as_ref()
+            .and_then(|e| e.log_level)
+            .is_some_and(|l| level >= l)
     }
 
     /// The client cancelled one of its requests.
@@ -132,6 +192,8 @@ pub struct NotFound;
 
 pub struct Sessions {
     table: Mutex<Table>,
+    /// How ids are made: table keys, or sealed sessions.
+    ids: Ids,
     freed_since_trim: std::sync::atomic::AtomicUsize,
     limits: Limits,
     metrics: Arc<Metrics>,
@@ -142,6 +204,14 @@ const SWEEP_BATCH: usize = 1024;
 /// Once this many sessions ended (or the table emptied), freed memory goes
 /// back to the OS.
 const RETURN_MEMORY_AFTER: usize = 1024;
+
+/// What a session is bound to, as a digest kept beside it.
+fn digest(bound: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    bound.hash(&mut h);
+    h.finish()
+}
 
 /// The allocator keeps freed pages for reuse; after a large sweep the
 /// operator expects the process to shrink (the seeds' drain test).
@@ -154,63 +224,124 @@ fn release_free_memory() {
 }
 
 impl Sessions {
-    pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Sessions> {
+    pub fn new(limits: Limits, ids: Ids, metrics: Arc<Metrics>) -> Arc<Sessions> {
         Arc::new(Sessions {
             table: Mutex::new(Table::new(limits.max_sessions, limits.max_per_principal)),
+            ids,
             freed_since_trim: std::sync::atomic::AtomicUsize::new(0),
             limits,
             metrics,
         })
     }
 
-    /// Opens a session after `initialize` succeeded.
+    /// Opens a session after `initialize` succeeded. `bound` names the
+    /// principal and namespace a sealed id is bound to.
     pub fn open(
         &self,
         principal: Principal,
         version: LegacyVersion,
         caps: ClientCaps,
+        bound: &[u8],
     ) -> Result<Arc<Session>, Busy> {
-        let session = Arc::new(Session {
-            id: SessionId::random(),
-            principal,
-            version,
-            caps,
-            ended: CancellationToken::new(),
-            streaming: AtomicBool::new(false),
-            in_flight: Mutex::new(HashMap::new()),
-            subscriptions: Mutex::new(HashSet::new()),
-            log_level: Mutex::new(None),
-        });
-        let evicted = self
-            .table
-            .lock()
-            .insert(session.clone(), Instant::now())
-            .map_err(|Full::AllBusy| Busy)?;
+        let (id, sealed) = match &self.ids {
+            Ids::Table => (SessionId::random(), None),
+            Ids::Sealed(sealer) => {
+                let contents = sealer.contents(version, caps);
+                let sealed = Some((contents.expires, contents.serial));
+                (sealer.ring.seal(&contents, bound), sealed)
+            }
+        };
+        let session = Session::new(id, principal, version, caps, sealed, bound);
+        self.insert(session.clone())?;
         self.metrics.session_opened();
-        for (s, reason) in evicted {
-            self.finish(&s, reason);
-        }
         Ok(session)
     }
 
+    fn insert(&self, session: Arc<Session>) -> Result<(), Busy> {
+        let evicted = self
+            .table
+            .lock()
+            .insert(session, Instant::now())
+            .map_err(|Full::AllBusy| Busy)?;
+        for (s, reason) in evicted {
+            self.finish(&s, reason);
+        }
+        Ok(())
+    }
+
     /// Starts a request on a session; the session stays busy (never evicted)
-    /// until the returned guard drops.
+    /// until the returned guard drops. A sealed id the table does not hold
+    /// (restart, eviction, another replica) is opened and the session
+    /// rebuilt, unless it is expired, revoked, or bound elsewhere.
     pub fn begin(
         self: &Arc<Self>,
         id: &SessionId,
         principal: &Principal,
+        bound: &[u8],
     ) -> Result<Active, NotFound> {
-        let mut table = self.table.lock();
-        // Another principal's id must not even refresh the session.
-        if table.owner(id) != Some(principal) {
-            return Err(NotFound);
+        loop {
+            {
+                let mut table = self.table.lock();
+                match table.get(id) {
+                    // Another principal's id (or one bound elsewhere) must
+                    // not even refresh the session.
+                    Some(s) if s.principal != *principal || s.binding != digest(bound) => {
+                        return Err(NotFound);
+                    }
+                    Some(_) => {
+                        let session = table.touch(id, Instant::now(), 1).ok_or(NotFound)?;
+                        drop(table);
+                        if session.is_past_its_end() {
+                            drop(Active {
+                                sessions: self.clone(),
+                                session: session.clone(),
+                            });
+                            self.end(&session, CloseReason::idle);
+                            return Err(NotFound);
+                        }
+                        return Ok(Active {
+                            sessions: self.clone(),
+                            session,
+                        });
+                    }
+                    None => {}
+                }
+            }
+            // Not in memory: only a sealed id can come back.
+            let Ids::Sealed(sealer) = &self.ids else {
+                return Err(NotFound);
+            };
+            let contents = sealer.reopen(id, bound).ok_or(NotFound)?;
+            let cause = if contents.boot == sealer.boot {
+                ResumeCause::evicted
+            } else {
+                ResumeCause::restart
+            };
+            let session = Session::new(
+                id.clone(),
+                principal.clone(),
+                contents.version,
+                contents.caps,
+                Some((contents.expires, contents.serial)),
+                bound,
+            );
+            // Two requests may race to rebuild it: the first insert wins,
+            // the other finds it in the table on its next turn.
+            let inserted = {
+                let table = self.table.lock();
+                table.owner(id).is_none()
+            } && self.insert(session).is_ok();
+            if inserted {
+                self.metrics.session_resumed(cause);
+            }
         }
-        let session = table.touch(id, Instant::now(), 1).ok_or(NotFound)?;
-        drop(table);
-        Ok(Active {
-            sessions: self.clone(),
-            session,
-        })
+    }
+
+    /// Ends a session found past its absolute end.
+    fn end(&self, session: &Session, reason: CloseReason) {
+        if self.table.lock().remove(&session.id).is_some() {
+            self.finish(session, reason);
+        }
     }
 
     /// Records activity (an open stream that is still writable).
@@ -218,15 +349,40 @@ impl Sessions {
         self.table.lock().touch(id, Instant::now(), 0).is_some()
     }
 
-    /// Ends a session at the client's request.
-    pub fn delete(&self, id: &SessionId, principal: &Principal) -> Result<(), NotFound> {
+    /// Ends a session at the client's request. A sealed id is revoked
+    /// until it would have expired, whether or not it was in memory.
+    pub fn delete(
+        &self,
+        id: &SessionId,
+        principal: &Principal,
+        bound: &[u8],
+    ) -> Result<(), NotFound> {
         let mut table = self.table.lock();
-        if table.owner(id) != Some(principal) {
-            return Err(NotFound);
-        }
-        let session = table.remove(id).ok_or(NotFound)?;
+        let held = match table.get(id) {
+            Some(s) if s.principal != *principal || s.binding != digest(bound) => {
+                return Err(NotFound);
+            }
+            Some(_) => table.remove(id),
+            None => None,
+        };
         drop(table);
-        self.finish(&session, CloseReason::delete);
+        let revoke = match (&self.ids, &held) {
+            (Ids::Table, None) => return Err(NotFound),
+            (Ids::Table, Some(_)) => None,
+            (Ids::Sealed(_), Some(s)) => s.sealed.as_deref().copied(),
+            (Ids::Sealed(sealer), None) => {
+                let c = sealer.reopen(id, bound).ok_or(NotFound)?;
+                Some((c.expires, c.serial))
+            }
+        };
+        if let (Ids::Sealed(sealer), Some((expires, serial))) = (&self.ids, revoke)
+            && !sealer.revoke(serial, expires)
+        {
+            self.metrics.revocation_dropped();
+        }
+        if let Some(session) = held {
+            self.finish(&session, CloseReason::delete);
+        }
         Ok(())
     }
 
@@ -272,6 +428,14 @@ impl Sessions {
 
     pub fn len(&self) -> usize {
         self.table.lock().len()
+    }
+
+    /// Sealed ids revoked and not yet expired.
+    pub fn revoked(&self) -> usize {
+        match &self.ids {
+            Ids::Sealed(s) => s.revoked(),
+            Ids::Table => 0,
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -146,8 +146,13 @@ impl Table {
     }
 
     /// Looks a session up without counting it as used.
+    pub(super) fn get(&self, id: &SessionId) -> Option<&Arc<Session>> {
+        self.map.get(id).map(|e| &e.session)
+    }
+
+    /// Looks a session's principal up without counting it as used.
     pub(super) fn owner(&self, id: &SessionId) -> Option<&Principal> {
-        self.map.get(id).map(|e| &e.session.principal)
+        self.get(id).map(|s| &s.principal)
     }
 
     /// Marks a session used now; `busy` adds (+1) or ends (-1) a request in flight.

@@ -1,3 +1,4 @@
+use super::sealed;
 use super::*;
 
 fn sessions(max: usize, per_principal: usize, ttl_ms: u64) -> (Arc<Sessions>, Arc<Metrics>) {
@@ -8,6 +9,7 @@ fn sessions(max: usize, per_principal: usize, ttl_ms: u64) -> (Arc<Sessions>, Ar
             max_per_principal: per_principal,
             idle_ttl: Duration::from_millis(ttl_ms),
         },
+        Ids::Table,
         metrics.clone(),
     );
     (s, metrics)
@@ -19,17 +21,17 @@ const V: LegacyVersion = LegacyVersion::V2025_11_25;
 async fn idle_sessions_expire_and_busy_ones_do_not() {
     let (s, m) = sessions(100, 100, 1000);
     let a = s
-        .open(Principal::Anonymous, V, ClientCaps::default())
+        .open(Principal::Anonymous, V, ClientCaps::default(), b"")
         .unwrap();
     let b = s
-        .open(Principal::Anonymous, V, ClientCaps::default())
+        .open(Principal::Anonymous, V, ClientCaps::default(), b"")
         .unwrap();
-    let guard = s.begin(&b.id, &Principal::Anonymous).unwrap();
+    let guard = s.begin(&b.id, &Principal::Anonymous, b"").unwrap();
     tokio::time::advance(Duration::from_millis(1500)).await;
     assert_eq!(s.sweep(), 1);
     assert!(a.ended().is_cancelled());
     assert!(!b.ended().is_cancelled());
-    assert!(s.begin(&a.id, &Principal::Anonymous).is_err());
+    assert!(s.begin(&a.id, &Principal::Anonymous, b"").is_err());
     drop(guard);
     tokio::time::advance(Duration::from_millis(1500)).await;
     assert_eq!(s.sweep(), 1);
@@ -42,16 +44,16 @@ async fn capacity_evicts_least_recently_used_idle_session() {
     let (s, _) = sessions(3, 100, 60_000);
     let ids: Vec<_> = (0..3)
         .map(|_| {
-            s.open(Principal::Anonymous, V, ClientCaps::default())
+            s.open(Principal::Anonymous, V, ClientCaps::default(), b"")
                 .unwrap()
         })
         .collect();
     // Using the oldest makes the second the least recently used.
-    drop(s.begin(&ids[0].id, &Principal::Anonymous).unwrap());
-    let _busy = s.begin(&ids[1].id, &Principal::Anonymous).unwrap();
+    drop(s.begin(&ids[0].id, &Principal::Anonymous, b"").unwrap());
+    let _busy = s.begin(&ids[1].id, &Principal::Anonymous, b"").unwrap();
     // ids[1] is busy, so ids[2] is the oldest idle one.
     let d = s
-        .open(Principal::Anonymous, V, ClientCaps::default())
+        .open(Principal::Anonymous, V, ClientCaps::default(), b"")
         .unwrap();
     assert!(ids[2].ended().is_cancelled());
     assert!(!ids[0].ended().is_cancelled() && !ids[1].ended().is_cancelled());
@@ -64,15 +66,15 @@ async fn capacity_evicts_least_recently_used_idle_session() {
 async fn full_table_of_busy_sessions_refuses() {
     let (s, m) = sessions(2, 100, 60_000);
     let a = s
-        .open(Principal::Anonymous, V, ClientCaps::default())
+        .open(Principal::Anonymous, V, ClientCaps::default(), b"")
         .unwrap();
     let b = s
-        .open(Principal::Anonymous, V, ClientCaps::default())
+        .open(Principal::Anonymous, V, ClientCaps::default(), b"")
         .unwrap();
-    let _ga = s.begin(&a.id, &Principal::Anonymous).unwrap();
-    let _gb = s.begin(&b.id, &Principal::Anonymous).unwrap();
+    let _ga = s.begin(&a.id, &Principal::Anonymous, b"").unwrap();
+    let _gb = s.begin(&b.id, &Principal::Anonymous, b"").unwrap();
     assert!(
-        s.open(Principal::Anonymous, V, ClientCaps::default())
+        s.open(Principal::Anonymous, V, ClientCaps::default(), b"")
             .is_err()
     );
     assert_eq!(s.len(), 2);
@@ -84,16 +86,16 @@ async fn full_table_of_busy_sessions_refuses() {
 async fn principal_cap_evicts_only_that_principals_sessions() {
     let (s, _) = sessions(100, 2, 60_000);
     let other = s
-        .open(Principal::Token(1), V, ClientCaps::default())
+        .open(Principal::Token(1), V, ClientCaps::default(), b"")
         .unwrap();
     let a = s
-        .open(Principal::Token(0), V, ClientCaps::default())
+        .open(Principal::Token(0), V, ClientCaps::default(), b"")
         .unwrap();
     let _b = s
-        .open(Principal::Token(0), V, ClientCaps::default())
+        .open(Principal::Token(0), V, ClientCaps::default(), b"")
         .unwrap();
     let _c = s
-        .open(Principal::Token(0), V, ClientCaps::default())
+        .open(Principal::Token(0), V, ClientCaps::default(), b"")
         .unwrap();
     assert!(a.ended().is_cancelled());
     assert!(!other.ended().is_cancelled());
@@ -104,18 +106,18 @@ async fn principal_cap_evicts_only_that_principals_sessions() {
 async fn sessions_are_bound_to_their_principal() {
     let (s, _) = sessions(100, 100, 60_000);
     let a = s
-        .open(Principal::Token(0), V, ClientCaps::default())
+        .open(Principal::Token(0), V, ClientCaps::default(), b"")
         .unwrap();
-    assert!(s.begin(&a.id, &Principal::Token(1)).is_err());
-    assert!(s.delete(&a.id, &Principal::Token(1)).is_err());
-    assert!(s.begin(&a.id, &Principal::Token(0)).is_ok());
+    assert!(s.begin(&a.id, &Principal::Token(1), b"").is_err());
+    assert!(s.delete(&a.id, &Principal::Token(1), b"").is_err());
+    assert!(s.begin(&a.id, &Principal::Token(0), b"").is_ok());
 }
 
 #[tokio::test(start_paused = true)]
 async fn sweep_handles_more_than_one_batch() {
     let (s, m) = sessions(10_000, 10_000, 1000);
     for _ in 0..3000 {
-        s.open(Principal::Anonymous, V, ClientCaps::default())
+        s.open(Principal::Anonymous, V, ClientCaps::default(), b"")
             .unwrap();
     }
     tokio::time::advance(Duration::from_secs(2)).await;
@@ -142,17 +144,17 @@ async fn principal_eviction_takes_the_principals_own_oldest() {
     let (s, _) = sessions(100_000, 3, 60_000);
     // Many sessions of others, older than the principal's.
     for i in 0..50_000 {
-        s.open(Principal::Token(1 + i % 7), V, ClientCaps::default())
+        s.open(Principal::Token(1 + i % 7), V, ClientCaps::default(), b"")
             .unwrap();
     }
     let mine: Vec<_> = (0..3)
         .map(|_| {
-            s.open(Principal::Token(0), V, ClientCaps::default())
+            s.open(Principal::Token(0), V, ClientCaps::default(), b"")
                 .unwrap()
         })
         .collect();
-    let _busy = s.begin(&mine[0].id, &Principal::Token(0)).unwrap();
-    s.open(Principal::Token(0), V, ClientCaps::default())
+    let _busy = s.begin(&mine[0].id, &Principal::Token(0), b"").unwrap();
+    s.open(Principal::Token(0), V, ClientCaps::default(), b"")
         .unwrap();
     assert!(!mine[0].ended().is_cancelled(), "busy: never evicted");
     assert!(
@@ -161,4 +163,58 @@ async fn principal_eviction_takes_the_principals_own_oldest() {
     );
     assert!(!mine[2].ended().is_cancelled());
     s.assert_consistent();
+}
+
+fn sealed_sessions(lifetime: Duration) -> (Arc<Sessions>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    let ring = sealed::KeyRing::parse(&sealed::KeyRing::generate()).unwrap();
+    let s = Sessions::new(
+        Limits {
+            max_sessions: 100,
+            max_per_principal: 100,
+            idle_ttl: Duration::from_millis(1000),
+        },
+        Ids::Sealed(Sealer::new(ring, lifetime)),
+        metrics.clone(),
+    );
+    (s, metrics)
+}
+
+/// Issue 8: an evicted sealed session comes back from its id alone, only
+/// for its own principal and namespace, never after DELETE or its end.
+#[tokio::test(start_paused = true)]
+async fn sealed_sessions_resume_until_revoked_or_expired() {
+    let (s, m) = sealed_sessions(Duration::from_secs(3600));
+    let caps = ClientCaps::parse(r#"{"sampling":{}}"#);
+    let a = s.open(Principal::Token(0), V, caps, b"t0/ns").unwrap();
+    let id = a.id.clone();
+    tokio::time::advance(Duration::from_millis(1500)).await;
+    assert_eq!(s.sweep(), 1, "evicted when idle");
+    assert!(a.ended().is_cancelled());
+    assert!(
+        s.begin(&id, &Principal::Token(1), b"t1/ns").is_err(),
+        "another principal"
+    );
+    assert!(
+        s.begin(&id, &Principal::Token(0), b"t0/other").is_err(),
+        "another namespace"
+    );
+    let back = s.begin(&id, &Principal::Token(0), b"t0/ns").unwrap();
+    assert_eq!(back.session().caps, caps, "capabilities come back with it");
+    assert_eq!(back.session().version, V);
+    assert!(!back.session().ended().is_cancelled());
+    drop(back);
+    assert_eq!(m.sessions_live(), 1);
+    s.assert_consistent();
+    // DELETE revokes: gone here, and it cannot come back.
+    assert!(s.delete(&id, &Principal::Token(0), b"t0/ns").is_ok());
+    assert!(s.begin(&id, &Principal::Token(0), b"t0/ns").is_err());
+    assert_eq!(s.revoked(), 1);
+
+    let (s, _) = sealed_sessions(Duration::ZERO);
+    let b = s.open(Principal::Anonymous, V, caps, b"x").unwrap();
+    assert!(
+        s.begin(&b.id, &Principal::Anonymous, b"x").is_err(),
+        "past its end"
+    );
 }

@@ -199,6 +199,12 @@ impl Gateway {
         self.child.id()
     }
 
+    /// Whether the process has not exited (a zombie counts as exited).
+    pub fn is_running(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .is_ok_and(|s| !s.contains(") Z "))
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
