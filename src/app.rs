@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::{BackendSessions, BusMessage, Close, Cluster};
 use crate::config::{Config, SessionMode};
 use crate::front::{self, Front, Policy};
 use crate::metrics::Metrics;
@@ -15,6 +16,7 @@ use crate::router::Router;
 use crate::sessions::sealed::KeyRing;
 use crate::sessions::{Ids, Limits, Sealer, Sessions};
 use crate::upstream::Backend;
+use crate::upstream::Notice;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -39,6 +41,63 @@ impl ServeError {
             ServeError::Unsupported { .. } | ServeError::Backend { .. }
         )
     }
+}
+
+/// Cluster mode: backends relay what they announce and record their
+/// per-session sessions; the bus's messages are acted on; and the sweeper
+/// closes what dead replicas left behind.
+fn join_cluster(
+    cluster: &Arc<Cluster>,
+    front: &Arc<Front>,
+    config: &Config,
+    stop: CancellationToken,
+) {
+    let records = Arc::new(BackendSessions::new(cluster.clone()));
+    for backend in &front.backends {
+        let (cluster, name) = (cluster.clone(), backend.name.to_string());
+        let relay = Arc::new(move |notice: &Notice| {
+            // List changes for every replica's caches; per-session notices
+            // for the client's GET stream, wherever it is open.
+            let wanted = match notice {
+                Notice::ListChanged(_) => true,
+                Notice::Log { client, .. }
+                | Notice::ResourceUpdated { client, .. }
+                | Notice::Ask { client, .. } => client.is_some(),
+            };
+            if wanted {
+                let message = BusMessage::Notice {
+                    backend: name.clone(),
+                    notice: notice.clone(),
+                };
+                let cluster = cluster.clone();
+                tokio::spawn(async move { cluster.publish(message).await });
+            }
+        });
+        backend.join_cluster(relay, records.clone());
+    }
+    front.clone().serve_inbox(cluster.bus(stop.clone()));
+    let backends = front.backends.clone();
+    let close: Close = Arc::new(move |backend: String, session: String| {
+        let backend = backends
+            .iter()
+            .find(|b| b.name.as_str() == backend)
+            .cloned();
+        Box::pin(async move {
+            if let Some(b) = backend {
+                b.delete_session(&session).await;
+            }
+        })
+    });
+    // Often enough that an orphan outlives its idle TTL by little.
+    let period = config
+        .backends
+        .iter()
+        .filter(|b| b.isolation == crate::config::Isolation::PerSession)
+        .map(|b| b.idle_ttl / 4)
+        .min()
+        .unwrap_or(Duration::from_secs(30))
+        .clamp(Duration::from_secs(1), Duration::from_secs(30));
+    tokio::spawn(BackendSessions::new(cluster.clone()).sweep(close, period, stop));
 }
 
 /// Past the grace period, how long requests get to write their error.
@@ -82,6 +141,19 @@ pub async fn serve(
     }
     // router: namespaces over those backends.
     let router = Router::new(&config, &backends);
+    // cluster: what replicas share, in Redis (none: one node).
+    let boot = Sealer::new_boot();
+    let cluster = match &config.cluster {
+        Some(url) => Some(
+            Cluster::start(url.expose(), boot, metrics.clone(), stopping.clone())
+                .await
+                .map_err(|e| ServeError::Backend {
+                    backend: "(cluster)".into(),
+                    why: e.to_string(),
+                })?,
+        ),
+        None => None,
+    };
     // sessions: the bounded table and its one reaper.
     let ids = match &config.server.session_keys {
         Some(keys) => Ids::Sealed(Sealer::new(
@@ -90,6 +162,8 @@ pub async fn serve(
                 why: e.to_string(),
             })?,
             config.server.session_max_lifetime,
+            boot,
+            cluster.is_none(),
         )),
         None => Ids::Table,
     };
@@ -124,8 +198,13 @@ pub async fn serve(
         max_batch_items: config.server.max_batch_items,
         bridge: Default::default(),
         sealed_ids,
+        cluster: cluster.clone(),
+        principal_cap: config.server.max_sessions_per_principal,
         stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
     });
+    if let Some(cluster) = &cluster {
+        join_cluster(cluster, &front, &config, stopping.clone());
+    }
     let app = front::routes(front, &config.metrics.path);
 
     spawn_summary(

@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod demo_server;
 pub mod front;

@@ -115,6 +115,7 @@ const KNOWN_METHODS: &[&str] = &[
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
+    "tasks/result",
     "notification",
     "response",
     "GET",
@@ -147,6 +148,7 @@ pub struct Metrics {
     connections_refused: Counter,
     sessions_resumed: Family<CauseLabel, Counter>,
     revocations_dropped: Counter,
+    cluster_up: Gauge,
     rss: Gauge,
     /// Counters since the last summary line.
     window: Window,
@@ -190,6 +192,7 @@ impl Metrics {
         let connections_refused = Counter::default();
         let sessions_resumed = Family::<CauseLabel, Counter>::default();
         let revocations_dropped = Counter::default();
+        let cluster_up = Gauge::default();
         let rss = Gauge::default();
 
         registry.register(
@@ -264,6 +267,11 @@ impl Metrics {
             revocations_dropped.clone(),
         );
         registry.register(
+            "sluice_cluster_up",
+            "1 while Redis (cluster mode) answers",
+            cluster_up.clone(),
+        );
+        registry.register(
             "sluice_connections_open",
             "Client TCP connections open",
             connections_open.clone(),
@@ -296,6 +304,7 @@ impl Metrics {
             connections_refused,
             sessions_resumed,
             revocations_dropped,
+            cluster_up,
             rss,
             window: Window::default(),
         }
@@ -365,6 +374,10 @@ impl Metrics {
         self.sessions_resumed
             .get_or_create(&CauseLabel { cause })
             .inc();
+    }
+
+    pub fn cluster_up(&self, up: bool) {
+        self.cluster_up.set(i64::from(up));
     }
 
     pub fn revocation_dropped(&self) {

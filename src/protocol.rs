@@ -109,7 +109,10 @@ pub fn is_modern(version: &str) -> bool {
 }
 
 /// A log message's severity (RFC 5424 order, as MCP names them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum LogLevel {
     Debug,
     Info,
@@ -153,7 +156,10 @@ impl LogLevel {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClientCaps {
     pub sampling: bool,
+    /// Form-mode elicitation (an empty `elicitation` object means this).
     pub elicitation: bool,
+    /// URL-mode elicitation (`elicitation.url`, 2025-11-25).
+    pub elicitation_url: bool,
     pub roots: bool,
     /// `roots.listChanged`: it will say when its roots change.
     pub roots_list_changed: bool,
@@ -164,6 +170,7 @@ impl ClientCaps {
     pub const ALL: ClientCaps = ClientCaps {
         sampling: true,
         elicitation: true,
+        elicitation_url: true,
         roots: true,
         roots_list_changed: false,
     };
@@ -173,8 +180,13 @@ impl ClientCaps {
         #[derive(serde::Deserialize)]
         struct Caps {
             sampling: Option<serde::de::IgnoredAny>,
-            elicitation: Option<serde::de::IgnoredAny>,
+            elicitation: Option<Elicitation>,
             roots: Option<Roots>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Elicitation {
+            form: Option<serde::de::IgnoredAny>,
+            url: Option<serde::de::IgnoredAny>,
         }
         #[derive(serde::Deserialize)]
         struct Roots {
@@ -184,7 +196,12 @@ impl ClientCaps {
         match serde_json::from_str::<Caps>(capabilities) {
             Ok(c) => ClientCaps {
                 sampling: c.sampling.is_some(),
-                elicitation: c.elicitation.is_some(),
+                // `{}` is form mode, for the revisions before modes.
+                elicitation: c
+                    .elicitation
+                    .as_ref()
+                    .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+                elicitation_url: c.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
                 roots: c.roots.is_some(),
                 roots_list_changed: c.roots.is_some_and(|r| r.list_changed),
             },
@@ -193,15 +210,71 @@ impl ClientCaps {
     }
 
     /// The capability a server-to-client request needs, if the client
-    /// lacks it (None: it may be relayed).
-    pub fn missing_for(&self, method: &str) -> Option<&'static str> {
+    /// lacks it (None: it may be relayed). `params` tells the elicitation
+    /// mode apart.
+    pub fn missing_for(&self, method: &str, params: Option<&str>) -> Option<&'static str> {
+        let url_mode = || params.is_some_and(|p| p.contains("\"url\"") && is_url_mode(p));
         match method {
             "sampling/createMessage" if !self.sampling => Some("sampling"),
-            "elicitation/create" if !self.elicitation => Some("elicitation"),
+            "elicitation/create" if url_mode() && !self.elicitation_url => Some("elicitation"),
+            "elicitation/create" if !url_mode() && !self.elicitation => Some("elicitation"),
             "roots/list" if !self.roots => Some("roots"),
             _ => None,
         }
     }
+
+    /// The capabilities as five bits (sealed into ids; a cache key).
+    pub fn bits(&self) -> u8 {
+        u8::from(self.sampling)
+            | u8::from(self.elicitation) << 1
+            | u8::from(self.roots) << 2
+            | u8::from(self.roots_list_changed) << 3
+            | u8::from(self.elicitation_url) << 4
+    }
+
+    pub fn from_bits(b: u8) -> ClientCaps {
+        ClientCaps {
+            sampling: b & 1 != 0,
+            elicitation: b & 2 != 0,
+            roots: b & 4 != 0,
+            roots_list_changed: b & 8 != 0,
+            elicitation_url: b & 16 != 0,
+        }
+    }
+
+    /// The capabilities object a backend is told (see `LinkCtx::offer`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut caps = serde_json::Map::new();
+        if self.sampling {
+            caps.insert("sampling".into(), serde_json::json!({}));
+        }
+        let mut modes = serde_json::Map::new();
+        if self.elicitation {
+            modes.insert("form".into(), serde_json::json!({}));
+        }
+        if self.elicitation_url {
+            modes.insert("url".into(), serde_json::json!({}));
+        }
+        if !modes.is_empty() {
+            caps.insert("elicitation".into(), serde_json::Value::Object(modes));
+        }
+        if self.roots {
+            caps.insert(
+                "roots".into(),
+                serde_json::json!({ "listChanged": self.roots_list_changed }),
+            );
+        }
+        serde_json::Value::Object(caps)
+    }
+}
+
+/// Whether elicitation params ask for URL mode (`"mode": "url"`).
+fn is_url_mode(params: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct P {
+        mode: Option<String>,
+    }
+    serde_json::from_str::<P>(params).is_ok_and(|p| p.mode.as_deref() == Some("url"))
 }
 
 #[cfg(test)]
@@ -212,9 +285,26 @@ mod tests {
     fn client_capabilities_decide_what_is_relayed() {
         let caps = ClientCaps::parse(r#"{"sampling":{},"roots":{"listChanged":true},"x":1}"#);
         assert!(caps.sampling && caps.roots && caps.roots_list_changed && !caps.elicitation);
-        assert_eq!(caps.missing_for("sampling/createMessage"), None);
-        assert_eq!(caps.missing_for("elicitation/create"), Some("elicitation"));
-        assert_eq!(caps.missing_for("ping"), None);
+        assert_eq!(caps.missing_for("sampling/createMessage", None), None);
+        assert_eq!(
+            caps.missing_for("elicitation/create", None),
+            Some("elicitation")
+        );
+        assert_eq!(caps.missing_for("ping", None), None);
+        // Modes: `{}` is form; URL mode must be declared.
+        let form = ClientCaps::parse(r#"{"elicitation":{}}"#);
+        assert!(form.elicitation && !form.elicitation_url);
+        let url = r#"{"mode":"url","url":"https://x","elicitationId":"1","message":"m"}"#;
+        assert_eq!(
+            form.missing_for("elicitation/create", Some(url)),
+            Some("elicitation")
+        );
+        let both = ClientCaps::parse(r#"{"elicitation":{"form":{},"url":{}}}"#);
+        assert_eq!(both.missing_for("elicitation/create", Some(url)), None);
+        assert_eq!(
+            both.to_json()["elicitation"],
+            serde_json::json!({"form":{},"url":{}})
+        );
         assert_eq!(ClientCaps::parse("{}"), ClientCaps::default());
         assert_eq!(ClientCaps::parse("not json"), ClientCaps::default());
     }

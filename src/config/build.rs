@@ -84,11 +84,13 @@ pub(super) fn build(
         .collect();
     let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
 
+    let cluster = file.cluster.and_then(|c| b.cluster(c, &server));
     if b.issues.is_empty() {
         Ok(Config {
             server,
             auth,
             metrics,
+            cluster,
             backends,
             namespaces,
         })
@@ -318,6 +320,33 @@ impl Builder<'_> {
             return None;
         }
         Some(AuthSettings { tokens })
+    }
+
+    fn cluster(&mut self, c: file::FileCluster, server: &ServerSettings) -> Option<Secret> {
+        let url = c.redis_url.filter(|u| !u.trim().is_empty());
+        let Some(url) = url else {
+            self.setting("cluster.redis_url", "[cluster] needs a redis_url");
+            return None;
+        };
+        if !(url.starts_with("redis://")
+            || url.starts_with("rediss://")
+            || url.starts_with("unix://"))
+        {
+            // Not echoed: it may hold a password.
+            self.setting(
+                "cluster.redis_url",
+                "must start with redis://, rediss:// or unix://",
+            );
+            return None;
+        }
+        if server.session_ids != SessionIdMode::Sealed {
+            self.setting(
+                "cluster.redis_url",
+                "cluster mode needs server.session_ids = \"sealed\" (a table id lives in one process)",
+            );
+            return None;
+        }
+        Some(Secret::new(url))
     }
 
     fn metrics(&mut self, m: FileMetrics) -> MetricsSettings {

@@ -84,6 +84,16 @@ pub fn describe(loaded: &Loaded) -> String {
         dur(c.metrics.summary_interval)
     };
     line("metrics.summary_interval", interval);
+    // Set or not; the URL may hold a password.
+    line(
+        "cluster.redis_url",
+        if c.cluster.is_some() {
+            "set"
+        } else {
+            "none (one node)"
+        }
+        .to_owned(),
+    );
 
     text.push_str("backends:\n");
     for b in &c.backends {

@@ -46,6 +46,7 @@ pub(super) struct File {
     pub(super) auth: Option<FileAuth>,
     #[serde(default)]
     pub(super) metrics: FileMetrics,
+    pub(super) cluster: Option<FileCluster>,
     #[serde(default)]
     pub(super) backends: IndexMap<String, FileBackend>,
     #[serde(default)]
@@ -123,6 +124,12 @@ pub(super) struct FileServer {
 #[serde(deny_unknown_fields)]
 pub(super) struct FileAuth {
     pub(super) bearer_tokens_env: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileCluster {
+    pub(super) redis_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

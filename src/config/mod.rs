@@ -46,6 +46,9 @@ pub struct Config {
     pub server: ServerSettings,
     pub auth: Option<AuthSettings>,
     pub metrics: MetricsSettings,
+    /// Cluster mode: where the replicas meet (a Redis URL, which may hold
+    /// a password). None: one node.
+    pub cluster: Option<Secret>,
     /// In file order.
     pub backends: Vec<BackendConfig>,
     /// Never empty: without configured namespaces there is one `default`
@@ -346,6 +349,7 @@ pub fn demo(exe: PathBuf) -> Config {
         },
         auth: None,
         metrics: MetricsSettings::default(),
+        cluster: None,
         backends: vec![BackendConfig {
             name: name.clone(),
             transport: Transport::Stdio {

@@ -74,6 +74,12 @@ pub(super) fn apply(
             }
             "auth" => Err(Rejected::Key),
             "metrics" => set_metrics(&mut file.metrics, &key, value),
+            "cluster" if key == "redis_url" => {
+                file.cluster.get_or_insert_with(Default::default).redis_url =
+                    Some(value.to_owned());
+                Ok(())
+            }
+            "cluster" => Err(Rejected::Key),
             _ => Err(Rejected::Section),
         };
         let message = match result {
@@ -82,8 +88,8 @@ pub(super) fn apply(
                 continue;
             }
             Err(Rejected::Section) => format!(
-                "environment variable `{var}`: no section [{section}]; only [server], [auth] \
-                 and [metrics] keys can be set from the environment"
+                "environment variable `{var}`: no section [{section}]; only [server], [auth], \
+                 [metrics] and [cluster] keys can be set from the environment"
             ),
             Err(Rejected::Key) => {
                 format!("environment variable `{var}`: unknown key `{key}` in [{section}]")

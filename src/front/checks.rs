@@ -81,6 +81,20 @@ impl Policy {
         out
     }
 
+    /// A name for a principal that every replica computes alike and that
+    /// reveals nothing of its token (None: anonymous, no tenant to count).
+    pub(crate) fn principal_digest(&self, principal: &Principal) -> Option<String> {
+        use sha2::Digest as _;
+        let Principal::Token(i) = principal else {
+            return None;
+        };
+        let token = self.tokens.as_ref()?.get(*i)?;
+        let mut h = sha2::Sha256::new();
+        h.update(b"sluice-principal\0");
+        h.update(token.expose().as_bytes());
+        Some(crate::cluster::hex(&h.finalize()[..16]))
+    }
+
     /// Who is calling: a configured bearer token, or anonymous without `[auth]`.
     pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Reject> {
         let Some(tokens) = &self.tokens else {

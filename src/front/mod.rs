@@ -10,6 +10,7 @@ mod listen;
 mod modern;
 mod ops;
 mod post;
+mod replicas;
 mod reply;
 pub mod server;
 mod stream;
@@ -69,6 +70,10 @@ pub struct Front {
     pub max_batch_items: usize,
     /// Session ids are sealed (and so bound to principal and namespace).
     pub sealed_ids: bool,
+    /// Cluster mode: the replicas' shared state (see `replicas`).
+    pub cluster: Option<std::sync::Arc<crate::cluster::Cluster>>,
+    /// `max_sessions_per_principal`, held across replicas in cluster mode.
+    pub principal_cap: usize,
     /// 2026-07-28 calls waiting for the client's answers (see `bridge`).
     pub(crate) bridge: bridge::Bridge,
     /// How often a GET stream writes a keep-alive comment (and so refreshes
@@ -117,14 +122,33 @@ async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Response
     let method = req.method().clone();
     let result = match method {
         Method::POST => post::handle(&front, namespace, req).await,
-        Method::GET => stream::open(&front, namespace, req.headers()),
-        Method::DELETE => delete(&front, namespace, req.headers()),
+        Method::GET => stream::open(&front, namespace, req.headers()).await,
+        Method::DELETE => delete(&front, namespace, req.headers()).await,
         _ => Err(Reject::MethodNotAllowed),
     };
     result.unwrap_or_else(|reject| front.refuse(&method, reject))
 }
 
 impl Front {
+    /// The session a request names: from memory, or rebuilt from its sealed
+    /// id (in cluster mode after Redis's say).
+    async fn begin(
+        self: &std::sync::Arc<Self>,
+        id: &crate::sessions::SessionId,
+        principal: &crate::sessions::Principal,
+        namespace: &str,
+    ) -> Result<crate::sessions::Active, Reject> {
+        let bound = self.binding(principal, namespace);
+        match self.sessions.begin(id, principal, &bound) {
+            Ok(active) => Ok(active),
+            Err(_) if self.resume_elsewhere(id, principal, &bound).await => self
+                .sessions
+                .begin(id, principal, &bound)
+                .map_err(|_| Reject::SessionNotFound),
+            Err(_) => Err(Reject::SessionNotFound),
+        }
+    }
+
     /// What a sealed session id is bound to: the principal and the
     /// namespace (empty with table ids, which need no binding).
     fn binding(&self, principal: &crate::sessions::Principal, namespace: &str) -> Vec<u8> {
@@ -152,7 +176,7 @@ impl Front {
     }
 }
 
-fn delete(
+async fn delete(
     front: &Front,
     namespace: &str,
     headers: &axum::http::HeaderMap,
@@ -162,9 +186,10 @@ fn delete(
         return Err(Reject::MethodNotAllowed);
     }
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
-    front
+    let revoked = front
         .sessions
         .delete(&id, &principal, &front.binding(&principal, namespace))
         .map_err(|_| Reject::SessionNotFound)?;
+    front.ended_everywhere(&id, revoked).await;
     Ok(axum::http::StatusCode::OK.into_response())
 }

@@ -20,7 +20,7 @@ pub(super) async fn healthz() -> Response {
 
 /// 200 when every backend is healthy, else 503 naming the unhealthy ones.
 pub(super) async fn readyz(State(front): State<Arc<Front>>) -> Response {
-    let unhealthy: Vec<_> = front
+    let mut unhealthy: Vec<_> = front
         .backends
         .iter()
         .filter_map(|b| {
@@ -28,6 +28,11 @@ pub(super) async fn readyz(State(front): State<Arc<Front>>) -> Response {
                 .map(|p| json!({ "backend": b.name.as_str(), "problem": p }))
         })
         .collect();
+    // Cluster mode: sessions are still served without Redis, but what it
+    // shares (revocations, caps, the bus) is not: not ready.
+    if front.cluster.as_ref().is_some_and(|c| !c.is_up()) {
+        unhealthy.push(json!({ "component": "redis", "problem": "unreachable" }));
+    }
     let (status, body) = if unhealthy.is_empty() {
         (StatusCode::OK, json!({ "status": "ready" }))
     } else {

@@ -80,9 +80,9 @@ pub(super) async fn handle(
         let RpcBody::Single(Message::Request(r)) = message else {
             unreachable!("matched above")
         };
-        return initialize(front, &ns, principal, r, started);
+        return initialize(front, &ns, principal, r, started).await;
     }
-    let active = begin(front, &ns, headers, &principal)?;
+    let active = begin(front, &ns, headers, &principal).await?;
     let ctx = reply::Ctx {
         front: front.clone(),
         ns,
@@ -98,7 +98,7 @@ pub(super) async fn handle(
             Ok(StatusCode::ACCEPTED.into_response())
         }
         RpcBody::Single(Message::Response(r)) => {
-            reply::answer(&ctx, &r.id, &r.outcome);
+            reply::answer(&ctx, &r.id, &r.outcome).await;
             Ok(StatusCode::ACCEPTED.into_response())
         }
         RpcBody::Batch(items) => {
@@ -118,8 +118,8 @@ pub(super) async fn handle(
 }
 
 /// The client's session for a legacy request (None when stateless).
-fn begin(
-    front: &Front,
+async fn begin(
+    front: &Arc<Front>,
     ns: &Namespace,
     headers: &HeaderMap,
     principal: &Principal,
@@ -129,10 +129,9 @@ fn begin(
     }
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
     front
-        .sessions
-        .begin(&id, principal, &front.binding(principal, ns.name.as_str()))
+        .begin(&id, principal, ns.name.as_str())
+        .await
         .map(Some)
-        .map_err(|_| Reject::SessionNotFound)
 }
 
 /// The body, whole: at most `max` bytes, arriving within `deadline` (a
@@ -187,7 +186,7 @@ fn modern_version(params: Option<&serde_json::value::RawValue>) -> Option<String
     protocol::is_modern(v).then(|| v.to_owned())
 }
 
-fn initialize(
+async fn initialize(
     front: &Front,
     ns: &Namespace,
     principal: Principal,
@@ -246,6 +245,11 @@ fn initialize(
                 .map_err(|_| Reject::Busy)?,
         )
     };
+    if let Some(s) = &session {
+        front
+            .count_for_principal(&principal, &s.id, s.sealed())
+            .await;
+    }
     front.metrics.request(
         protocol::Era::Legacy,
         "initialize",
@@ -317,7 +321,7 @@ async fn batch(
             Err(e) => errors.push(jsonrpc::error_response(None, e.code(), &e.to_string())),
             Ok(Message::Request(r)) => requests.push(r),
             Ok(Message::Notification(n)) => notification(&ctx, &n),
-            Ok(Message::Response(r)) => reply::answer(&ctx, &r.id, &r.outcome),
+            Ok(Message::Response(r)) => reply::answer(&ctx, &r.id, &r.outcome).await,
         }
     }
     if errors.is_empty() && requests.is_empty() {

@@ -348,10 +348,18 @@ pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
     Some(jsonrpc::response(&id, &outcome))
 }
 
-/// A client's answer to a request a backend sent it.
-pub(super) fn answer(ctx: &Ctx, id: &serde_json::value::RawValue, outcome: &Outcome) {
-    if !ctx.ns.answer(&ctx.caller(), id, outcome) {
-        tracing::debug!("client answered a request the gateway is not waiting for");
+/// A client's answer to a request a backend sent it; in cluster mode one
+/// this replica does not hold goes to the replica that does.
+pub(super) async fn answer(ctx: &Ctx, id: &serde_json::value::RawValue, outcome: &Outcome) {
+    let caller = ctx.caller();
+    if ctx.ns.answer(&caller, id, outcome) {
+        return;
+    }
+    match serde_json::from_str::<String>(id.get()) {
+        Ok(id) if ctx.front.cluster.is_some() => {
+            ctx.front.answer_elsewhere(&caller, &id, outcome).await;
+        }
+        _ => tracing::debug!("client answered a request the gateway is not waiting for"),
     }
 }
 

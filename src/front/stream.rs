@@ -20,7 +20,7 @@ use crate::router::ClientNotice;
 use crate::sessions::Session;
 use crate::upstream::Caller;
 
-pub(super) fn open(
+pub(super) async fn open(
     front: &Arc<Front>,
     namespace: &str,
     headers: &HeaderMap,
@@ -36,9 +36,8 @@ pub(super) fn open(
         .ok_or(Reject::UnknownNamespace)?;
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
     let session = front
-        .sessions
-        .begin(&id, &principal, &front.binding(&principal, namespace))
-        .map_err(|_| Reject::SessionNotFound)?
+        .begin(&id, &principal, namespace)
+        .await?
         .session()
         .clone();
     if !session.claim_stream() {

@@ -56,6 +56,19 @@ impl Router {
         self.namespaces.get(name)
     }
 
+    /// A client's answer relayed from another replica: to whichever
+    /// namespace's backend asked.
+    pub fn answer_any(
+        &self,
+        caller: &crate::upstream::Caller,
+        id: &serde_json::value::RawValue,
+        outcome: &crate::jsonrpc::Outcome,
+    ) -> bool {
+        self.namespaces
+            .values()
+            .any(|ns| ns.answer(caller, id, outcome))
+    }
+
     /// Records how full each namespace's indexes are, for /metrics.
     pub fn census(&self, metrics: &crate::metrics::Metrics) {
         for (name, ns) in &self.namespaces {

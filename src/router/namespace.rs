@@ -164,6 +164,11 @@ impl Namespace {
         if !extensions.is_empty() {
             caps.insert("extensions".into(), Value::Object(extensions));
         }
+        // 2025-11-25 tasks: what the first backend that has them offers
+        // (task ids are routed back to the backend that made them).
+        if let Some(tasks) = infos.iter().find_map(|i| i.capabilities.get("tasks")) {
+            caps.insert("tasks".into(), tasks.clone());
+        }
         caps.insert("logging".into(), json!({}));
         Value::Object(caps)
     }
@@ -204,7 +209,7 @@ impl Namespace {
             BroadcastStream::new(m.backend.subscribe_changes()).filter_map(move |n| {
                 let notice = match n {
                     Ok(n) if n.is_for(&caller) => match n {
-                        Notice::ListChanged(method) => Some(ClientNotice::ListChanged(method)),
+                        Notice::ListChanged(kind) => Some(ClientNotice::ListChanged(kind.method())),
                         Notice::ResourceUpdated { uri, .. } => ns
                             .expose(&ns.members[member], Kind::Resource, &uri)
                             .map(ClientNotice::ResourceUpdated),
@@ -252,7 +257,8 @@ impl Namespace {
                     .await
             }
             "completion/complete" => self.complete(caller, params, events).await,
-            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            // `tasks/result` is 2025-11-25's; `update` 2026-07-28's.
+            "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => {
                 self.forward_task(caller, method, params, events).await
             }
             _ => error(METHOD_NOT_FOUND, &format!("Method not found: {method}")),
@@ -455,8 +461,11 @@ impl Namespace {
     /// A result that names a task: the client sees the task id it will
     /// route back with (prefixed), or the index learns its backend.
     fn expose_task(&self, member: usize, result: Box<RawValue>) -> Box<RawValue> {
-        let Some(task) = tasks::task_id(&result) else {
+        let Some(at) = tasks::task_id(&result) else {
             return result;
+        };
+        let task = match &at {
+            tasks::TaskAt::Top(t) | tasks::TaskAt::Nested(t) => t.clone(),
         };
         match self.prefix {
             Prefix::Never => {
@@ -465,7 +474,20 @@ impl Namespace {
             }
             Prefix::Always => {
                 let exposed = names::prefixed(&self.members[member].backend.name, &task);
-                replace_field(&result, "taskId", &exposed).unwrap_or(result)
+                match at {
+                    tasks::TaskAt::Top(_) => replace_field(&result, "taskId", &exposed),
+                    tasks::TaskAt::Nested(_) => {
+                        let mut fields = parse_fields(Some(&result)).unwrap_or_default();
+                        let inner = fields
+                            .get("task")
+                            .and_then(|t| replace_field(t, "taskId", &exposed));
+                        inner.map(|inner| {
+                            fields.insert("task".into(), inner);
+                            jsonrpc::raw(&fields)
+                        })
+                    }
+                }
+                .unwrap_or(result)
             }
         }
     }

@@ -88,7 +88,8 @@ impl Rounds {
                 .get("method")
                 .and_then(|m| serde_json::from_str(m.get()).ok())
                 .ok_or_else(|| refuse("an input request without a method"))?;
-            if let Some(capability) = caller.caps().missing_for(&method) {
+            let params = request.get("params").map(|p| p.get());
+            if let Some(capability) = caller.caps().missing_for(&method, params) {
                 return Err(refuse(&format!("it did not declare {capability}")));
             }
             let token = crate::random::hex(16);

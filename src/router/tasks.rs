@@ -35,25 +35,56 @@ impl TaskIndex {
     }
 }
 
-/// The `taskId` of a result that carries one (a created task, a task's
-/// status), located without parsing results that cannot have one.
-pub(super) fn task_id(result: &serde_json::value::RawValue) -> Option<String> {
+/// Where a result names its task: `taskId` at the top (a task's status,
+/// 2026-07-28 tasks) or in `task` (2025-11-25's `CreateTaskResult`).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum TaskAt {
+    Top(String),
+    Nested(String),
+}
+
+/// The task a result names, located without parsing results that cannot
+/// have one.
+pub(super) fn task_id(result: &serde_json::value::RawValue) -> Option<TaskAt> {
     if !result.get().contains("\"taskId\"") {
         return None;
     }
     #[derive(serde::Deserialize)]
     struct T {
         #[serde(rename = "taskId")]
+        task_id: Option<String>,
+        task: Option<Inner>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Inner {
+        #[serde(rename = "taskId")]
         task_id: String,
     }
-    serde_json::from_str::<T>(result.get())
-        .ok()
-        .map(|t| t.task_id)
+    let t = serde_json::from_str::<T>(result.get()).ok()?;
+    match (t.task_id, t.task) {
+        (Some(id), _) => Some(TaskAt::Top(id)),
+        (None, Some(inner)) => Some(TaskAt::Nested(inner.task_id)),
+        (None, None) => None,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tasks_are_found_flat_and_nested() {
+        let raw = |s: &str| serde_json::value::RawValue::from_string(s.into()).unwrap();
+        assert_eq!(
+            task_id(&raw(r#"{"taskId":"a","status":"working"}"#)),
+            Some(TaskAt::Top("a".into()))
+        );
+        assert_eq!(
+            task_id(&raw(r#"{"task":{"taskId":"b","status":"working"}}"#)),
+            Some(TaskAt::Nested("b".into()))
+        );
+        assert_eq!(task_id(&raw(r#"{"content":[]}"#)), None);
+    }
 
     #[test]
     fn the_index_is_bounded() {

@@ -3,8 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// 192 bits of OS randomness, hex encoded: visible ASCII, unguessable.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// 192 bits of OS randomness, hex encoded: visible ASCII, unguessable (or,
+/// with sealed ids, the sealed session).
+#[derive(Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct SessionId(Arc<str>);
 
 impl SessionId {
@@ -31,7 +32,7 @@ impl fmt::Debug for SessionId {
 
 /// Who is calling: a configured bearer token (by position, never its value),
 /// or anonymous when the gateway runs without `[auth]`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Principal {
     Anonymous,
     Token(usize),

@@ -21,7 +21,8 @@ pub use id::{Principal, SessionId};
 use table::{Full, Table};
 
 use crate::metrics::ResumeCause;
-pub use sealer::{Ids, Sealer};
+pub use sealed::Contents;
+pub use sealer::{Ids, Sealer, unix_now};
 
 mod sealer;
 
@@ -88,6 +89,11 @@ impl Session {
             in_flight: Mutex::new(HashMap::new()),
             extras: Mutex::new(None),
         })
+    }
+
+    /// Sealed ids: (absolute end in unix seconds, serial).
+    pub fn sealed(&self) -> Option<(u64, [u8; 16])> {
+        self.sealed.as_deref().copied()
     }
 
     /// A sealed session lives no longer than its id says, even in memory.
@@ -307,33 +313,72 @@ impl Sessions {
                     None => {}
                 }
             }
-            // Not in memory: only a sealed id can come back.
+            // Not in memory: only a sealed id can come back, and in cluster
+            // mode only after the cluster's checks (see `peek`, `resume`).
             let Ids::Sealed(sealer) = &self.ids else {
                 return Err(NotFound);
             };
+            if !sealer.local {
+                return Err(NotFound);
+            }
             let contents = sealer.reopen(id, bound).ok_or(NotFound)?;
             let cause = if contents.boot == sealer.boot {
                 ResumeCause::evicted
             } else {
                 ResumeCause::restart
             };
-            let session = Session::new(
-                id.clone(),
-                principal.clone(),
-                contents.version,
-                contents.caps,
-                Some((contents.expires, contents.serial)),
-                bound,
-            );
-            // Two requests may race to rebuild it: the first insert wins,
-            // the other finds it in the table on its next turn.
-            let inserted = {
-                let table = self.table.lock();
-                table.owner(id).is_none()
-            } && self.insert(session).is_ok();
-            if inserted {
-                self.metrics.session_resumed(cause);
-            }
+            self.resume(id, principal, bound, &contents, cause);
+        }
+    }
+
+    /// What a sealed id says, if it opens for this binding, is unexpired and
+    /// not revoked here (cluster mode checks the rest before `resume`).
+    pub fn peek(&self, id: &SessionId, bound: &[u8]) -> Option<Contents> {
+        match &self.ids {
+            Ids::Sealed(sealer) => sealer.reopen(id, bound),
+            Ids::Table => None,
+        }
+    }
+
+    /// This process's boot id (sealed ids issued here carry it).
+    pub fn boot(&self) -> Option<u32> {
+        match &self.ids {
+            Ids::Sealed(sealer) => Some(sealer.boot),
+            Ids::Table => None,
+        }
+    }
+
+    /// Rebuilds a sealed session from its id's contents; a following
+    /// `begin` finds it. Two requests may race to rebuild it: the first
+    /// insert wins.
+    pub fn resume(
+        &self,
+        id: &SessionId,
+        principal: &Principal,
+        bound: &[u8],
+        contents: &Contents,
+        cause: ResumeCause,
+    ) {
+        let session = Session::new(
+            id.clone(),
+            principal.clone(),
+            contents.version,
+            contents.caps,
+            Some((contents.expires, contents.serial)),
+            bound,
+        );
+        let absent = self.table.lock().owner(id).is_none();
+        if absent && self.insert(session).is_ok() {
+            self.metrics.session_resumed(cause);
+        }
+    }
+
+    /// Drops a session another replica ended (DELETE, principal cap) from
+    /// memory; its id is revoked in Redis already.
+    pub fn forget(&self, id: &SessionId) {
+        let removed = self.table.lock().remove(id);
+        if let Some(session) = removed {
+            self.finish(&session, CloseReason::delete);
         }
     }
 
@@ -350,13 +395,14 @@ impl Sessions {
     }
 
     /// Ends a session at the client's request. A sealed id is revoked
-    /// until it would have expired, whether or not it was in memory.
+    /// until it would have expired, whether or not it was in memory; its
+    /// (expiry, serial) is returned for the cluster to revoke everywhere.
     pub fn delete(
         &self,
         id: &SessionId,
         principal: &Principal,
         bound: &[u8],
-    ) -> Result<(), NotFound> {
+    ) -> Result<Option<(u64, [u8; 16])>, NotFound> {
         let mut table = self.table.lock();
         let held = match table.get(id) {
             Some(s) if s.principal != *principal || s.binding != digest(bound) => {
@@ -383,7 +429,18 @@ impl Sessions {
         if let Some(session) = held {
             self.finish(&session, CloseReason::delete);
         }
-        Ok(())
+        Ok(revoke)
+    }
+
+    /// Revokes a sealed session (another replica's principal cap chose it)
+    /// and drops it from memory.
+    pub fn revoke(&self, id: &SessionId, serial: [u8; 16], expires: u64) {
+        if let Ids::Sealed(sealer) = &self.ids
+            && !sealer.revoke(serial, expires)
+        {
+            self.metrics.revocation_dropped();
+        }
+        self.forget(id);
     }
 
     /// Ends every session idle for longer than the TTL; returns how many.

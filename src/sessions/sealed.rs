@@ -58,7 +58,7 @@ impl Contents {
         out[1..9].copy_from_slice(&self.issued.to_be_bytes());
         out[9..17].copy_from_slice(&self.expires.to_be_bytes());
         out[17] = version_byte(self.version);
-        out[18] = caps_byte(self.caps);
+        out[18] = self.caps.bits();
         out[19..23].copy_from_slice(&self.boot.to_be_bytes());
         out[23..39].copy_from_slice(&self.serial);
         out
@@ -73,7 +73,7 @@ impl Contents {
             issued: u64_at(1),
             expires: u64_at(9),
             version: version_of(bytes[17])?,
-            caps: caps_of(bytes[18]),
+            caps: ClientCaps::from_bits(bytes[18]),
             boot: u32::from_be_bytes(bytes[19..23].try_into().ok()?),
             serial: bytes[23..39].try_into().ok()?,
         })
@@ -97,23 +97,6 @@ fn version_of(b: u8) -> Option<LegacyVersion> {
     }
 }
 
-fn caps_byte(c: ClientCaps) -> u8 {
-    u8::from(c.sampling)
-        | u8::from(c.elicitation) << 1
-        | u8::from(c.roots) << 2
-        | u8::from(c.roots_list_changed) << 3
-}
-
-fn caps_of(b: u8) -> ClientCaps {
-    ClientCaps {
-        sampling: b & 1 != 0,
-        elicitation: b & 2 != 0,
-        roots: b & 4 != 0,
-        roots_list_changed: b & 8 != 0,
-    }
-}
-
-/// Why `SLUICE_SESSION_KEY` cannot be used; never shows a key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     #[error("no key (generate one with `sluice keygen`)")]

@@ -31,25 +31,35 @@ pub struct Sealer {
     pub(super) boot: u32,
     /// Serial -> expiry (unix seconds).
     revoked: Mutex<HashMap<[u8; 16], u64>>,
+    /// Whether an id not in memory may be resumed on local knowledge alone
+    /// (one node); in cluster mode the front asks Redis first.
+    pub(super) local: bool,
 }
 
-/// Unix seconds now.
-pub(super) fn unix_now() -> u64 {
+/// Unix seconds now (ids and Redis keys expire in wall-clock time).
+pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
 impl Sealer {
-    pub fn new(ring: KeyRing, lifetime: Duration) -> Sealer {
-        let mut boot = [0u8; 4];
-        getrandom::fill(&mut boot).expect("OS randomness is unavailable");
+    /// `boot` names this process (see `new_boot`); `local`: one node.
+    pub fn new(ring: KeyRing, lifetime: Duration, boot: u32, local: bool) -> Sealer {
         Sealer {
             ring,
             lifetime,
-            boot: u32::from_be_bytes(boot),
+            boot,
             revoked: Mutex::new(HashMap::new()),
+            local,
         }
+    }
+
+    /// A random id for this process.
+    pub fn new_boot() -> u32 {
+        let mut boot = [0u8; 4];
+        getrandom::fill(&mut boot).expect("OS randomness is unavailable");
+        u32::from_be_bytes(boot)
     }
 
     /// What a new session's id carries.
@@ -84,7 +94,7 @@ impl Sealer {
 
     /// Revokes a serial until `expires`; false if another revocation had to
     /// be forgotten to make room.
-    pub(super) fn revoke(&self, serial: [u8; 16], expires: u64) -> bool {
+    pub fn revoke(&self, serial: [u8; 16], expires: u64) -> bool {
         let now = unix_now();
         let mut revoked = self.revoked.lock();
         let mut kept_all = true;

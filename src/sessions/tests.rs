@@ -174,7 +174,7 @@ fn sealed_sessions(lifetime: Duration) -> (Arc<Sessions>, Arc<Metrics>) {
             max_per_principal: 100,
             idle_ttl: Duration::from_millis(1000),
         },
-        Ids::Sealed(Sealer::new(ring, lifetime)),
+        Ids::Sealed(Sealer::new(ring, lifetime, Sealer::new_boot(), true)),
         metrics.clone(),
     );
     (s, metrics)

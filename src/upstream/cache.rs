@@ -16,7 +16,9 @@ use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-type Key = (&'static str, Option<String>);
+/// (method, capability profile, cursor): a per-session backend may list
+/// differently for clients that declared different capabilities.
+type Key = (&'static str, u8, Option<String>);
 
 /// Pages kept per backend (all kinds together); more are passed through.
 const MAX_PAGES: usize = 256;
@@ -38,16 +40,23 @@ struct Inner {
     /// What each page hashed to when last fetched, to tell changes apart.
     seen: HashMap<Key, u64>,
     /// Cursors the backend named (`nextCursor`) in kept pages.
-    issued: HashSet<(&'static str, String)>,
+    issued: HashSet<(&'static str, u8, String)>,
 }
 
 /// What a refresh found (the `result` label of `sluice_list_refresh_total`).
 pub(super) type Refresh = &'static str;
 
 impl ListCache {
-    pub(super) fn get(&self, method: &'static str, cursor: Option<&str>) -> Option<Box<RawValue>> {
+    pub(super) fn get(
+        &self,
+        method: &'static str,
+        profile: u8,
+        cursor: Option<&str>,
+    ) -> Option<Box<RawValue>> {
         let inner = self.inner.lock();
-        let (page, expires) = inner.pages.get(&(method, cursor.map(str::to_owned)))?;
+        let (page, expires) = inner
+            .pages
+            .get(&(method, profile, cursor.map(str::to_owned)))?;
         expires
             .is_none_or(|at| Instant::now() < at)
             .then(|| page.clone())
@@ -65,17 +74,18 @@ impl ListCache {
         &self,
         version: u64,
         method: &'static str,
+        profile: u8,
         cursor: Option<&str>,
         page: &RawValue,
         ttl: Option<Duration>,
     ) -> Option<Refresh> {
         let mut inner = self.inner.lock();
         if let Some(c) = cursor
-            && !inner.issued.contains(&(method, c.to_owned()))
+            && !inner.issued.contains(&(method, profile, c.to_owned()))
         {
             return None;
         }
-        let key = (method, cursor.map(str::to_owned));
+        let key = (method, profile, cursor.map(str::to_owned));
         let mut h = DefaultHasher::new();
         page.get().hash(&mut h);
         let hash = h.finish();
@@ -89,7 +99,7 @@ impl ListCache {
         let room = inner.pages.len() < MAX_PAGES || inner.pages.contains_key(&key);
         if inner.version == version && ttl != Some(Duration::ZERO) && room {
             if let Some(next) = next_cursor(page) {
-                inner.issued.insert((method, next));
+                inner.issued.insert((method, profile, next));
             }
             let expires = ttl.map(|t| Instant::now() + t);
             inner.pages.insert(key, (page.to_owned(), expires));
@@ -109,8 +119,8 @@ impl ListCache {
         };
         let mut inner = self.inner.lock();
         inner.version += 1;
-        inner.pages.retain(|(m, _), _| !methods.contains(m));
-        inner.issued.retain(|(m, _)| !methods.contains(m));
+        inner.pages.retain(|(m, _, _), _| !methods.contains(m));
+        inner.issued.retain(|(m, _, _)| !methods.contains(m));
     }
 
     /// (pages kept, pages remembered by hash).
@@ -154,17 +164,17 @@ mod tests {
         let c = ListCache::default();
         let v = c.version();
         assert_eq!(
-            c.put(v, "tools/list", None, &raw(r#"{"tools":[]}"#), None),
+            c.put(v, "tools/list", 0, None, &raw(r#"{"tools":[]}"#), None),
             Some("changed")
         );
-        c.put(v, "prompts/list", None, &raw(r#"{"prompts":[]}"#), None);
-        assert!(c.get("tools/list", None).is_some());
+        c.put(v, "prompts/list", 0, None, &raw(r#"{"prompts":[]}"#), None);
+        assert!(c.get("tools/list", 0, None).is_some());
         c.invalidate("notifications/tools/list_changed");
-        assert!(c.get("tools/list", None).is_none());
-        assert!(c.get("prompts/list", None).is_some());
+        assert!(c.get("tools/list", 0, None).is_none());
+        assert!(c.get("prompts/list", 0, None).is_some());
         let v = c.version();
         assert_eq!(
-            c.put(v, "tools/list", None, &raw(r#"{"tools":[]}"#), None),
+            c.put(v, "tools/list", 0, None, &raw(r#"{"tools":[]}"#), None),
             Some("unchanged")
         );
     }
@@ -177,24 +187,38 @@ mod tests {
         let v = c.version();
         for i in 0..10_000 {
             let fake = format!("made-up-{i}");
-            assert_eq!(c.put(v, "tools/list", Some(&fake), &raw("{}"), None), None);
+            assert_eq!(
+                c.put(v, "tools/list", 0, Some(&fake), &raw("{}"), None),
+                None
+            );
         }
         assert_eq!(c.census(), (0, 0));
         c.put(
             v,
             "tools/list",
+            0,
             None,
             &raw(r#"{"tools":[],"nextCursor":"p2"}"#),
             None,
         );
         assert_eq!(
-            c.put(v, "tools/list", Some("p2"), &raw(r#"{"tools":[]}"#), None),
+            c.put(
+                v,
+                "tools/list",
+                0,
+                Some("p2"),
+                &raw(r#"{"tools":[]}"#),
+                None
+            ),
             Some("changed")
         );
-        assert!(c.get("tools/list", Some("p2")).is_some());
+        assert!(c.get("tools/list", 0, Some("p2")).is_some());
         c.invalidate("notifications/tools/list_changed");
         let v = c.version();
-        assert_eq!(c.put(v, "tools/list", Some("p2"), &raw("{}"), None), None);
+        assert_eq!(
+            c.put(v, "tools/list", 0, Some("p2"), &raw("{}"), None),
+            None
+        );
     }
 
     #[test]
@@ -204,7 +228,7 @@ mod tests {
         let mut cursor: Option<String> = None;
         for i in 0..10_000 {
             let page = raw(&format!(r#"{{"tools":[],"nextCursor":"c{i}"}}"#));
-            c.put(v, "tools/list", cursor.as_deref(), &page, None);
+            c.put(v, "tools/list", 0, cursor.as_deref(), &page, None);
             cursor = Some(format!("c{i}"));
         }
         let (pages, hashes) = c.census();
@@ -219,8 +243,8 @@ mod tests {
         let c = ListCache::default();
         let before = c.version();
         c.invalidate("notifications/tools/list_changed");
-        c.put(before, "tools/list", None, &raw("{}"), None);
-        assert!(c.get("tools/list", None).is_none());
+        c.put(before, "tools/list", 0, None, &raw("{}"), None);
+        assert!(c.get("tools/list", 0, None).is_none());
     }
 
     #[tokio::test(start_paused = true)]
@@ -229,6 +253,7 @@ mod tests {
         c.put(
             c.version(),
             "tools/list",
+            0,
             None,
             &raw("{}"),
             Some(Duration::from_secs(2)),
@@ -236,13 +261,17 @@ mod tests {
         c.put(
             c.version(),
             "prompts/list",
+            0,
             None,
             &raw("{}"),
             Some(Duration::ZERO),
         );
-        assert!(c.get("tools/list", None).is_some());
-        assert!(c.get("prompts/list", None).is_none(), "ttlMs 0: not cached");
+        assert!(c.get("tools/list", 0, None).is_some());
+        assert!(
+            c.get("prompts/list", 0, None).is_none(),
+            "ttlMs 0: not cached"
+        );
         tokio::time::advance(Duration::from_secs(3)).await;
-        assert!(c.get("tools/list", None).is_none());
+        assert!(c.get("tools/list", 0, None).is_none());
     }
 }

@@ -452,7 +452,7 @@ impl Conn {
                     let Some((client, caps)) = &self.owner else {
                         unreachable!("checked in the guard")
                     };
-                    match caps.missing_for(&r.method) {
+                    match caps.missing_for(&r.method, r.params.as_deref().map(RawValue::get)) {
                         Some(_) => Some((
                             jsonrpc::METHOD_NOT_FOUND,
                             "the client did not declare the capability it needs",
@@ -476,8 +476,16 @@ impl Conn {
                         }
                     }
                 }
-                Some((_, Some(to))) if to.caps.missing_for(&r.method).is_some() => {
-                    let missing = to.caps.missing_for(&r.method).unwrap_or_default();
+                Some((_, Some(to)))
+                    if to
+                        .caps
+                        .missing_for(&r.method, r.params.as_deref().map(RawValue::get))
+                        .is_some() =>
+                {
+                    let missing = to
+                        .caps
+                        .missing_for(&r.method, r.params.as_deref().map(RawValue::get))
+                        .unwrap_or_default();
                     // What the client itself would answer: it has no such method.
                     Some((
                         jsonrpc::METHOD_NOT_FOUND,
@@ -582,6 +590,11 @@ impl Conn {
             );
             self.send(jsonrpc::response(&r.backend_id, &Outcome::Error(err)));
         }
+    }
+
+    /// The client capabilities its backend session was told (per-session).
+    pub(super) fn offer(&self) -> Option<ClientCaps> {
+        self.owner.as_ref().map(|(_, caps)| *caps)
     }
 
     /// Whether the connection is gone (no call can be sent on it).

@@ -109,6 +109,12 @@ async fn connect(
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
     let conn = ctx.conn(tx);
     let link = Link::new(conn.clone(), info);
+    let endpoint = Arc::downgrade(&wire);
+    link.set_remote(Box::new(move || {
+        let endpoint = endpoint.upgrade()?;
+        let session = endpoint.session.lock();
+        session.id.as_ref()?.to_str().ok().map(str::to_owned)
+    }));
     let writer = tokio::spawn(write_frames(wire.clone(), conn.clone(), rx));
     let listener = tokio::spawn(listen(wire.clone(), conn));
     link.own(tokio::spawn(own(link.clone(), wire, writer, listener)));
@@ -638,4 +644,19 @@ async fn listen(wire: Arc<Endpoint>, conn: Arc<Conn>) {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(30));
     }
+}
+
+/// Ends a backend session by its id alone, for a session whose link is
+/// gone (its replica died): the same DELETE the link's owner would send.
+pub(super) async fn delete_session(spec: &HttpSpec, session: &str) {
+    let Ok(id) = HeaderValue::from_str(session) else {
+        return;
+    };
+    let req = spec
+        .client
+        .delete(spec.url.clone())
+        .headers(spec.headers.clone())
+        .header(SESSION_HEADER, id)
+        .send();
+    let _ = tokio::time::timeout(DELETE_TIMEOUT, req).await;
 }

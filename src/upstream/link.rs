@@ -60,6 +60,8 @@ pub(super) struct Link {
     /// Requests in flight: a link in use is never idle, however long a
     /// call takes (the idle reaper must not close it under the call).
     busy: AtomicUsize,
+    /// The backend's id for this session (HTTP), as it is now.
+    remote: std::sync::OnceLock<Box<dyn Fn() -> Option<String> + Send + Sync>>,
     owner: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -73,6 +75,7 @@ impl Link {
             reason: Mutex::new(EndReason::Failed),
             last_used: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
+            remote: std::sync::OnceLock::new(),
             owner: Mutex::new(None),
         })
     }
@@ -125,6 +128,16 @@ impl Link {
 
     pub(super) fn dead(&self) -> &CancellationToken {
         &self.dead
+    }
+
+    /// Tells the link where to read the backend's id for its session.
+    pub(super) fn set_remote(&self, remote: Box<dyn Fn() -> Option<String> + Send + Sync>) {
+        let _ = self.remote.set(remote);
+    }
+
+    /// The backend's id for this session, if it has one (HTTP sessions).
+    pub(super) fn remote_session(&self) -> Option<String> {
+        self.remote.get().and_then(|f| f())
     }
 
     /// Marks the link in use until the guard drops; both ends count as use.
@@ -227,22 +240,9 @@ pub(super) async fn handshake(
 /// The gateway's `initialize` to a backend: it declares what the client
 /// behind it can be asked (see `LinkCtx::offer`).
 pub(super) fn initialize_params(offer: &ClientCaps) -> Box<serde_json::value::RawValue> {
-    let mut capabilities = serde_json::Map::new();
-    if offer.sampling {
-        capabilities.insert("sampling".into(), serde_json::json!({}));
-    }
-    if offer.elicitation {
-        capabilities.insert("elicitation".into(), serde_json::json!({}));
-    }
-    if offer.roots {
-        capabilities.insert(
-            "roots".into(),
-            serde_json::json!({ "listChanged": offer.roots_list_changed }),
-        );
-    }
     jsonrpc::raw(&serde_json::json!({
         "protocolVersion": crate::protocol::LegacyVersion::LATEST.as_str(),
-        "capabilities": capabilities,
+        "capabilities": offer.to_json(),
         "clientInfo": { "name": "sluice", "version": env!("CARGO_PKG_VERSION") },
     }))
 }

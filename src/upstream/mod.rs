@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use conn::{Event, EventSink};
 pub use error::UpstreamError;
 pub use notice::Notice;
+pub use pool::Records;
 
 /// For `fuzzing`: the SSE parser backend streams go through.
 pub fn parse_events<S, E>(body: S) -> impl futures_util::Stream<Item = ()>
@@ -63,7 +64,7 @@ pub struct Caller {
 }
 
 /// Which client a backend session or a relayed request belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ClientKey {
     Session(SessionId),
     /// Without a session (stateless mode) the principal is the client.
@@ -101,6 +102,22 @@ impl Caller {
         self.caps
     }
 
+    /// Which client this is.
+    pub fn key(&self) -> &ClientKey {
+        &self.key
+    }
+
+    /// A caller for an answer relayed from another replica: only its key
+    /// matters (answers are matched by client, nothing else).
+    pub fn relayed(key: ClientKey) -> Caller {
+        Caller {
+            key,
+            ended: None,
+            era: Era::Legacy,
+            caps: ClientCaps::default(),
+        }
+    }
+
     /// The same client (session, or principal without one).
     pub fn is_same_client(&self, other: &Caller) -> bool {
         self.key == other.key
@@ -117,6 +134,9 @@ impl Caller {
         }
     }
 }
+
+/// Hands what a backend announces to the other replicas (cluster mode).
+pub type Relay = Arc<dyn Fn(&Notice) + Send + Sync>;
 
 /// How long a call waits for a backend that is restarting after its
 /// session ended (at most the backend's request timeout).
@@ -313,6 +333,9 @@ pub struct Backend {
     /// How long an HTTP link may sit idle before it is pinged (zero: never;
     /// stdio children are watched by their exit instead).
     health_interval: Duration,
+    /// Cluster mode: told what this backend announces (not what other
+    /// replicas relayed), so that it reaches every replica.
+    relay: std::sync::OnceLock<Relay>,
 }
 
 impl Backend {
@@ -344,6 +367,7 @@ impl Backend {
                     offer: ClientCaps {
                         sampling: true,
                         elicitation: true,
+                        elicitation_url: true,
                         roots: !config.roots.is_empty(),
                         roots_list_changed: false,
                     },
@@ -370,6 +394,7 @@ impl Backend {
                 modern: Mutex::new(None),
                 legacy_refused: std::sync::atomic::AtomicBool::new(false),
                 opening: tokio::sync::Mutex::new(()),
+                relay: std::sync::OnceLock::new(),
                 health_interval: match config.transport {
                     Transport::Stdio { .. } => Duration::ZERO,
                     Transport::Http { .. } | Transport::Sse { .. } => config.health_interval,
@@ -392,8 +417,8 @@ impl Backend {
         self.health_changed.send_replace(());
         if up && !was_up {
             // Clients that listed while it was away have incomplete lists.
-            for method in notice::LIST_CHANGED {
-                let _ = self.changes.send(Notice::ListChanged(method));
+            for kind in notice::ListKind::ALL {
+                let _ = self.changes.send(Notice::ListChanged(kind));
             }
         }
     }
@@ -405,6 +430,29 @@ impl Backend {
     pub async fn settle(&self) {
         let mut rx = self.settled.subscribe();
         let _ = tokio::time::timeout_at(self.settle_until, rx.wait_for(|s| *s)).await;
+    }
+
+    /// Who the supervisor's session is for: everyone (shared), or, for a
+    /// per-session backend's probe, a client that declared nothing, the
+    /// most common kind, whose lists the probe then caches.
+    fn probe_offer(&self) -> Option<(ClientKey, ClientCaps)> {
+        match &self.pool {
+            Pool::PerSession(_) => Some((
+                ClientKey::Principal(Principal::Anonymous),
+                ClientCaps::default(),
+            )),
+            Pool::Shared(_) => None,
+        }
+    }
+
+    /// The list cache's profile for a caller: a per-session backend is told
+    /// each client's own capabilities, and may list by them; every other
+    /// backend lists the same for all.
+    fn profile(&self, caps: ClientCaps) -> u8 {
+        match (&self.pool, self.modern_link()) {
+            (Pool::PerSession(_), None) => caps.bits(),
+            _ => 0,
+        }
     }
 
     /// Whether a warning about this backend may be logged now: repeated
@@ -607,7 +655,8 @@ impl Backend {
         cursor: Option<&str>,
     ) -> Result<Outcome, UpstreamError> {
         self.check_health().await?;
-        if let Some(page) = self.cache.get(method, cursor) {
+        let profile = self.profile(caller.caps);
+        if let Some(page) = self.cache.get(method, profile, cursor) {
             return Ok(Outcome::Result(page));
         }
         let version = self.cache.version();
@@ -617,7 +666,8 @@ impl Backend {
             (Pool::PerSession(p), None) => match p.any_for(caller) {
                 Some(l) => (l, None),
                 None => {
-                    let l = self.open(None).await?;
+                    // Told this caller's capabilities, as its own would be.
+                    let l = self.open(Some((caller.key.clone(), caller.caps))).await?;
                     (l.clone(), Some(link::CloseOnDrop::new(l, EndReason::Probe)))
                 }
             },
@@ -627,7 +677,7 @@ impl Backend {
         let refresh = match &result {
             Ok(Outcome::Result(page)) => {
                 let ttl = link.info.is_modern().then(|| ttl_of(page));
-                self.cache.put(version, method, cursor, page, ttl)
+                self.cache.put(version, method, profile, cursor, page, ttl)
             }
             _ => Some("error"),
         };
@@ -748,10 +798,34 @@ impl Backend {
     }
 
     fn announce(&self, notice: Notice) {
-        if let Notice::ListChanged(method) = &notice {
-            self.cache.invalidate(method);
+        if let Some(relay) = self.relay.get() {
+            relay(&notice);
+        }
+        self.announce_here(notice);
+    }
+
+    /// What another replica's session of this backend announced.
+    pub fn announce_here(&self, notice: Notice) {
+        if let Notice::ListChanged(kind) = &notice {
+            self.cache.invalidate(kind.method());
         }
         let _ = self.changes.send(notice);
+    }
+
+    /// Cluster mode: what this backend announces is also handed to
+    /// `relay`, and its per-session backend sessions to `records`.
+    pub fn join_cluster(&self, relay: Relay, records: Arc<dyn Records>) {
+        let _ = self.relay.set(relay);
+        if let Pool::PerSession(p) = &self.pool {
+            let _ = p.records.set(records);
+        }
+    }
+
+    /// Ends a backend session by its id alone (one a dead replica left).
+    pub async fn delete_session(&self, session: &str) {
+        if let TransportSpec::Http(spec) = &self.transport {
+            http::delete_session(spec, session).await;
+        }
     }
 
     /// Passes a client's notification about itself (its roots changed) to

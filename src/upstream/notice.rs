@@ -15,10 +15,30 @@ pub(super) const LIST_CHANGED: [&str; 3] = [
     "notifications/resources/list_changed",
 ];
 
-#[derive(Debug, Clone)]
+/// Which list a `list_changed` is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+impl ListKind {
+    pub const ALL: [ListKind; 3] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources];
+
+    /// The notification that announces it.
+    pub fn method(self) -> &'static str {
+        match self {
+            ListKind::Tools => LIST_CHANGED[0],
+            ListKind::Prompts => LIST_CHANGED[1],
+            ListKind::Resources => LIST_CHANGED[2],
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum Notice {
-    /// One of `LIST_CHANGED`.
-    ListChanged(&'static str),
+    ListChanged(ListKind),
     /// `notifications/message` sent outside any request, as the backend wrote it.
     Log {
         level: LogLevel,
@@ -48,8 +68,8 @@ impl Notice {
     /// From a backend notification; None for the ones the gateway does not
     /// relay this way (a backend cannot invent list kinds).
     pub(super) fn of(method: &str, params: Option<&serde_json::value::RawValue>) -> Option<Notice> {
-        if let Some(known) = LIST_CHANGED.iter().find(|m| **m == method) {
-            return Some(Notice::ListChanged(known));
+        if let Some(kind) = ListKind::ALL.into_iter().find(|k| k.method() == method) {
+            return Some(Notice::ListChanged(kind));
         }
         if method == "notifications/message" {
             let params = params?;

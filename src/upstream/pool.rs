@@ -19,8 +19,19 @@ use super::link::{EndReason, Link};
 use super::{Caller, ClientKey, UpstreamError};
 use crate::config::BackendName;
 
+/// Where per-session backend sessions are recorded so that another replica
+/// can end them if this one dies (cluster mode).
+pub trait Records: Send + Sync {
+    /// Recorded, or refreshed: due to be idle `idle_ttl` from now.
+    fn keep(&self, backend: &str, session: &str, idle_ttl: Duration);
+    /// Ended by its owner: nothing left for anyone else to do.
+    fn forget(&self, backend: &str, session: &str);
+}
+
 pub(super) struct PerSession {
     name: BackendName,
+    /// Set in cluster mode.
+    pub(super) records: std::sync::OnceLock<Arc<dyn Records>>,
     /// Every entry counts against `max`, including ones still opening.
     slots: Mutex<HashMap<ClientKey, Arc<Slot>>>,
     max: usize,
@@ -75,6 +86,7 @@ impl PerSession {
     pub(super) fn new(name: BackendName, max: usize, idle_ttl: Duration) -> Arc<PerSession> {
         Arc::new(PerSession {
             name,
+            records: std::sync::OnceLock::new(),
             slots: Mutex::new(HashMap::new()),
             max,
             idle_ttl,
@@ -85,11 +97,17 @@ impl PerSession {
         self.slots.lock().get(key)?.link()
     }
 
-    /// The caller's own link, or else any live one: for calls that any
-    /// backend session can answer (lists), so that none is opened for them.
+    /// The caller's own link, or else any live one told the same client
+    /// capabilities (a backend may list differently for different ones):
+    /// for lists, so that none is opened for them.
     pub(super) fn any_for(&self, caller: &Caller) -> Option<Arc<Link>> {
-        self.live(&caller.key)
-            .or_else(|| self.slots.lock().values().find_map(|s| s.link()))
+        self.live(&caller.key).or_else(|| {
+            self.slots
+                .lock()
+                .values()
+                .filter_map(|s| s.link())
+                .find(|l| l.conn.offer() == Some(caller.caps))
+        })
     }
 
     pub(super) fn existing(&self, caller: &Caller) -> Option<Arc<Link>> {
@@ -162,6 +180,7 @@ impl PerSession {
             }
         };
         slot.state.send_replace(State::Open(link.clone()));
+        let recorded = self.record(&link);
         let ended = caller.ended.clone().unwrap_or_default();
         tokio::select! {
             _ = ended.cancelled() => link.close(EndReason::ClientClosed),
@@ -170,7 +189,18 @@ impl PerSession {
         // The slot stays taken until the session is really over, so a
         // shutdown waiting on the pool also waits for this one.
         link.closed().await;
+        if let (Some(records), Some(remote)) = (self.records.get(), recorded) {
+            records.forget(self.name.as_str(), &remote);
+        }
         self.forget(&caller.key, &slot);
+    }
+
+    /// Records a link's backend session (HTTP), returning its id.
+    fn record(&self, link: &Link) -> Option<String> {
+        let records = self.records.get()?;
+        let remote = link.remote_session()?;
+        records.keep(self.name.as_str(), &remote, self.idle_ttl);
+        Some(remote)
     }
 
     fn forget(&self, key: &ClientKey, slot: &Arc<Slot>) {
@@ -190,8 +220,12 @@ impl PerSession {
             .filter_map(|s| s.link())
             .collect();
         for link in links {
-            if link.idle_for() > self.idle_ttl {
+            let idle = link.idle_for();
+            if idle > self.idle_ttl {
                 link.close(EndReason::Idle);
+            } else if idle < self.idle_ttl / 4 {
+                // In use since the last pass: its record is fresh again.
+                self.record(&link);
             }
         }
     }

@@ -65,14 +65,17 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
 
 /// Opens a session and proves it healthy; the probe's page seeds the cache.
 async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
-    let link = backend.open(None).await?;
+    let link = backend.open(backend.probe_offer()).await?;
     let guard = link::CloseOnDrop::new(link.clone(), EndReason::Shutdown);
     match link::probe(&link, backend.ctx.timeout).await {
         Ok((method, page)) => {
             backend.cache.clear();
             let ttl = link.info.is_modern().then(|| super::ttl_of(&page));
             let version = backend.cache.version();
-            let _ = backend.cache.put(version, method, None, &page, ttl);
+            let profile = backend.profile(link.conn.offer().unwrap_or(backend.ctx.offer));
+            let _ = backend
+                .cache
+                .put(version, method, profile, None, &page, ttl);
             Ok(guard.disarm())
         }
         Err(e) => {

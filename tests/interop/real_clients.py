@@ -23,7 +23,12 @@ and returns the result as JSON (a dict); an error response raises
 log messages, sampling and elicitation requests, roots requests.
 
 The MCP Inspector CLI (`@modelcontextprotocol/inspector --cli`) is one-shot
-(one process per request): `inspector(...)` runs it.
+(one process per request): `inspector(...)` runs it. Inspector 2.x declares
+Node >= 22.19 in its `engines`; its CLI (a prebuilt bundle) runs on the Node 20
+these machines have, and npm only warns. package.json pins `vite` (a
+dependency of the Inspector's web UI, never run here) to 8.3.8 through
+`overrides`: vite 8.4.0 names an optional dependency the registry does not
+serve (`napi-windows-process-start-time`), which makes `npm ci` refuse the lock.
 """
 
 from __future__ import annotations
@@ -231,8 +236,9 @@ class PyDriver:
 class TsDriver:
     """The official TypeScript SDK client, one `node ts_client.mjs` process per connection.
 
-    Declares sampling, elicitation (form mode: `{}`) and roots (when the host
-    has roots), as `Host.declare` says: the capabilities its handlers answer.
+    Declares sampling, elicitation (form mode: `{}`; both modes with
+    "elicitation_url") and roots (when the host has roots), as `Host.declare`
+    says: the capabilities its handlers answer.
     """
 
     kind = "ts"
@@ -283,6 +289,8 @@ class TsDriver:
         for cap in ("sampling", "elicitation"):
             if cap in self.host.declare:
                 capabilities[cap] = {}
+        if "elicitation_url" in self.host.declare:
+            capabilities["elicitation"] = {"form": {}, "url": {}}
         if self.host.roots and "roots" in self.host.declare:
             capabilities["roots"] = {"listChanged": True}
         try:

@@ -26,6 +26,11 @@ Checks (each test's docstring says exactly what it asserts):
   `resources/templates/list`) through the gateway, no cursor following, is
   exactly the union of each backend's own list: per backend by names
   (`{backend}__{name}`, `sluice://{backend}/{uri}`) and in total by count.
+  server-everything's list depends on what its client declares (sampling,
+  elicitation and its URL mode, roots), so its slices show how the gateway
+  declares capabilities to shared and per-session backends; and a
+  per-session backend's list must be the client's own, whatever other
+  clients declared.
 * TOOLS: every tool server-everything lists to the client directly, called
   through the gateway, gives the result it gives directly (normalized only
   as `normalize` documents; every other exception is in EXCEPTIONS).
@@ -38,7 +43,8 @@ Checks (each test's docstring says exactly what it asserts):
 * ROOTS: a per-session backend sees the client's roots; a shared one the
   configured ones.
 * TASKS: server-everything's task-only tool, task-augmented (2025-11-25).
-* INSPECTOR: tools/list and tools/call through the gateway equal the direct ones.
+* INSPECTOR: tools/list and tools/call through the gateway equal the direct ones
+  (the Inspector CLI declares roots, not sampling or elicitation).
 
 Nothing here is skipped or expected to fail: a failing check is the gateway
 (or a finding to be documented as by design).
@@ -96,6 +102,11 @@ BACKENDS = ["fs", "memory", "everything", "everything_ps", "everything_http", "t
 EVERYTHINGS = ["everything", "everything_http", "everything_ps"]
 STDIO_EVERYTHINGS = {"everything", "everything_ps"}
 SHARED_EVERYTHINGS = {"everything", "everything_http"}
+# What the gateway declares to a shared backend (docs/clients.md).
+GATEWAY_DECLARES = ("sampling", "elicitation", "elicitation_url", "roots")
+# server-everything's tools that exist only for a client declaring sampling,
+# elicitation (form) and elicitation (url mode).
+CAPABILITY_TOOLS = {"trigger-sampling-request", "trigger-elicitation-request", "trigger-url-elicitation"}
 
 LIST_METHODS: dict[str, tuple[str, str, str]] = {
     # method -> (result key, item key, server capability that offers it)
@@ -314,7 +325,13 @@ async def all_lists(w: World, kind: str) -> tuple[dict[str, tuple[list[str], str
     own: dict[str, dict[str, list[str]]] = {}
 
     async def one(backend: str) -> None:
-        async with driver(kind, w.direct[backend], w.host(kind), direct=True) as c:
+        host = w.host(kind)
+        if backend in SHARED_EVERYTHINGS:
+            # A shared backend serves every client with one session: it sees
+            # the capabilities the gateway declares (all of them), not this
+            # client's; documented in docs/clients.md.
+            host = Host(roots=host.roots, sampling_text=host.sampling_text, declare=GATEWAY_DECLARES)
+        async with driver(kind, w.direct[backend], host, direct=True) as c:
             caps = await server_capabilities(c)
             own[backend] = await lists_of(c, {m: cap in caps for m, (_, _, cap) in LIST_METHODS.items()})
 
@@ -453,7 +470,8 @@ async def test_list_per_backend(world: World, kind: str, backend: str) -> None:
     For each of tools/prompts/resources/templates: the names (`{backend}__{name}`,
     `sluice://{backend}/{uri}`) the gateway lists for this backend, in one call,
     equal exactly what the backend lists to the same client connected directly
-    (same capabilities and callbacks).
+    (same capabilities and callbacks; for a shared server-everything, a direct
+    client declaring what the gateway declares to it, GATEWAY_DECLARES).
     """
     with anyio.fail_after(TEST_TIMEOUT_S):
         gateway, own = await all_lists(world, kind)
@@ -970,10 +988,18 @@ def inspector_setup(world: World) -> InspectorSetup:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_inspector_tools_list(inspector_setup: InspectorSetup, backend: str) -> None:
     """INSPECTOR: `mcp-inspector --cli --method tools/list` through the gateway (one call) lists
-    for this backend exactly the tools the Inspector lists connected to the backend directly."""
+    for this backend exactly the tools the Inspector lists connected to the backend directly.
+
+    Except by design for a shared server-everything: it registers its sampling
+    and elicitation tools for a client declaring those capabilities, and its
+    one session is the gateway's, which declares them (GATEWAY_DECLARES); the
+    Inspector declares only roots, so directly it lacks exactly those tools."""
     gateway_tools = [t["name"] for t in inspector_setup.tools["gateway"].result()["tools"]]
     own = [t["name"] for t in inspector_setup.tools[backend].result()["tools"]]
     got = sorted(n for n in gateway_tools if n.startswith(f"{backend}__"))
+    if backend in SHARED_EVERYTHINGS:
+        assert not set(own) & CAPABILITY_TOOLS, f"the Inspector declared sampling or elicitation: {own}"
+        own = own + sorted(CAPABILITY_TOOLS)
     want = sorted(f"{backend}__{n}" for n in own)
     assert got == want, (
         f"[inspector] {backend}: through the gateway {len(got)}, directly {len(want)}; "

@@ -1,0 +1,239 @@
+//! Cluster mode (`[cluster] redis_url`): replicas behind any load balancer,
+//! with no stickiness, serve any session. Sealed ids already make a legacy
+//! session replica-independent; what must be shared lives in Redis:
+//!
+//! - revocations (`DELETE` on one replica is 404 on all), with the id's
+//!   expiry as the key's;
+//! - which replicas are alive (a heartbeat key each), to tell a session
+//!   resumed from another live replica from one resumed after a restart;
+//! - each principal's sessions, so the per-principal cap holds across
+//!   replicas;
+//! - the bus (`bus`): answers to server-to-client requests that reached
+//!   another replica than the one whose backend asked, list changes, and
+//!   notices for a client whose GET stream is on another replica;
+//! - per-session backend sessions, so that a surviving replica closes
+//!   those of a replica that died (`sweeper`).
+//!
+//! Redis unreachable: sealed sessions are still served (their ids carry
+//! everything); what cannot be checked is let through (fail-open, see
+//! docs/cluster.md for why), and `/readyz` says `redis` is unhealthy.
+
+mod bus;
+mod sweeper;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio_util::sync::CancellationToken;
+
+pub use bus::{BusMessage, Inbox};
+pub use sweeper::{BackendSessions, Close};
+
+use crate::metrics::Metrics;
+
+/// Every key and channel starts with this.
+const PREFIX: &str = "sluice:";
+/// A replica is alive while its heartbeat key is: renewed every
+/// `HEARTBEAT`, it expires after `HEARTBEAT_TTL` of silence.
+const HEARTBEAT: Duration = Duration::from_secs(2);
+const HEARTBEAT_TTL: Duration = Duration::from_secs(6);
+/// Every Redis command's deadline: a slow Redis must not slow requests.
+const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
+
+pub struct Cluster {
+    conn: ConnectionManager,
+    client: redis::Client,
+    /// This process (the boot id sealed into the ids it issues).
+    replica: u32,
+    up: AtomicBool,
+    metrics: Arc<Metrics>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("redis: {0}")]
+pub struct ClusterError(String);
+
+impl Cluster {
+    /// Connects (lazily: a Redis that is down at start is retried) and
+    /// starts the heartbeat and health check; they stop with `stop`.
+    pub async fn start(
+        url: &str,
+        replica: u32,
+        metrics: Arc<Metrics>,
+        stop: CancellationToken,
+    ) -> Result<Arc<Cluster>, ClusterError> {
+        let client = redis::Client::open(url).map_err(|e| ClusterError(e.to_string()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(COMMAND_TIMEOUT))
+            .set_response_timeout(Some(COMMAND_TIMEOUT))
+            .set_max_delay(Duration::from_secs(2));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|e| ClusterError(e.to_string()))?;
+        let cluster = Arc::new(Cluster {
+            conn,
+            client,
+            replica,
+            up: AtomicBool::new(false),
+            metrics,
+        });
+        cluster.metrics.cluster_up(false);
+        tokio::spawn(cluster.clone().heartbeat(stop));
+        Ok(cluster)
+    }
+
+    pub fn replica(&self) -> u32 {
+        self.replica
+    }
+
+    /// Whether Redis answered the last heartbeat.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    fn mark(&self, up: bool) {
+        let was = self.up.swap(up, Ordering::Relaxed);
+        if was != up {
+            self.metrics.cluster_up(up);
+            if up {
+                tracing::info!("redis reachable");
+            } else {
+                tracing::warn!("redis unreachable: revocations and caps are not shared meanwhile");
+            }
+        }
+    }
+
+    /// A command with the cluster's deadline; marks Redis down on failure.
+    async fn run<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
+    ) -> Option<T> {
+        let mut conn = self.conn.clone();
+        match tokio::time::timeout(COMMAND_TIMEOUT, f(&mut conn)).await {
+            Ok(Ok(v)) => Some(v),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "redis command failed");
+                self.mark(false);
+                None
+            }
+            Err(_) => {
+                self.mark(false);
+                None
+            }
+        }
+    }
+
+    /// Renews this replica's heartbeat, which is also the health check.
+    async fn heartbeat(self: Arc<Self>, stop: CancellationToken) {
+        let key = format!("{PREFIX}replica:{:08x}", self.replica);
+        let ttl = u64::try_from(HEARTBEAT_TTL.as_millis()).unwrap_or(u64::MAX);
+        let mut tick = tokio::time::interval(HEARTBEAT);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let ok = self
+                .run(async |c| {
+                    c.set_options::<_, _, ()>(
+                        &key,
+                        1,
+                        redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(ttl)),
+                    )
+                    .await
+                })
+                .await
+                .is_some();
+            self.mark(ok);
+        }
+        // Leaving: other replicas need not wait for the key to expire.
+        let _ = self.run(async |c| c.del::<_, ()>(&key).await).await;
+    }
+
+    /// Whether another replica with this boot id is alive (None: unknown).
+    pub async fn is_live_replica(&self, replica: u32) -> Option<bool> {
+        let key = format!("{PREFIX}replica:{replica:08x}");
+        self.run(async |c| c.exists::<_, bool>(&key).await).await
+    }
+
+    /// Records a revocation until `expires` (unix seconds).
+    pub async fn revoke(&self, serial: &[u8; 16], expires: u64) -> bool {
+        let key = revoked_key(serial);
+        self.run(async |c| {
+            c.set_options::<_, _, ()>(
+                &key,
+                1,
+                redis::SetOptions::default().with_expiration(redis::SetExpiry::EXAT(expires)),
+            )
+            .await
+        })
+        .await
+        .is_some()
+    }
+
+    /// Whether a serial is revoked (None: Redis could not say).
+    pub async fn is_revoked(&self, serial: &[u8; 16]) -> Option<bool> {
+        let key = revoked_key(serial);
+        self.run(async |c| c.exists::<_, bool>(&key).await).await
+    }
+
+    /// Counts a new session (`member`, expiring at `expires`) of
+    /// `principal` (a digest), forgetting ended ones; returns the
+    /// principal's oldest member when the cap is exceeded (to be revoked).
+    pub async fn principal_session(
+        &self,
+        principal: &str,
+        member: &str,
+        expires: u64,
+        cap: usize,
+        now: u64,
+    ) -> Option<String> {
+        let key = format!("{PREFIX}principal:{principal}");
+        let popped: Vec<String> = self
+            .run(async |c| {
+                let mut pipe = redis::pipe();
+                pipe.atomic()
+                    .zrembyscore(&key, "-inf", now)
+                    .ignore()
+                    .zadd(&key, member, expires)
+                    .ignore()
+                    .expire_at(&key, i64::try_from(expires).unwrap_or(i64::MAX))
+                    .ignore()
+                    .zcard(&key);
+                let (count,): (usize,) = pipe.query_async(c).await?;
+                if count <= cap {
+                    return Ok(Vec::new());
+                }
+                c.zpopmin::<_, Vec<String>>(&key, 1).await
+            })
+            .await?;
+        // ZPOPMIN answers member, score.
+        popped.into_iter().next()
+    }
+
+    /// The bus: messages to every other replica, and the inbox of theirs.
+    pub fn bus(self: &Arc<Self>, stop: CancellationToken) -> Inbox {
+        bus::open(self.clone(), stop)
+    }
+}
+
+fn revoked_key(serial: &[u8; 16]) -> String {
+    format!("{PREFIX}revoked:{}", hex(serial))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn unhex(text: &str) -> Option<[u8; 16]> {
+    let mut out = [0u8; 16];
+    if text.len() != 32 {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
