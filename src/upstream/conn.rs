@@ -7,6 +7,7 @@
 //! gateway id of the request that carries them and mapped back, so progress
 //! reaches exactly one client. The pending map is bounded by `MAX_IN_FLIGHT`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,12 +77,32 @@ pub(super) struct Listener {
 
 /// What became of a client's answer to a server-to-client request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Answered {
+pub enum Answered {
     Delivered,
     /// No such request is waiting (never sent, answered, or expired).
     Unknown,
     /// Another client answered: dropped, the request still waits.
     NotYours,
+}
+
+/// Whether the wire reports which requests it wrote. A pipe does: a request
+/// the child never got can be sent again elsewhere. An HTTP request may have
+/// been executed even when it failed, so it never counts as unsent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Writes {
+    Tracked,
+    Untracked,
+}
+
+/// How far a request got toward the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// Queued for a tracked wire: not one byte written yet.
+    Queued,
+    /// In the wire's hands: it settles the call (`Conn::settle`).
+    Writing,
+    /// Written, or on an untracked wire: it may have reached the backend.
+    Maybe,
 }
 
 /// One message for the wire. `call` is the gateway id when the message is a
@@ -107,6 +128,7 @@ pub(super) struct Conn {
     /// Itself, for timers that must not keep it alive.
     me: std::sync::Weak<Conn>,
     writer: mpsc::Sender<Frame>,
+    writes: Writes,
     next_id: AtomicU64,
     state: Mutex<Pending>,
 }
@@ -140,6 +162,7 @@ struct PendingCall {
     reply: oneshot::Sender<Result<Outcome, UpstreamError>>,
     to: Option<Listener>,
     client_token: Option<Box<RawValue>>,
+    delivery: Delivery,
 }
 
 /// A backend's request relayed to a client, awaiting that client's answer.
@@ -195,8 +218,9 @@ impl Conn {
         backend: BackendName,
         warnings: Arc<Throttle>,
         writer: mpsc::Sender<Frame>,
+        writes: Writes,
     ) -> Arc<Conn> {
-        Self::for_owner(backend, warnings, writer, None, None)
+        Self::for_owner(backend, warnings, writer, writes, None, None)
     }
 
     /// A connection with an owner (per-session) or configured roots.
@@ -204,6 +228,7 @@ impl Conn {
         backend: BackendName,
         warnings: Arc<Throttle>,
         writer: mpsc::Sender<Frame>,
+        writes: Writes,
         owner: Option<(ClientKey, ClientCaps)>,
         roots: Option<Arc<[String]>>,
     ) -> Arc<Conn> {
@@ -214,6 +239,7 @@ impl Conn {
             owner,
             roots,
             writer,
+            writes,
             next_id: AtomicU64::new(1),
             state: Mutex::new(Pending::default()),
         })
@@ -227,7 +253,7 @@ impl Conn {
         to: Option<&Listener>,
         timeout: std::time::Duration,
     ) -> Result<Outcome, UpstreamError> {
-        self.call_with(method, params, to, timeout, Vec::new())
+        self.call_with(method, params.as_deref(), to, timeout, Vec::new())
             .await
     }
 
@@ -235,21 +261,24 @@ impl Conn {
     pub(super) async fn call_with(
         &self,
         method: &str,
-        params: Option<Box<RawValue>>,
+        params: Option<&RawValue>,
         to: Option<&Listener>,
         timeout: std::time::Duration,
         headers: Vec<(String, String)>,
     ) -> Result<Outcome, UpstreamError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (params, client_token) = match (params, to) {
-            (Some(p), Some(_)) => rewrite_progress_token(p, id),
-            (p, _) => (p, None),
+            (Some(p), Some(_)) => {
+                let (p, token) = rewrite_progress_token(p, id);
+                (Some(p), token)
+            }
+            (p, _) => (p.map(Cow::Borrowed), None),
         };
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.state.lock();
             if st.closed {
-                return Err(UpstreamError::exited(&self.backend));
+                return Err(UpstreamError::not_sent(&self.backend));
             }
             if st.calls.len() >= MAX_IN_FLIGHT {
                 return Err(UpstreamError::overloaded(&self.backend));
@@ -260,6 +289,10 @@ impl Conn {
                     reply: tx,
                     to: to.cloned(),
                     client_token,
+                    delivery: match self.writes {
+                        Writes::Tracked => Delivery::Queued,
+                        Writes::Untracked => Delivery::Maybe,
+                    },
                 },
             );
         }
@@ -275,7 +308,7 @@ impl Conn {
         deadline
             .run(&self.backend, self.writer.send(frame))
             .await?
-            .map_err(|_| UpstreamError::exited(&self.backend))?;
+            .map_err(|_| UpstreamError::not_sent(&self.backend))?;
         let outcome = match deadline.run(&self.backend, rx).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(UpstreamError::exited(&self.backend)),
@@ -597,51 +630,83 @@ impl Conn {
         self.owner.as_ref().map(|(_, caps)| *caps)
     }
 
-    /// Whether the connection is gone (no call can be sent on it).
-    pub(super) fn is_closed(&self) -> bool {
-        self.state.lock().closed
-    }
-
     /// (requests awaiting the backend, server requests awaiting a client).
     pub(super) fn census(&self) -> (usize, usize) {
         let st = self.state.lock();
         (st.calls.len(), st.server_requests.len())
     }
 
-    /// The connection is gone: every waiting caller gets an error now.
+    /// The connection is gone: every waiting caller gets an error now, but
+    /// for requests a tracked wire is writing: it settles those.
     pub(super) fn fail_all(&self) {
         let mut st = self.state.lock();
         st.closed = true;
-        st.calls.clear();
         st.server_requests.clear();
+        for (_, call) in st.calls.extract_if(|_, c| c.delivery != Delivery::Writing) {
+            let error = match call.delivery {
+                Delivery::Queued => UpstreamError::not_sent(&self.backend),
+                _ => UpstreamError::exited(&self.backend),
+            };
+            let _ = call.reply.send(Err(error));
+        }
+    }
+
+    /// A tracked wire takes a request to write it: false when its caller
+    /// is gone (or was told it was not sent), so it must not be written.
+    pub(super) fn claim(&self, id: u64) -> bool {
+        let mut st = self.state.lock();
+        match st.calls.get_mut(&id) {
+            Some(call) if call.delivery == Delivery::Queued => {
+                call.delivery = Delivery::Writing;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A tracked wire is done with a claimed request: `written` if any of
+    /// it reached the pipe (the backend may act on it), else it is failed
+    /// as unsent, for the caller to send elsewhere.
+    pub(super) fn settle(&self, id: u64, written: bool) {
+        let mut st = self.state.lock();
+        if !written {
+            if let Some(call) = st.calls.remove(&id) {
+                let _ = call.reply.send(Err(UpstreamError::not_sent(&self.backend)));
+            }
+        } else if st.closed {
+            st.calls.remove(&id);
+        } else if let Some(call) = st.calls.get_mut(&id) {
+            call.delivery = Delivery::Maybe;
+        }
     }
 }
 
 /// Replaces `params._meta.progressToken` with the gateway's request id and
 /// returns the client's token; every other field stays raw.
 fn rewrite_progress_token(
-    params: Box<RawValue>,
+    params: &RawValue,
     id: u64,
-) -> (Option<Box<RawValue>>, Option<Box<RawValue>>) {
+) -> (Cow<'_, RawValue>, Option<Box<RawValue>>) {
+    let unchanged = (Cow::Borrowed(params), None);
     // Most calls carry no token: don't take them apart for nothing.
     if !params.get().contains("\"progressToken\"") {
-        return (Some(params), None);
+        return unchanged;
     }
     let Ok(mut fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(params.get())
     else {
-        return (Some(params), None);
+        return unchanged;
     };
     let Some(meta) = fields.get("_meta") else {
-        return (Some(params), None);
+        return unchanged;
     };
     let Ok(mut meta) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(meta.get()) else {
-        return (Some(params), None);
+        return unchanged;
     };
     let Some(token) = meta.insert("progressToken".into(), jsonrpc::raw_u64(id)) else {
-        return (Some(params), None);
+        return unchanged;
     };
     fields.insert("_meta".into(), jsonrpc::raw(&meta));
-    (Some(jsonrpc::raw(&fields)), Some(token))
+    (Cow::Owned(jsonrpc::raw(&fields)), Some(token))
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@ enum ErrorKind {
     Down(&'static str),
     #[error("exited before answering")]
     Exited,
+    /// The request never reached the backend: it may be sent again.
+    #[error("is unavailable: its session ended before the request was sent")]
+    NotSent,
     #[error("did not answer in time")]
     Timeout,
     #[error("has too many requests in flight")]
@@ -38,6 +41,9 @@ impl UpstreamError {
     }
     pub(super) fn exited(b: &BackendName) -> Self {
         Self::new(b, ErrorKind::Exited)
+    }
+    pub(super) fn not_sent(b: &BackendName) -> Self {
+        Self::new(b, ErrorKind::NotSent)
     }
     pub(super) fn timeout(b: &BackendName) -> Self {
         Self::new(b, ErrorKind::Timeout)
@@ -73,7 +79,7 @@ impl UpstreamError {
         match &self.kind {
             ErrorKind::Unavailable(_) => "unreachable",
             ErrorKind::Down(r) => r,
-            ErrorKind::Exited => "exited",
+            ErrorKind::Exited | ErrorKind::NotSent => "exited",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Overloaded => "overloaded",
             ErrorKind::AtCapacity(_) => "at_capacity",
@@ -85,8 +91,16 @@ impl UpstreamError {
         self.kind == ErrorKind::Timeout
     }
 
+    /// The request was not delivered, so retrying it cannot run it twice.
+    pub(super) fn is_not_sent(&self) -> bool {
+        self.kind == ErrorKind::NotSent
+    }
+
     /// The backend could not be reached at all: its health is in question.
     pub(super) fn is_unreachable(&self) -> bool {
-        matches!(self.kind, ErrorKind::Unavailable(_) | ErrorKind::Down(_))
+        matches!(
+            self.kind,
+            ErrorKind::Unavailable(_) | ErrorKind::Down(_) | ErrorKind::NotSent
+        )
     }
 }

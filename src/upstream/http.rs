@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::conn::{Conn, Frame};
+use super::conn::{Conn, Frame, Writes};
 use super::deadline::Deadline;
 use super::event_stream;
 use super::link::{self, EndReason, Link};
@@ -107,7 +107,7 @@ async fn connect(
         None => wire.initialize().await?,
     };
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = ctx.conn(tx);
+    let conn = ctx.conn(tx, Writes::Untracked);
     let link = Link::new(conn.clone(), info);
     let endpoint = Arc::downgrade(&wire);
     link.set_remote(Box::new(move || {

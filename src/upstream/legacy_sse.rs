@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use tokio::sync::mpsc;
 
-use super::conn::{Conn, Frame};
+use super::conn::{Conn, Frame, Writes};
 use super::deadline::Deadline;
 use super::event_stream;
 use super::http::HttpSpec;
@@ -48,7 +48,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     ctx.metrics.backend_session_opened(&ctx.name);
 
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = ctx.conn(tx);
+    let conn = ctx.conn(tx, Writes::Untracked);
     let writer = tokio::spawn(post_frames(spec.clone(), endpoint, conn.clone(), rx));
     let reader_conn = conn.clone();
     let reader_ctx = ctx.clone();

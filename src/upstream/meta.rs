@@ -2,6 +2,8 @@
 //! backends: modern backends need it on every request; legacy backends get
 //! none of it (a dual-era server would take it for a stateless request).
 
+use std::borrow::Cow;
+
 use indexmap::IndexMap;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -23,16 +25,16 @@ fn fields(params: Option<&RawValue>) -> Option<Fields> {
 }
 
 /// For a legacy backend: the modern `_meta` keys removed, the rest raw.
-pub(super) fn strip_modern(params: Option<Box<RawValue>>) -> Option<Box<RawValue>> {
+pub(super) fn strip_modern(params: Option<&RawValue>) -> Option<Cow<'_, RawValue>> {
     let raw = params?;
     if !raw.get().contains(META_PROTOCOL_VERSION) {
-        return Some(raw);
+        return Some(Cow::Borrowed(raw));
     }
-    let Some(mut f) = fields(Some(&raw)) else {
-        return Some(raw);
+    let Some(mut f) = fields(Some(raw)) else {
+        return Some(Cow::Borrowed(raw));
     };
     let Some(mut meta) = f.get("_meta").and_then(|m| fields(Some(m))) else {
-        return Some(raw);
+        return Some(Cow::Borrowed(raw));
     };
     meta.retain(|k, _| !MODERN_KEYS.contains(&k.as_str()));
     if meta.is_empty() {
@@ -40,7 +42,7 @@ pub(super) fn strip_modern(params: Option<Box<RawValue>>) -> Option<Box<RawValue
     } else {
         f.insert("_meta".into(), jsonrpc::raw(&meta));
     }
-    Some(jsonrpc::raw(&f))
+    Some(Cow::Owned(jsonrpc::raw(&f)))
 }
 
 /// For a modern backend: the request's own modern `_meta` (a modern
@@ -94,13 +96,16 @@ mod tests {
             r#"{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7}}"#,
         );
         assert_eq!(
-            strip_modern(Some(p)).unwrap().get(),
+            strip_modern(Some(&p)).unwrap().get(),
             r#"{"name":"t","_meta":{"progressToken":7}}"#
         );
         let p = raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#);
-        assert_eq!(strip_modern(Some(p)).unwrap().get(), "{}");
+        assert_eq!(strip_modern(Some(&p)).unwrap().get(), "{}");
         let untouched = r#"{"a": 1.50}"#;
-        assert_eq!(strip_modern(Some(raw(untouched))).unwrap().get(), untouched);
+        assert_eq!(
+            strip_modern(Some(&raw(untouched))).unwrap().get(),
+            untouched
+        );
     }
 
     #[test]

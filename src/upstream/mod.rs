@@ -19,6 +19,7 @@ mod stdio;
 mod supervisor;
 mod throttle;
 
+use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use conn::{Event, EventSink};
+pub use conn::{Answered, Event, EventSink};
 pub use error::UpstreamError;
 pub use notice::Notice;
 pub use pool::Records;
@@ -248,12 +249,17 @@ impl LinkCtx {
     }
 
     /// The multiplexer of one of this backend's sessions.
-    fn conn(&self, writer: tokio::sync::mpsc::Sender<conn::Frame>) -> Arc<conn::Conn> {
+    fn conn(
+        &self,
+        writer: tokio::sync::mpsc::Sender<conn::Frame>,
+        writes: conn::Writes,
+    ) -> Arc<conn::Conn> {
         let owner = self.client.clone().map(|key| (key, self.offer));
         conn::Conn::for_owner(
             self.name.clone(),
             self.warnings.clone(),
             writer,
+            writes,
             owner,
             self.roots.clone(),
         )
@@ -543,44 +549,62 @@ impl Backend {
         self.modern.lock().clone().filter(|l| !l.is_dead())
     }
 
+    /// The link a call goes over. A shared session that just died is waited
+    /// for (briefly) while the supervisor replaces it, as a restart is.
     async fn link_for(&self, caller: &Caller) -> Result<Arc<Link>, UpstreamError> {
-        self.check_health().await?;
+        let until = tokio::time::Instant::now() + RESTART_WAIT.min(self.ctx.timeout);
+        loop {
+            // Subscribed before looking: a replacement made meanwhile wakes us.
+            let mut changed = self.health_changed.subscribe();
+            self.check_health().await?;
+            if let Some(link) = self.live_link(caller).await? {
+                return Ok(link);
+            }
+            self.wake.notify_one();
+            if tokio::time::timeout_at(until, changed.changed())
+                .await
+                .is_err()
+            {
+                return Err(UpstreamError::unavailable(&self.name, "reconnecting"));
+            }
+        }
+    }
+
+    /// None: the shared session is gone and its replacement not yet there.
+    async fn live_link(&self, caller: &Caller) -> Result<Option<Arc<Link>>, UpstreamError> {
         if let Some(modern) = self.modern_link() {
             use std::sync::atomic::Ordering::Relaxed;
             if caller.era == Era::Modern || self.legacy_refused.load(Relaxed) {
-                return Ok(modern);
+                return Ok(Some(modern));
             }
             // A legacy client keeps its legacy semantics (sessions, server
             // requests, logging) when the backend still speaks them.
             return match self.legacy_link(caller).await {
-                Ok(link) => Ok(link),
+                Ok(link) => Ok(Some(link)),
                 Err(e) if !e.is_unreachable() => {
                     tracing::info!(backend = %self.name, error = %e, "no legacy sessions; serving legacy clients statelessly");
                     self.legacy_refused.store(true, Relaxed);
-                    Ok(modern)
+                    Ok(Some(modern))
                 }
                 Err(e) => Err(e),
             };
         }
-        let link = match &self.pool {
-            Pool::Shared(slot) => slot
-                .lock()
-                .clone()
-                .filter(|l| !l.is_dead())
-                .ok_or_else(|| UpstreamError::unavailable(&self.name, "reconnecting")),
+        match &self.pool {
+            Pool::Shared(slot) => Ok(slot.lock().clone().filter(|l| !l.is_dead())),
             Pool::PerSession(p) => {
                 let me = self.owned()?;
                 let client = Some((caller.key.clone(), caller.caps));
-                p.get_or_open(caller, move || async move { me.open(client).await })
-                    .await
+                let link = p
+                    .get_or_open(caller, move || async move { me.open(client).await })
+                    .await;
+                if let Err(e) = &link
+                    && e.is_unreachable()
+                {
+                    self.wake.notify_one();
+                }
+                link.map(Some)
             }
-        };
-        if let Err(e) = &link
-            && e.is_unreachable()
-        {
-            self.wake.notify_one();
         }
-        link
     }
 
     /// The legacy session for a legacy client of a dual-era backend.
@@ -613,36 +637,47 @@ impl Backend {
         params: Option<Box<RawValue>>,
         events: Option<&EventSink>,
     ) -> Result<Outcome, UpstreamError> {
-        let mut link = self.link_for(caller).await?;
-        if link.conn.is_closed() {
-            // Its connection is gone but the supervisor has not seen it yet:
-            // the request was never sent, so wait for the restart instead of
-            // failing a call that could not have been executed.
-            let _ = tokio::time::timeout(RESTART_WAIT, link.dead().cancelled()).await;
-            link = self.link_for(caller).await?;
-        }
-        let _in_use = link.begin();
         let to = events.map(|events| conn::Listener {
             events: events.clone(),
             client: caller.key.clone(),
             caps: caller.caps,
         });
-        let (params, headers) = if link.info.is_modern() {
-            let headers = self.param_headers(caller, method, params.as_deref()).await;
-            (params, headers)
-        } else {
-            (meta::strip_modern(params), Vec::new())
-        };
-        let result = link
-            .conn
-            .call_with(method, params, to.as_ref(), self.ctx.timeout, headers)
-            .await;
-        if let Err(e) = &result
-            && e.is_unreachable()
-        {
-            self.wake.notify_one();
+        let mut retried = false;
+        loop {
+            let link = self.link_for(caller).await?;
+            let _in_use = link.begin();
+            let (sent, headers) = if link.info.is_modern() {
+                let headers = self.param_headers(caller, method, params.as_deref()).await;
+                (params.as_deref().map(Cow::Borrowed), headers)
+            } else {
+                (meta::strip_modern(params.as_deref()), Vec::new())
+            };
+            let result = link
+                .conn
+                .call_with(
+                    method,
+                    sent.as_deref(),
+                    to.as_ref(),
+                    self.ctx.timeout,
+                    headers,
+                )
+                .await;
+            match &result {
+                // Its session died before the request left (the supervisor
+                // may not know yet): never executed, so it goes to the
+                // replacement instead of failing.
+                Err(e) if e.is_not_sent() && !retried => {
+                    retried = true;
+                    // Until its owner has seen it end, the dead link is
+                    // still the one `link_for` finds.
+                    let _ = tokio::time::timeout(RESTART_WAIT, link.dead().cancelled()).await;
+                    continue;
+                }
+                Err(e) if e.is_unreachable() => self.wake.notify_one(),
+                _ => {}
+            }
+            return result;
         }
-        result
     }
 
     /// One page of a list, from the cache or fetched over a backend session
@@ -744,23 +779,18 @@ impl Backend {
     /// Delivers a client's answer to a request this backend sent it.
     /// Only the client the request was relayed to may answer it; any other
     /// answer is dropped and counted.
-    pub fn answer(&self, caller: &Caller, token: &str, outcome: &Outcome) -> bool {
+    pub fn answer(&self, caller: &Caller, token: &str, outcome: &Outcome) -> Answered {
         let link = match &self.pool {
             Pool::Shared(slot) => slot.lock().clone(),
             Pool::PerSession(p) => p.existing(caller),
         };
-        let answered = link.map_or(conn::Answered::Unknown, |l| {
+        let answered = link.map_or(Answered::Unknown, |l| {
             l.conn.answer(token, &caller.key, outcome)
         });
-        match answered {
-            conn::Answered::Delivered => return true,
-            conn::Answered::Unknown => self.ctx.metrics.answer_dropped("unknown"),
-            conn::Answered::NotYours => {
-                tracing::warn!(backend = %self.name, "a client answered a server request relayed to another; dropped");
-                self.ctx.metrics.answer_dropped("not_yours");
-            }
+        if answered == Answered::NotYours {
+            tracing::warn!(backend = %self.name, "a client answered a server request relayed to another; dropped");
         }
-        false
+        answered
     }
 
     /// Records how full this backend's bounded maps are, for /metrics.

@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 
 use super::child::{self, Spawned};
-use super::conn::{Conn, Frame};
+use super::conn::{Conn, Frame, Writes};
 use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
 
@@ -20,6 +20,9 @@ use super::{LinkCtx, UpstreamError};
 /// to buffer without bound.
 const MAX_LINE: usize = 64 * 1024 * 1024;
 const WRITE_QUEUE: usize = 1024;
+/// Queued lines are written together up to this many bytes: one syscall
+/// for a burst.
+const WRITE_BATCH: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub(super) struct StdioSpec {
@@ -43,9 +46,9 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
     ctx.metrics.backend_session_opened(&ctx.name);
 
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let conn = ctx.conn(tx);
+    let conn = ctx.conn(tx, Writes::Tracked);
     let closing = CancellationToken::new();
-    tokio::spawn(write_lines(stdin, rx, closing.clone()));
+    tokio::spawn(write_lines(stdin, rx, conn.clone(), closing.clone()));
     tokio::spawn(log_stderr(stderr, ctx.clone()));
     let reader = tokio::spawn(read_lines(stdout, conn.clone(), ctx.clone()));
 
@@ -89,21 +92,69 @@ async fn own(
         .backend_session_closed(&ctx.name, reason.label());
 }
 
-async fn write_lines(stdin: ChildStdin, mut rx: mpsc::Receiver<Frame>, closing: CancellationToken) {
-    let mut out = BufWriter::new(stdin);
+/// Writes queued lines to the child, telling `conn` which requests got out:
+/// one not written (the child died first) fails as unsent, so its caller
+/// can send it to the replacement without running it twice.
+async fn write_lines(
+    mut stdin: ChildStdin,
+    mut rx: mpsc::Receiver<Frame>,
+    conn: Arc<Conn>,
+    closing: CancellationToken,
+) {
+    let mut buf = Vec::new();
+    // (gateway id, offset of its first byte in `buf`)
+    let mut calls = Vec::new();
     loop {
-        let frame = tokio::select! {
+        let first = tokio::select! {
             _ = closing.cancelled() => break,
             frame = rx.recv() => match frame { Some(f) => f, None => break },
         };
-        let ok = out.write_all(frame.line.as_bytes()).await.is_ok()
-            && out.write_all(b"\n").await.is_ok();
-        // Flush only when the queue is drained: batches writes under load.
-        if !ok || (rx.is_empty() && out.flush().await.is_err()) {
+        buf.clear();
+        calls.clear();
+        let mut next = Some(first);
+        while let Some(frame) = next.take() {
+            // A request whose caller is gone (or was told it was not sent)
+            // is not written.
+            if let Some(id) = frame.call {
+                if !conn.claim(id) {
+                    next = rx.try_recv().ok();
+                    continue;
+                }
+                calls.push((id, buf.len()));
+            }
+            buf.extend_from_slice(frame.line.as_bytes());
+            buf.push(b'\n');
+            if buf.len() < WRITE_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        let mut written = 0;
+        let failed = loop {
+            if written == buf.len() {
+                break false;
+            }
+            match stdin.write(&buf[written..]).await {
+                Ok(0) | Err(_) => break true,
+                Ok(n) => written += n,
+            }
+        };
+        for &(id, start) in &calls {
+            conn.settle(id, start < written);
+        }
+        if failed {
             break;
         }
     }
-    let _ = out.shutdown().await;
+    // Whatever is still queued never reaches the child.
+    rx.close();
+    while let Ok(frame) = rx.try_recv() {
+        if let Some(id) = frame.call
+            && conn.claim(id)
+        {
+            conn.settle(id, false);
+        }
+    }
+    let _ = stdin.shutdown().await;
 }
 
 async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {

@@ -37,6 +37,8 @@ pub struct Plan {
     pub warmup_sessions: usize,
     /// This batch ends its sessions with DELETE (the warm-up only).
     pub polite: bool,
+    /// The server's metrics page, read after the drain.
+    pub metrics: Option<Arc<Target>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -65,6 +67,8 @@ pub struct Drain {
     pub duration_s: f64,
     pub samples: Vec<Checkpoint>,
     pub after_rss_kib: u64,
+    /// The server process alone (no child) at the end of the drain.
+    pub after_server_memory: Option<procs::Memory>,
 }
 
 #[derive(Debug, Serialize)]
@@ -87,6 +91,9 @@ pub struct Report {
     pub stale_id: Option<Probe>,
     /// An id the server never issued (a client from before a restart).
     pub unknown_id: Option<Probe>,
+    /// The server's own figures after the drain (`--metrics-url`), or why
+    /// they could not be read.
+    pub server_after_drain: Option<Result<BTreeMap<String, f64>, String>>,
     pub errors: u64,
     /// (batch-1 end - batch-1 start) / N.
     pub kib_per_session: f64,
@@ -207,6 +214,7 @@ async fn drain(plan: &Plan) -> Drain {
         tokio::time::sleep(plan.sample_every.min(left).max(Duration::from_millis(10))).await;
     }
     Drain {
+        after_server_memory: procs::memory(plan.pid),
         duration_s: t0.elapsed().as_secs_f64(),
         after_rss_kib: samples.last().map_or(0, |s| s.rss_kib),
         samples,
@@ -255,6 +263,7 @@ pub async fn run(plan: &Plan) -> Report {
     let mut kept = None;
     let mut drained = None;
     let (mut stale, mut unknown) = (None, None);
+    let mut server_after_drain = None;
     let cold = procs::sample(plan.pid);
     if plan.warmup_sessions > 0 {
         let warm = Plan {
@@ -268,6 +277,7 @@ pub async fn run(plan: &Plan) -> Report {
             batches: 1,
             warmup_sessions: 0,
             polite: true,
+            metrics: None,
         };
         let mut ignored = None;
         let w = batch(&warm, &mut ignored).await;
@@ -286,6 +296,18 @@ pub async fn run(plan: &Plan) -> Report {
         if b == 0 {
             eprintln!("loadgen: drain {:?}", plan.drain);
             drained = Some(drain(plan).await);
+            if let Some(m) = &plan.metrics {
+                let r = crate::client::scrape_metrics(m)
+                    .await
+                    .map_err(|f| f.to_string());
+                if let Ok(m) = &r {
+                    eprintln!(
+                        "loadgen: after the drain the server reports {:?} live sessions",
+                        m.get("sluice_client_sessions_live")
+                    );
+                }
+                server_after_drain = Some(r);
+            }
             if let Some(id) = kept.clone() {
                 stale = Some(probe(plan, id).await);
             }
@@ -313,6 +335,7 @@ pub async fn run(plan: &Plan) -> Report {
         drain: drained,
         stale_id: stale,
         unknown_id: unknown,
+        server_after_drain,
         errors,
     }
 }

@@ -414,6 +414,35 @@ impl Mcp {
     }
 }
 
+/// The server's own figures: a Prometheus text page (GET `target`), every
+/// `sluice_*` or `process_*` sample but histogram buckets, by series name
+/// (labels included).
+pub async fn scrape_metrics(
+    target: &Arc<Target>,
+) -> Result<std::collections::BTreeMap<String, f64>, Failure> {
+    let mut conn = Conn::new(target.clone());
+    let reply = conn.send(Method::GET, Bytes::new(), &[]).await?;
+    if !reply.status.is_success() {
+        return Err(Failure::Http(reply.status.as_u16()));
+    }
+    let text = std::str::from_utf8(&reply.body).map_err(|_| Failure::BadBody)?;
+    Ok(parse_metrics(text))
+}
+
+fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| l.starts_with("sluice_") || l.starts_with("process_"))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let name = series.split('{').next()?;
+            if name.ends_with("_bucket") {
+                return None;
+            }
+            Some((series.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
 /// The JSON-RPC error code in a reply body, if it holds an error response.
 pub fn error_code(reply: &Reply) -> Option<i64> {
     let body = std::str::from_utf8(&reply.body).ok()?;
@@ -463,6 +492,16 @@ mod tests {
             Err(Failure::RpcError(-32001))
         );
         assert_eq!(error_code(&reply(err, false)), Some(-32001));
+    }
+
+    #[test]
+    fn metrics_text() {
+        let m = parse_metrics(
+            "# HELP x y\nsluice_client_sessions_live 0\nsluice_backend_sessions_live{backend=\"c\"} 3\nsluice_request_duration_seconds_bucket{le=\"1\"} 5\nother 1\n",
+        );
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["sluice_client_sessions_live"], 0.0);
+        assert_eq!(m[r#"sluice_backend_sessions_live{backend="c"}"#], 3.0);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! loadgen init-rate --url URL --concurrency 16 --duration 3s [--pid PID]
 //! loadgen idle-cost --url URL --levels 100,100000 --concurrency 1,16 [--pid PID]
 //! loadgen stdio     --concurrency 1,16,64 --duration 5s -- COMMAND ARGS...
+//! loadgen soak      --url URL --pid PID --duration 10m --tools a__echo,b__echo --kill-every 5s..20s
 //! ```
 //!
 //! Every command prints one JSON document on stdout (or `--out FILE`) and a
@@ -19,6 +20,7 @@ mod churn;
 mod client;
 mod forward;
 mod procs;
+mod soak;
 mod stats;
 mod stdio;
 
@@ -60,6 +62,47 @@ enum Cmd {
     IdleCost(IdleCostArgs),
     /// tools/call written straight to a stdio server (the physical limit).
     Stdio(StdioArgs),
+    /// Mixed traffic while backends are killed at random; exits 3 on a
+    /// failure that no kill explains.
+    Soak(SoakArgs),
+}
+
+#[derive(Args)]
+struct SoakArgs {
+    #[arg(long)]
+    url: String,
+    /// The gateway's PID: its descendants labelled SOAK_BACKEND=<name> are
+    /// the kill candidates; its process tree's RSS is sampled.
+    #[arg(long)]
+    pid: i32,
+    #[arg(long, value_parser = duration, default_value = "10m")]
+    duration: Duration,
+    /// Virtual clients, each on its own keep-alive connection.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Echo tools, `{backend}__echo`; `{backend}__sleep_ms` is called too.
+    #[arg(long, value_delimiter = ',', required = true)]
+    tools: Vec<String>,
+    /// A kill at a random interval in MIN..MAX.
+    #[arg(long, value_parser = duration_range, default_value = "5s..20s")]
+    kill_every: DurationRange,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, value_parser = duration, default_value = "5s")]
+    sample_every: Duration,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct DurationRange(Duration, Duration);
+
+/// "5s..20s" (or one duration: a fixed interval).
+fn duration_range(s: &str) -> Result<DurationRange, String> {
+    let (lo, hi) = s.split_once("..").unwrap_or((s, s));
+    let (lo, hi) = (duration(lo)?, duration(hi)?);
+    if lo > hi || hi.is_zero() {
+        return Err(format!("bad range {s:?} (MIN..MAX, MIN <= MAX, MAX > 0)"));
+    }
+    Ok(DurationRange(lo, hi))
 }
 
 #[derive(Args)]
@@ -148,6 +191,10 @@ struct AbandonArgs {
     /// (one-time start-up costs are then not counted as per-session growth).
     #[arg(long, default_value_t = 0)]
     warmup_sessions: usize,
+    /// The server's Prometheus page (e.g. http://127.0.0.1:PORT/metrics),
+    /// read after the drain: the server's own count of live sessions.
+    #[arg(long)]
+    metrics_url: Option<String>,
 }
 
 #[derive(Args)]
@@ -329,6 +376,11 @@ async fn run(cli: &Cli) -> Result<u64, String> {
         }
         Cmd::Abandon(a) => {
             let target = client::Target::parse(&a.url)?;
+            let metrics = a
+                .metrics_url
+                .as_deref()
+                .map(client::Target::parse)
+                .transpose()?;
             let r = abandon::run(&abandon::Plan {
                 target,
                 count: a.count,
@@ -340,6 +392,7 @@ async fn run(cli: &Cli) -> Result<u64, String> {
                 batches: a.batches,
                 warmup_sessions: a.warmup_sessions,
                 polite: false,
+                metrics,
             })
             .await;
             eprintln!(
@@ -413,6 +466,57 @@ async fn run(cli: &Cli) -> Result<u64, String> {
                 },
             )
         }
+        Cmd::Soak(a) => {
+            let target = client::Target::parse(&a.url)?;
+            let r = soak::run(&soak::Plan {
+                target,
+                pid: a.pid,
+                duration: a.duration,
+                concurrency: a.concurrency,
+                tools: a.tools.clone(),
+                kill_every: (a.kill_every.0, a.kill_every.1),
+                seed: a.seed,
+                sample_every: a.sample_every,
+            })
+            .await?;
+            eprintln!(
+                "loadgen: soak {:.0}s requests {} ok {} failed {} (explained {}, unexplained {})",
+                r.duration_s,
+                r.requests.requests,
+                r.requests.ok,
+                r.requests.failed,
+                r.explained_failures,
+                r.unexplained_failures
+            );
+            eprintln!(
+                "loadgen: soak sessions opened {} deleted {} abandoned {}; kills {:?}; rss {:.1}..{:.1} MiB",
+                r.sessions.opened,
+                r.sessions.deleted,
+                r.sessions.abandoned,
+                r.kills_per_backend,
+                r.rss_min_kib as f64 / 1024.0,
+                r.rss_max_kib as f64 / 1024.0
+            );
+            for s in &r.unexplained_samples {
+                eprintln!(
+                    "loadgen: soak unexplained {} {} {:.3}s..{:.3}s: {}",
+                    s.kind,
+                    s.backend.as_deref().unwrap_or("-"),
+                    s.start_s,
+                    s.end_s,
+                    s.error
+                );
+            }
+            emit(
+                cli,
+                &Output {
+                    kind: "soak",
+                    url: a.url.clone(),
+                    errors: r.unexplained_failures,
+                    result: r,
+                },
+            )
+        }
         Cmd::Stdio(a) => {
             let params = a.call.params()?;
             let mut runs = Vec::new();
@@ -468,5 +572,18 @@ mod tests {
         assert_eq!(duration("3").unwrap(), Duration::from_secs(3));
         assert!(duration("5h").is_err());
         assert!(duration("x").is_err());
+    }
+
+    #[test]
+    fn duration_ranges() {
+        let r = super::duration_range("5s..20s").unwrap();
+        assert_eq!(
+            (r.0, r.1),
+            (Duration::from_secs(5), Duration::from_secs(20))
+        );
+        let r = super::duration_range("3s").unwrap();
+        assert_eq!((r.0, r.1), (Duration::from_secs(3), Duration::from_secs(3)));
+        assert!(super::duration_range("20s..5s").is_err());
+        assert!(super::duration_range("0s..0s").is_err());
     }
 }

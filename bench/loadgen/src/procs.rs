@@ -117,6 +117,99 @@ pub fn sample(root: i32) -> Sample {
     s
 }
 
+/// The live (not zombie) descendants of `root` whose environment holds
+/// `var=VALUE`, with VALUE: how a soak finds a gateway's backend processes.
+pub fn labelled(root: i32, var: &str) -> Vec<(i32, String)> {
+    let prefix = format!("{var}=");
+    let mut found = Vec::new();
+    for pid in tree(root).into_iter().skip(1) {
+        if is_zombie(pid) {
+            continue;
+        }
+        let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let value = env
+            .split(|b| *b == 0)
+            .find_map(|kv| kv.strip_prefix(prefix.as_bytes()));
+        if let Some(v) = value {
+            found.push((pid, String::from_utf8_lossy(v).into_owned()));
+        }
+    }
+    found
+}
+
+/// A process that has exited but is not reaped yet (or is gone).
+pub fn is_zombie(pid: i32) -> bool {
+    state_is_dead(&format!("/proc/{pid}/stat"))
+}
+
+/// Every thread of the process has exited (or it is gone). The leader shows
+/// as a zombie while its other threads are still being torn down, and only
+/// when the last one is gone are its files (its pipes) closed: until then
+/// a write to its stdin still succeeds.
+pub fn is_dead(pid: i32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.flatten().all(|t| {
+        state_is_dead(&format!(
+            "/proc/{pid}/task/{}/stat",
+            t.file_name().to_string_lossy()
+        ))
+    })
+}
+
+fn state_is_dead(stat: &str) -> bool {
+    let Ok(raw) = fs::read_to_string(stat) else {
+        return true;
+    };
+    raw.rfind(')')
+        .and_then(|i| raw[i + 1..].split_whitespace().next())
+        .is_none_or(|state| state == "Z" || state == "X")
+}
+
+/// Where one process's resident memory is, from /proc/PID/smaps: the brk
+/// heap, other anonymous mappings (malloc arenas, thread stacks, large
+/// allocations) and file-backed pages (the binary, libraries).
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct Memory {
+    pub rss_kib: u64,
+    pub heap_kib: u64,
+    pub anon_kib: u64,
+    pub file_kib: u64,
+}
+
+pub fn memory(pid: i32) -> Option<Memory> {
+    let smaps = fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let mut m = Memory::default();
+    // 0 heap, 1 anonymous, 2 file.
+    let mut kind = 1;
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let Some(first) = f.next() else { continue };
+        if first.contains('-') && first.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) {
+            // A mapping's header: range perms offset dev inode [path].
+            let path = f.nth(4).unwrap_or("");
+            kind = match path {
+                "[heap]" => 0,
+                "" => 1,
+                p if p.starts_with('[') => 1,
+                _ => 2,
+            };
+        } else if first == "Rss:" {
+            let kib: u64 = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            m.rss_kib += kib;
+            match kind {
+                0 => m.heap_kib += kib,
+                1 => m.anon_kib += kib,
+                _ => m.file_kib += kib,
+            }
+        }
+    }
+    Some(m)
+}
+
 /// CPU seconds this process (the load generator) has used.
 pub fn self_cpu_s() -> f64 {
     let pid = std::process::id() as i32;
@@ -127,12 +220,36 @@ pub fn self_cpu_s() -> f64 {
 mod tests {
     use super::*;
 
+    /// The tests that see this process's children run one at a time.
+    static CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn reads_own_process() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
         let me = std::process::id() as i32;
         let s = sample(me);
         assert!(s.rss_kib > 0);
         assert_eq!(s.processes, 1);
         assert_eq!(tree(me)[0], me);
+        let m = memory(me).expect("own smaps");
+        assert!(m.rss_kib > 0 && m.file_kib > 0);
+        assert_eq!(m.rss_kib, m.heap_kib + m.anon_kib + m.file_kib);
+    }
+
+    #[test]
+    fn finds_labelled_children() {
+        let _one = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let me = std::process::id() as i32;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("LOADGEN_TEST_LABEL", "x1")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        let found = labelled(me, "LOADGEN_TEST_LABEL");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found.contains(&(pid, "x1".to_owned())), "{found:?}");
+        assert!(labelled(me, "LOADGEN_TEST_NO_SUCH_LABEL").is_empty());
     }
 }

@@ -10,6 +10,10 @@ fn raw(s: &str) -> Box<RawValue> {
 }
 
 fn conn() -> (Arc<Conn>, mpsc::Receiver<Frame>) {
+    conn_writing(Writes::Untracked)
+}
+
+fn conn_writing(writes: Writes) -> (Arc<Conn>, mpsc::Receiver<Frame>) {
     let (tx, rx) = mpsc::channel(16);
     (
         Conn::new(
@@ -19,9 +23,57 @@ fn conn() -> (Arc<Conn>, mpsc::Receiver<Frame>) {
                 std::time::Duration::from_secs(10),
             )),
             tx,
+            writes,
         ),
         rx,
     )
+}
+
+/// A tracked wire (a pipe) tells which requests left: those that did not
+/// fail as unsent (safe to send again), whenever the session ends; those
+/// that did, or that it is still writing when it ends, fail as exited.
+#[tokio::test]
+async fn requests_that_never_left_fail_as_unsent() {
+    let timeout = Duration::from_secs(5);
+    let (conn, mut wire) = conn_writing(Writes::Tracked);
+    let call = |c: &Arc<Conn>| {
+        let c = c.clone();
+        tokio::spawn(async move { c.call("tools/call", None, None, timeout).await })
+    };
+    // Queued, never claimed: the session ends.
+    let queued = call(&conn);
+    let q = wire.recv().await.unwrap().call.unwrap();
+    // Claimed and written, then the session ends: it may have run.
+    let written = call(&conn);
+    let w = wire.recv().await.unwrap().call.unwrap();
+    assert!(conn.claim(w));
+    conn.settle(w, true);
+    // Claimed when the session ends; the write then fails at its first byte.
+    let writing = call(&conn);
+    let f = wire.recv().await.unwrap().call.unwrap();
+    assert!(conn.claim(f));
+    conn.fail_all();
+    assert!(
+        !conn.claim(q),
+        "a request told it was unsent must not be written"
+    );
+    conn.settle(f, false);
+    let err = |r: Result<Result<Outcome, UpstreamError>, _>| r.unwrap().unwrap_err();
+    assert!(err(queued.await).is_not_sent());
+    assert!(err(writing.await).is_not_sent());
+    let w = err(written.await);
+    assert!(
+        !w.is_not_sent() && w.to_string().contains("exited before answering"),
+        "{w}"
+    );
+    // After the end nothing is sent at all.
+    assert!(err(call(&conn).await).is_not_sent());
+    // An untracked wire (HTTP) never claims that a request did not leave.
+    let (http, mut wire) = conn_writing(Writes::Untracked);
+    let pending = call(&http);
+    wire.recv().await.unwrap();
+    http.fail_all();
+    assert!(!err(pending.await).is_not_sent());
 }
 
 /// A listener for client `who` (a principal index), and its event stream
@@ -56,10 +108,10 @@ async fn next_json(rx: &mut mpsc::Receiver<Frame>) -> Value {
 #[test]
 fn progress_token_is_rewritten_and_the_rest_kept() {
     let p = raw(r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":"abc","k":[1]}}"#);
-    let (p, tok) = rewrite_progress_token(p, 42);
+    let (p, tok) = rewrite_progress_token(&p, 42);
     assert_eq!(tok.unwrap().get(), r#""abc""#);
     assert_eq!(
-        p.unwrap().get(),
+        p.get(),
         r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":42,"k":[1]}}"#
     );
 }
@@ -67,9 +119,10 @@ fn progress_token_is_rewritten_and_the_rest_kept() {
 #[test]
 fn params_without_token_pass_unchanged() {
     let text = r#"{"name":"t", "arguments":{}}"#;
-    let (p, tok) = rewrite_progress_token(raw(text), 1);
+    let raw = raw(text);
+    let (p, tok) = rewrite_progress_token(&raw, 1);
     assert!(tok.is_none());
-    assert_eq!(p.unwrap().get(), text);
+    assert_eq!(p.get(), text);
 }
 
 /// Concurrent callers get gateway ids; responses and progress are routed
