@@ -311,17 +311,7 @@ async fn item01_only_the_asked_client_answers_a_server_request() {
     let gw = Gateway::start_with_env(&toml, &[("T", "tok-a,tok-b")]);
     let post = |token: &'static str, session: Option<String>, body: Value| {
         let url = gw.url("/mcp");
-        async move {
-            let mut req = reqwest::Client::new()
-                .post(url)
-                .header("content-type", "application/json")
-                .header("accept", ACCEPT_BOTH)
-                .header("authorization", format!("Bearer {token}"));
-            if let Some(s) = session {
-                req = req.header("mcp-session-id", s);
-            }
-            req.body(body.to_string()).send().await.unwrap()
-        }
+        async move { post_as(url, token, session, &body).await }
     };
     let session_of =
         |r: &reqwest::Response| r.headers()["mcp-session-id"].to_str().unwrap().to_owned();

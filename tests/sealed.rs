@@ -11,15 +11,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::*;
 
-fn key() -> String {
-    let out = std::process::Command::new(BIN)
-        .arg("keygen")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 fn sealed_config(extra_server: &str, backends: &str) -> String {
     format!("[server]\nsession_ids = \"sealed\"\n{extra_server}\n{backends}")
 }
@@ -42,7 +33,7 @@ async fn sessions_survive_restarts() {
             http_backend("web", &fx.url(), "isolation = \"per-session\"")
         ),
     );
-    let k = key();
+    let k = keygen();
     let env = [("SLUICE_SESSION_KEY", k.as_str())];
     let gw = Gateway::start_with_env(&toml, &env);
     let http = Http::new(gw.url("/mcp"));
@@ -123,8 +114,8 @@ async fn forged_and_foreign_ids_are_not_found() {
         &demo_backend("demo"),
     )
     .replace("[server]\nsession_ids = \"sealed\"\n[auth]", "[server]\nsession_ids = \"sealed\"\nsession_max_lifetime = \"1h\"\n[auth]");
-    let k = key();
-    let stranger = key();
+    let k = keygen();
+    let stranger = keygen();
     let gw = Gateway::start_with_env(
         &toml,
         &[("SLUICE_SESSION_KEY", k.as_str()), ("T", "tok-a,tok-b")],
@@ -132,15 +123,7 @@ async fn forged_and_foreign_ids_are_not_found() {
     let post = |path: &'static str, token: &'static str, id: Option<String>, body: Value| {
         let url = gw.url(path);
         async move {
-            let mut req = reqwest::Client::new()
-                .post(url)
-                .header("content-type", "application/json")
-                .header("accept", ACCEPT_BOTH)
-                .header("authorization", format!("Bearer {token}"));
-            if let Some(id) = id {
-                req = req.header("mcp-session-id", id);
-            }
-            let resp = req.body(body.to_string()).send().await.unwrap();
+            let resp = post_as(url, token, id, &body).await;
             let status = resp.status().as_u16();
             let sid = resp
                 .headers()
@@ -237,7 +220,7 @@ async fn forged_and_foreign_ids_are_not_found() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_end_at_their_lifetime() {
     let toml = sealed_config("session_max_lifetime = \"1s\"", &demo_backend("demo"));
-    let k = key();
+    let k = keygen();
     let gw = Gateway::start_with_env(&toml, &[("SLUICE_SESSION_KEY", k.as_str())]);
     let http = Http::new(gw.url("/mcp"));
     let id = http.initialize().await;
@@ -253,7 +236,7 @@ async fn ids_end_at_their_lifetime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_rotate() {
     let toml = sealed_config("", &demo_backend("demo"));
-    let (old, new) = (key(), key());
+    let (old, new) = (keygen(), keygen());
     let gw = Gateway::start_with_env(&toml, &[("SLUICE_SESSION_KEY", old.as_str())]);
     let id = Http::new(gw.url("/mcp")).initialize().await;
     drop(gw);

@@ -21,8 +21,11 @@ use crate::upstream::{ClientKey, Notice};
 /// Messages waiting to be acted on; past this, the oldest are dropped.
 const INBOX: usize = 4096;
 
+// Externally tagged, and not flattened into `Envelope`: serde buffers the
+// other representations, and raw JSON values cannot be read back from the
+// buffer.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum BusMessage {
     /// A session was ended on purpose (DELETE, principal cap): every
     /// replica drops it from memory (its id is revoked in Redis).
@@ -43,7 +46,6 @@ pub enum BusMessage {
 #[derive(Serialize, Deserialize)]
 struct Envelope {
     from: u32,
-    #[serde(flatten)]
     message: BusMessage,
 }
 
@@ -116,5 +118,44 @@ impl Cluster {
         self.run(async |c| c.publish::<_, _, ()>(channel(), &payload).await)
             .await
             .is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message comes back from its wire form as it was sent, raw
+    /// JSON values byte for byte.
+    #[test]
+    fn messages_cross_the_wire_intact() {
+        let client = ClientKey::Session(SessionId::from_header("s1.abc"));
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+        let messages = [
+            BusMessage::Ended {
+                session: SessionId::from_header("s1.abc"),
+            },
+            BusMessage::Answer {
+                id: "sluice:web:00ff".into(),
+                client: client.clone(),
+                outcome: raw(r#"{"result": {"x": 1.50}}"#),
+            },
+            BusMessage::Notice {
+                backend: "web".into(),
+                notice: Notice::Ask {
+                    id: "sluice:web:01".into(),
+                    method: "roots/list".into(),
+                    params: Some(raw(r#"{"_meta": {}}"#)),
+                    client: Some(client),
+                },
+            },
+        ];
+        for message in messages {
+            let sent = format!("{message:?}");
+            let wire = serde_json::to_string(&Envelope { from: 7, message }).unwrap();
+            let back: Envelope = serde_json::from_str(&wire).unwrap();
+            assert_eq!(back.from, 7);
+            assert_eq!(format!("{:?}", back.message), sent, "{wire}");
+        }
     }
 }

@@ -33,6 +33,7 @@ pub use bus::{BusMessage, Inbox};
 pub use sweeper::{BackendSessions, Close};
 
 use crate::metrics::Metrics;
+use crate::sessions::SessionId;
 
 /// Every key and channel starts with this.
 const PREFIX: &str = "sluice:";
@@ -42,6 +43,9 @@ const HEARTBEAT: Duration = Duration::from_secs(2);
 const HEARTBEAT_TTL: Duration = Duration::from_secs(6);
 /// Every Redis command's deadline: a slow Redis must not slow requests.
 const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
+/// Sessions ended while Redis was unreachable, held until it is back; past
+/// this, the oldest are dropped (each also expires with its id).
+const HELD_ENDINGS: usize = 10_000;
 
 pub struct Cluster {
     conn: ConnectionManager,
@@ -50,6 +54,9 @@ pub struct Cluster {
     replica: u32,
     up: AtomicBool,
     metrics: Arc<Metrics>,
+    /// Endings Redis could not take: (serial, expiry, id), sent when it is
+    /// back, so a DELETE made meanwhile still reaches every replica.
+    held: parking_lot::Mutex<std::collections::VecDeque<([u8; 16], u64, SessionId)>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +85,7 @@ impl Cluster {
             replica,
             up: AtomicBool::new(false),
             metrics,
+            held: Default::default(),
         });
         cluster.metrics.cluster_up(false);
         tokio::spawn(cluster.clone().heartbeat(stop));
@@ -106,7 +114,19 @@ impl Cluster {
     }
 
     /// A command with the cluster's deadline; marks Redis down on failure.
+    /// While Redis is down, nothing waits on it: only the heartbeat tries
+    /// (`try_run`), and finds it back.
     async fn run<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
+    ) -> Option<T> {
+        if !self.is_up() {
+            return None;
+        }
+        self.try_run(f).await
+    }
+
+    async fn try_run<T>(
         &self,
         f: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
     ) -> Option<T> {
@@ -136,7 +156,7 @@ impl Cluster {
                 _ = tick.tick() => {}
             }
             let ok = self
-                .run(async |c| {
+                .try_run(async |c| {
                     c.set_options::<_, _, ()>(
                         &key,
                         1,
@@ -146,10 +166,14 @@ impl Cluster {
                 })
                 .await
                 .is_some();
+            let was_up = self.is_up();
             self.mark(ok);
+            if ok && !was_up {
+                self.send_held().await;
+            }
         }
         // Leaving: other replicas need not wait for the key to expire.
-        let _ = self.run(async |c| c.del::<_, ()>(&key).await).await;
+        let _ = self.try_run(async |c| c.del::<_, ()>(&key).await).await;
     }
 
     /// Whether another replica with this boot id is alive (None: unknown).
@@ -158,19 +182,54 @@ impl Cluster {
         self.run(async |c| c.exists::<_, bool>(&key).await).await
     }
 
-    /// Records a revocation until `expires` (unix seconds).
-    pub async fn revoke(&self, serial: &[u8; 16], expires: u64) -> bool {
-        let key = revoked_key(serial);
-        self.run(async |c| {
-            c.set_options::<_, _, ()>(
-                &key,
-                1,
-                redis::SetOptions::default().with_expiration(redis::SetExpiry::EXAT(expires)),
-            )
+    /// A session ended on purpose (DELETE, principal cap): revoked until
+    /// `expires` (unix seconds) and dropped from every replica's memory.
+    /// Held while Redis is unreachable, and sent when it is back.
+    pub async fn end(&self, serial: [u8; 16], expires: u64, session: SessionId) {
+        let key = revoked_key(&serial);
+        let revoked = self
+            .run(async |c| {
+                c.set_options::<_, _, ()>(
+                    &key,
+                    1,
+                    redis::SetOptions::default().with_expiration(redis::SetExpiry::EXAT(expires)),
+                )
+                .await
+            })
             .await
-        })
-        .await
-        .is_some()
+            .is_some();
+        if revoked
+            && self
+                .publish(BusMessage::Ended {
+                    session: session.clone(),
+                })
+                .await
+        {
+            return;
+        }
+        let mut held = self.held.lock();
+        if held.len() == HELD_ENDINGS {
+            held.pop_front();
+        }
+        held.push_back((serial, expires, session));
+    }
+
+    /// The endings held while Redis was away (those not yet expired).
+    async fn send_held(&self) {
+        let held: Vec<_> = self.held.lock().drain(..).collect();
+        if held.is_empty() {
+            return;
+        }
+        tracing::info!(
+            count = held.len(),
+            "sending the session endings held while redis was unreachable"
+        );
+        let now = crate::sessions::unix_now();
+        for (serial, expires, session) in held {
+            if expires > now {
+                Box::pin(self.end(serial, expires, session)).await;
+            }
+        }
     }
 
     /// Whether a serial is revoked (None: Redis could not say).

@@ -71,11 +71,15 @@ impl BackendSessions {
     /// The owner ended it: nothing left to sweep.
     pub async fn unrecord(&self, backend: &str, session: &str) {
         let key = format!("{PREFIX}bs:{}:{backend}:{session}", self.cluster.replica);
+        self.drop_record(&key).await;
+    }
+
+    async fn drop_record(&self, key: &str) {
         let _ = self
             .cluster
             .run(async |c| {
                 let mut pipe = redis::pipe();
-                pipe.del(&key).ignore().zrem(idle_set(), &key).ignore();
+                pipe.del(key).ignore().zrem(idle_set(), key).ignore();
                 pipe.query_async::<()>(c).await
             })
             .await;
@@ -160,14 +164,7 @@ impl BackendSessions {
                 tracing::info!(backend = %backend, "closing a backend session left by a replica that is gone");
                 close(backend, session).await;
             }
-            let _ = self
-                .cluster
-                .run(async |c| {
-                    let mut pipe = redis::pipe();
-                    pipe.del(&key).ignore().zrem(idle_set(), &key).ignore();
-                    pipe.query_async::<()>(c).await
-                })
-                .await;
+            self.drop_record(&key).await;
         }
     }
 }

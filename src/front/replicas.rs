@@ -49,12 +49,7 @@ impl Front {
         let (Some(cluster), Some((expires, serial))) = (&self.cluster, revoked) else {
             return;
         };
-        cluster.revoke(&serial, expires).await;
-        cluster
-            .publish(BusMessage::Ended {
-                session: id.clone(),
-            })
-            .await;
+        cluster.end(serial, expires, id.clone()).await;
     }
 
     /// The per-principal cap across replicas: a new session past it ends
@@ -90,11 +85,8 @@ impl Front {
             return;
         };
         let victim_id = SessionId::from_header(victim_id);
-        cluster.revoke(&serial, expires).await;
         self.sessions.revoke(&victim_id, serial, expires);
-        cluster
-            .publish(BusMessage::Ended { session: victim_id })
-            .await;
+        cluster.end(serial, expires, victim_id).await;
     }
 
     /// A client's answer this replica has no taker for: to the others.
@@ -135,8 +127,13 @@ impl Front {
                     } => {
                         let caller = Caller::relayed(client);
                         let id = crate::jsonrpc::raw(&id);
-                        if let Some(outcome) = relayed_outcome(&outcome) {
-                            self.router.answer_any(&caller, &id, &outcome);
+                        // Unknown here is normal (the asker is another
+                        // replica); from the wrong client it is not.
+                        if let Some(outcome) = relayed_outcome(&outcome)
+                            && self.router.answer_any(&caller, &id, &outcome)
+                                == crate::upstream::Answered::NotYours
+                        {
+                            self.metrics.answer_dropped("not_yours");
                         }
                     }
                 }

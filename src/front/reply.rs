@@ -20,7 +20,7 @@ use crate::metrics::{self, method_label};
 use crate::protocol::{Era, LogLevel};
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
-use crate::upstream::{Caller, Event as BackendEvent, EventSink};
+use crate::upstream::{Answered, Caller, Event as BackendEvent, EventSink};
 
 /// Messages a request may emit before its response; past this a slow
 /// client loses progress rather than holding gateway memory.
@@ -352,14 +352,18 @@ pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
 /// this replica does not hold goes to the replica that does.
 pub(super) async fn answer(ctx: &Ctx, id: &serde_json::value::RawValue, outcome: &Outcome) {
     let caller = ctx.caller();
-    if ctx.ns.answer(&caller, id, outcome) {
-        return;
-    }
-    match serde_json::from_str::<String>(id.get()) {
-        Ok(id) if ctx.front.cluster.is_some() => {
-            ctx.front.answer_elsewhere(&caller, &id, outcome).await;
-        }
-        _ => tracing::debug!("client answered a request the gateway is not waiting for"),
+    match ctx.ns.answer(&caller, id, outcome) {
+        Answered::Delivered => {}
+        Answered::NotYours => ctx.front.metrics.answer_dropped("not_yours"),
+        Answered::Unknown => match serde_json::from_str::<String>(id.get()) {
+            Ok(id) if ctx.front.cluster.is_some() => {
+                ctx.front.answer_elsewhere(&caller, &id, outcome).await;
+            }
+            _ => {
+                tracing::debug!("client answered a request the gateway is not waiting for");
+                ctx.front.metrics.answer_dropped("unknown");
+            }
+        },
     }
 }
 

@@ -63,10 +63,17 @@ impl Router {
         caller: &crate::upstream::Caller,
         id: &serde_json::value::RawValue,
         outcome: &crate::jsonrpc::Outcome,
-    ) -> bool {
-        self.namespaces
-            .values()
-            .any(|ns| ns.answer(caller, id, outcome))
+    ) -> crate::upstream::Answered {
+        use crate::upstream::Answered;
+        let mut answered = Answered::Unknown;
+        for ns in self.namespaces.values() {
+            match ns.answer(caller, id, outcome) {
+                Answered::Delivered => return Answered::Delivered,
+                Answered::NotYours => answered = Answered::NotYours,
+                Answered::Unknown => {}
+            }
+        }
+        answered
     }
 
     /// Records how full each namespace's indexes are, for /metrics.

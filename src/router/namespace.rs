@@ -18,7 +18,7 @@ use super::{links, names};
 use crate::config::{NamespaceName, Prefix, ToolFilter};
 use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
 use crate::protocol::LogLevel;
-use crate::upstream::{Backend, Caller, EventSink, Notice};
+use crate::upstream::{Answered, Backend, Caller, EventSink, Notice};
 
 /// What a client is told of its backends outside any request.
 #[derive(Debug, Clone)]
@@ -282,13 +282,13 @@ impl Namespace {
 
     /// Routes a client's answer to a server-to-client request back to the
     /// backend that asked (ids look like `sluice:{backend}:{token}`).
-    pub fn answer(&self, caller: &Caller, id: &RawValue, outcome: &Outcome) -> bool {
+    pub fn answer(&self, caller: &Caller, id: &RawValue, outcome: &Outcome) -> Answered {
         let Ok(id) = serde_json::from_str::<String>(id.get()) else {
-            return false;
+            return Answered::Unknown;
         };
         let Some((backend, token)) = id.strip_prefix("sluice:").and_then(|r| r.rsplit_once(':'))
         else {
-            return false;
+            return Answered::Unknown;
         };
         if backend == rounds::ASKER {
             return self.rounds.answer(caller, token, outcome);
@@ -296,7 +296,9 @@ impl Namespace {
         self.members
             .iter()
             .find(|m| m.backend.name.as_str() == backend)
-            .is_some_and(|m| m.backend.answer(caller, token, outcome))
+            .map_or(Answered::Unknown, |m| {
+                m.backend.answer(caller, token, outcome)
+            })
     }
 
     /// The name a client sees for `original` of member `m`, if exposed.

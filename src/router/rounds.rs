@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use crate::jsonrpc::{self, Outcome};
-use crate::upstream::{Caller, Event, EventSink};
+use crate::upstream::{Answered, Caller, Event, EventSink};
 
 type Fields = IndexMap<String, Box<RawValue>>;
 
@@ -134,20 +134,24 @@ impl Rounds {
 
     /// A client's answer to one of the gateway's questions; only the client
     /// asked may answer.
-    pub(super) fn answer(&self, caller: &Caller, token: &str, outcome: &Outcome) -> bool {
+    pub(super) fn answer(&self, caller: &Caller, token: &str, outcome: &Outcome) -> Answered {
         let mut waiting = self.waiting.lock();
         match waiting.get(token) {
             Some((asked, _)) if asked.is_same_client(caller) => {}
-            _ => return false,
+            Some(_) => return Answered::NotYours,
+            None => return Answered::Unknown,
         }
         let Some((_, tx)) = waiting.remove(token) else {
-            return false;
+            return Answered::Unknown;
         };
         let answer = match outcome {
             Outcome::Result(r) => r.clone(),
             Outcome::Error(e) => jsonrpc::raw(&serde_json::json!({ "error": e })),
         };
-        tx.send(answer).is_ok()
+        match tx.send(answer) {
+            Ok(()) => Answered::Delivered,
+            Err(_) => Answered::Unknown,
+        }
     }
 
     fn forget(&self, pending: &[(String, String, oneshot::Receiver<Box<RawValue>>)]) {

@@ -740,3 +740,104 @@ impl KeepAlive {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 }
+
+/// A free loopback port (bound, then released for the server to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `redis-server` of the test's own on a loopback port, keeping nothing
+/// on disk. Its shell wrapper ends it (by its PID) when the wrapper's stdin
+/// closes: on drop, on `stop`, or when the test process dies.
+pub struct Redis {
+    child: Child,
+    pub port: u16,
+    stdin: Option<std::process::ChildStdin>,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        Self::on_port(free_port())
+    }
+
+    /// On this port (a restart on the same address, as after a crash).
+    pub fn on_port(port: u16) -> Redis {
+        // (An asynchronous list's stdin is /dev/null: the pipe goes by fd 3.)
+        const WRAPPER: &str = r#"exec 3<&0
+redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning 3<&- &
+r=$!
+(cat <&3 >/dev/null; kill "$r" 2>/dev/null) &
+wait "$r""#;
+        let mut child = Command::new("sh")
+            .args(["-c", WRAPPER, "sh", &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/test installs it)");
+        let stdin = child.stdin.take();
+        let redis = Redis { child, port, stdin };
+        wait_until(Duration::from_secs(10), || redis.ping());
+        redis
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Whether it answers PING.
+    pub fn ping(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    /// Ends it and waits until it is gone.
+    pub fn stop(mut self) {
+        self.end();
+    }
+
+    fn end(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A new session key (`sluice keygen`).
+pub fn keygen() -> String {
+    let out = Command::new(BIN).arg("keygen").output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// POSTs a JSON-RPC message as the principal of this bearer token (and on
+/// this session, if any), with the usual headers.
+pub async fn post_as(
+    url: String,
+    token: &str,
+    session: Option<String>,
+    body: &Value,
+) -> ::reqwest::Response {
+    let mut req = ::reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .header("authorization", format!("Bearer {token}"));
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    req.body(body.to_string()).send().await.unwrap()
+}

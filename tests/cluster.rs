@@ -1,0 +1,370 @@
+//! Issue 8, part 2: replicas behind a load balancer without stickiness,
+//! sharing one Redis (a real `redis-server` on loopback). A session works
+//! on every replica and ends on every replica; the per-principal cap holds
+//! across them; a client's answer reaches the replica whose backend asked;
+//! backend sessions a killed replica left open are closed by a survivor;
+//! and with Redis gone, sessions are still served while /readyz says why,
+//! and what was ended meanwhile reaches the others once Redis is back.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+
+fn cluster_config(redis: &Redis, server: &str, backends: &str) -> String {
+    format!(
+        "[server]\nsession_ids = \"sealed\"\n{server}\n[cluster]\nredis_url = \"{}\"\n{backends}",
+        redis.url()
+    )
+}
+
+/// `n` replicas with one key and one Redis, each once it has reached Redis.
+fn replicas(n: usize, toml: &str, env: &[(&str, &str)]) -> Vec<Gateway> {
+    let gws: Vec<_> = (0..n).map(|_| Gateway::start_with_env(toml, env)).collect();
+    for gw in &gws {
+        wait_until(Duration::from_secs(15), || {
+            gw.metrics().get("sluice_cluster_up") == 1.0
+        });
+    }
+    gws
+}
+
+fn echo(id: u64, text: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":text}}})
+}
+
+/// Polls an async condition until it holds, for at most `limit`.
+async fn eventually<F, Fut>(limit: Duration, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !f().await {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn status_of(http: &Http, session: &str, id: u64) -> u16 {
+    http.post(Some(session), &echo(id, "still there?"))
+        .await
+        .status
+}
+
+/// A session opened on one replica is served by every other (counted as
+/// resumed from a live replica); a DELETE on any replica ends it on all,
+/// including one that holds it in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_lives_and_ends_on_every_replica() {
+    let redis = Redis::start();
+    let k = keygen();
+    let toml = cluster_config(&redis, "", &demo_backend("demo"));
+    let gws = replicas(3, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let http: Vec<_> = gws.iter().map(|g| Http::new(g.url("/mcp"))).collect();
+
+    let id = http[0].initialize().await;
+    for (i, h) in http.iter().enumerate() {
+        let r = h.post(Some(&id), &echo(i as u64, &format!("on {i}"))).await;
+        assert_eq!(r.status, 200, "replica {i}: {}", r.body);
+        assert_eq!(text_of(&r.messages()[0]), format!("on {i}"));
+    }
+    for g in &gws[1..] {
+        let m = g.metrics();
+        assert_eq!(
+            m.get(r#"sluice_client_sessions_resumed_total{cause="replica"}"#),
+            1.0
+        );
+        assert_eq!(m.get("sluice_client_sessions_opened_total"), 0.0);
+    }
+
+    // Ended on replica 1: replicas 0 and 2 hold it in memory, and drop it.
+    assert_eq!(http[1].delete(&id).await, 200);
+    for (i, h) in http.iter().enumerate() {
+        eventually(
+            Duration::from_secs(5),
+            &format!("404 on replica {i}"),
+            || {
+                let (h, id) = (h.clone(), id.clone());
+                async move { status_of(&h, &id, 9).await == 404 }
+            },
+        )
+        .await;
+    }
+    // A replica started after the DELETE never saw it: Redis tells it.
+    let late = Gateway::start_with_env(&toml, &[("SLUICE_SESSION_KEY", &k)]);
+    wait_until(Duration::from_secs(15), || {
+        late.metrics().get("sluice_cluster_up") == 1.0
+    });
+    let r = Http::new(late.url("/mcp"))
+        .post(Some(&id), &echo(10, "late"))
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+}
+
+/// `max_sessions_per_principal` counts a principal's sessions on every
+/// replica: the third session, opened on another replica, ends the
+/// principal's oldest, everywhere; another principal is not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_principal_cap_holds_across_replicas() {
+    let redis = Redis::start();
+    let k = keygen();
+    let toml = format!(
+        "[auth]\nbearer_tokens_env = \"T\"\n{}",
+        cluster_config(
+            &redis,
+            "max_sessions_per_principal = 2",
+            &demo_backend("demo")
+        )
+    );
+    let gws = replicas(
+        2,
+        &toml,
+        &[("SLUICE_SESSION_KEY", &k), ("T", "tok-a,tok-b")],
+    );
+    let post = |gw: usize, token: &'static str, session: Option<String>, body: Value| {
+        let url = gws[gw].url("/mcp");
+        async move { post_as(url, token, session, &body).await }
+    };
+    let open = |gw: usize, token: &'static str| {
+        let r = post(gw, token, None, init_request(1));
+        async move {
+            let r = r.await;
+            assert_eq!(r.status(), 200);
+            r.headers()["mcp-session-id"].to_str().unwrap().to_owned()
+        }
+    };
+    let b = open(1, "tok-b").await;
+    let first = open(0, "tok-a").await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // expiries order the set
+    let second = open(0, "tok-a").await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let third = open(1, "tok-a").await;
+    let works = |gw: usize, token: &'static str, s: &String| {
+        let r = post(gw, token, Some(s.clone()), echo(2, "x"));
+        async move { r.await.status().as_u16() }
+    };
+    for gw in 0..2 {
+        eventually(Duration::from_secs(5), "the oldest session ended", || {
+            let status = works(gw, "tok-a", &first);
+            async move { status.await == 404 }
+        })
+        .await;
+        assert_eq!(works(gw, "tok-a", &second).await, 200, "replica {gw}");
+        assert_eq!(works(gw, "tok-a", &third).await, 200, "replica {gw}");
+        assert_eq!(works(gw, "tok-b", &b).await, 200, "replica {gw}");
+    }
+}
+
+/// A backend's question (sampling) relayed on replica 0 is answered by the
+/// client through replica 1 (a load balancer sent its POST there): the
+/// answer crosses the bus to replica 0, which completes the call. Only the
+/// client that was asked may answer, across replicas as on one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_reaches_the_replica_whose_backend_asked() {
+    let redis = Redis::start();
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let k = keygen();
+    let toml = cluster_config(&redis, "", &http_backend("web", &fx.url(), ""));
+    let gws = replicas(2, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let (a, b) = (Http::new(gws[0].url("/mcp")), Http::new(gws[1].url("/mcp")));
+    let session = a.initialize_with(json!({"sampling": {}})).await;
+    let mut call = a
+        .client
+        .post(&a.url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &session)
+        .body(
+            json!({"jsonrpc":"2.0","id":"ask-1","method":"tools/call",
+                   "params":{"name":"web__ask","arguments":{}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    let request: Value = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), call.chunk())
+            .await
+            .expect("a sampling request within 10 s")
+            .unwrap()
+            .expect("no sampling request");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(line) = seen.lines().find(|l| l.contains("sampling/createMessage")) {
+            break serde_json::from_str(line.trim_start_matches("data:").trim()).unwrap();
+        }
+    };
+    let answer = |text: &str| {
+        json!({"jsonrpc":"2.0","id":request["id"],"result":{
+            "role":"assistant","content":{"type":"text","text":text},"model":"test"}})
+    };
+    // Another client that learns the id answers first, through replica 1:
+    // replica 0 drops it, and the question still waits.
+    let intruder = b.initialize().await;
+    let r = b.post(Some(&intruder), &answer("from the intruder")).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_until(Duration::from_secs(5), || {
+        gws[0]
+            .metrics()
+            .get(r#"sluice_server_answers_dropped_total{reason="not_yours"}"#)
+            == 1.0
+    });
+    let r = b
+        .post(Some(&session), &answer("answered via replica 1"))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+
+    let rest = tokio::time::timeout(Duration::from_secs(10), call.text())
+        .await
+        .expect("the call completes")
+        .unwrap();
+    assert!(rest.contains("answered via replica 1"), "{rest}");
+    assert!(!rest.contains("intruder"), "{rest}");
+    // Passed on, not dropped, by replica 1.
+    assert_eq!(
+        gws[1]
+            .metrics()
+            .get(r#"sluice_server_answers_dropped_total{reason="unknown"}"#),
+        0.0
+    );
+}
+
+/// A per-session backend session ends with its client session, whichever
+/// replica took the DELETE; those opened by a replica that is SIGKILLed
+/// (it can close nothing) are closed at the backend by a surviving replica
+/// once they are past their idle TTL; the survivor's own, in use, stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_replicas_backend_sessions_are_closed_by_a_survivor() {
+    let redis = Redis::start();
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let k = keygen();
+    let toml = cluster_config(
+        &redis,
+        "",
+        &http_backend(
+            "web",
+            &fx.url(),
+            "isolation = \"per-session\"\nidle_ttl = \"3s\"",
+        ),
+    );
+    let mut gws = replicas(2, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let (doomed, survivor) = (Http::new(gws[0].url("/mcp")), Http::new(gws[1].url("/mcp")));
+    let counter = |h: &Http, s: &str, id: u64| {
+        let (h, s) = (h.clone(), s.to_owned());
+        async move {
+            let r = h
+                .call(
+                    &s,
+                    id,
+                    "tools/call",
+                    json!({"name":"web__counter","arguments":{}}),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            text_of(&r.messages()[0]).parse::<u64>().unwrap()
+        }
+    };
+    let mut theirs = Vec::new();
+    for i in 0..5 {
+        let s = doomed.initialize().await;
+        counter(&doomed, &s, i).await;
+        theirs.push(s);
+    }
+    let mine = survivor.initialize().await;
+    assert_eq!(counter(&survivor, &mine, 1).await, 1);
+    assert_eq!(fx.live(), 6);
+    // Ended through the survivor: the replica that holds its backend
+    // session closes it.
+    assert_eq!(survivor.delete(&theirs[0]).await, 200);
+    wait_until(Duration::from_secs(5), || fx.live() == 5);
+
+    let dead = gws.remove(0);
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(dead.pid() as i32, libc::SIGKILL);
+    }
+    wait_until(Duration::from_secs(10), || !dead.is_running());
+    // The survivor's client keeps working meanwhile, on its own session.
+    let mut n = 1;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while fx.live() > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "{} backend sessions still open",
+            fx.live()
+        );
+        n += 1;
+        assert_eq!(
+            counter(&survivor, &mine, n).await,
+            n,
+            "the same backend session"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(fx.live(), 1);
+    n += 1;
+    assert_eq!(counter(&survivor, &mine, n).await, n);
+}
+
+/// Redis stops: /readyz says so (503, `redis`), every replica still serves
+/// sealed sessions (fail-open), and a DELETE made meanwhile is held and
+/// reaches the other replicas once Redis is back on the same address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_served_through_a_redis_outage() {
+    let redis = Redis::start();
+    let port = redis.port;
+    let k = keygen();
+    let toml = cluster_config(&redis, "", &demo_backend("demo"));
+    let gws = replicas(2, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let http: Vec<_> = gws.iter().map(|g| Http::new(g.url("/mcp"))).collect();
+    let kept = http[0].initialize().await;
+    let ended = http[0].initialize().await;
+    let opened_before = http[0].initialize().await;
+
+    redis.stop();
+    for gw in &gws {
+        wait_until(Duration::from_secs(15), || {
+            gw.metrics().get("sluice_cluster_up") == 0.0
+        });
+        let (status, body) = http_get(&gw.base, "/readyz").unwrap();
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("\"redis\""), "{body}");
+    }
+    // Served everywhere, including a session new to replica 1.
+    for h in &http {
+        assert_eq!(status_of(h, &kept, 1).await, 200);
+    }
+    let during = http[1].initialize().await;
+    assert_eq!(status_of(&http[0], &during, 2).await, 200);
+    assert_eq!(status_of(&http[1], &opened_before, 3).await, 200);
+    // Ended on replica 0 while Redis is away: there at once, and held.
+    assert_eq!(http[0].delete(&ended).await, 200);
+    assert_eq!(status_of(&http[0], &ended, 4).await, 404);
+
+    let _redis = Redis::on_port(port);
+    for gw in &gws {
+        wait_until(Duration::from_secs(20), || {
+            gw.metrics().get("sluice_cluster_up") == 1.0
+        });
+        let (status, body) = http_get(&gw.base, "/readyz").unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    // The held ending reached Redis and replica 1 (which never had it in
+    // memory, and now cannot rebuild it either).
+    eventually(
+        Duration::from_secs(5),
+        "the DELETE reaches replica 1",
+        || {
+            let (h, s) = (http[1].clone(), ended.clone());
+            async move { status_of(&h, &s, 5).await == 404 }
+        },
+    )
+    .await;
+    for h in &http {
+        assert_eq!(status_of(h, &kept, 6).await, 200);
+        assert_eq!(status_of(h, &during, 7).await, 200);
+    }
+}
