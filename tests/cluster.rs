@@ -48,6 +48,20 @@ where
     }
 }
 
+/// The stateful backend's per-session counter, incremented.
+async fn counter(http: &Http, session: &str, id: u64) -> u64 {
+    let r = http
+        .call(
+            session,
+            id,
+            "tools/call",
+            json!({"name":"web__counter","arguments":{}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    text_of(&r.messages()[0]).parse::<u64>().unwrap()
+}
+
 async fn status_of(http: &Http, session: &str, id: u64) -> u16 {
     http.post(Some(session), &echo(id, "still there?"))
         .await
@@ -252,21 +266,6 @@ async fn a_dead_replicas_backend_sessions_are_closed_by_a_survivor() {
     );
     let mut gws = replicas(2, &toml, &[("SLUICE_SESSION_KEY", &k)]);
     let (doomed, survivor) = (Http::new(gws[0].url("/mcp")), Http::new(gws[1].url("/mcp")));
-    let counter = |h: &Http, s: &str, id: u64| {
-        let (h, s) = (h.clone(), s.to_owned());
-        async move {
-            let r = h
-                .call(
-                    &s,
-                    id,
-                    "tools/call",
-                    json!({"name":"web__counter","arguments":{}}),
-                )
-                .await;
-            assert_eq!(r.status, 200, "{}", r.body);
-            text_of(&r.messages()[0]).parse::<u64>().unwrap()
-        }
-    };
     let mut theirs = Vec::new();
     for i in 0..5 {
         let s = doomed.initialize().await;
@@ -367,4 +366,45 @@ async fn sessions_are_served_through_a_redis_outage() {
         assert_eq!(status_of(h, &kept, 6).await, 200);
         assert_eq!(status_of(h, &during, 7).await, 200);
     }
+}
+
+/// A client session has one backend session at a per-session HTTP backend,
+/// whichever replicas serve it: its state carries from replica to replica,
+/// and it is ended once, when the client session is (a DELETE through any
+/// replica), or when no replica has used it for its idle TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_a_clients_backend_session() {
+    let redis = Redis::start();
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let k = keygen();
+    let toml = cluster_config(
+        &redis,
+        "",
+        &http_backend(
+            "web",
+            &fx.url(),
+            "isolation = \"per-session\"\nidle_ttl = \"3s\"",
+        ),
+    );
+    let gws = replicas(3, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let http: Vec<_> = gws.iter().map(|g| Http::new(g.url("/mcp"))).collect();
+    let opened_before = fx.stats()["opened"].as_u64().unwrap();
+    let ended = http[0].initialize().await;
+    for i in 0..9u64 {
+        let n = counter(&http[(i % 3) as usize], &ended, i).await;
+        assert_eq!(n, i + 1, "one backend session across replicas");
+    }
+    assert_eq!(fx.live(), 1);
+    let idle = http[1].initialize().await;
+    assert_eq!(counter(&http[2], &idle, 1).await, 1);
+    assert_eq!(counter(&http[0], &idle, 2).await, 2);
+    assert_eq!(fx.live(), 2);
+
+    // Ended through a replica: its backend session goes, the other stays.
+    assert_eq!(http[2].delete(&ended).await, 200);
+    wait_until(Duration::from_secs(5), || fx.live() == 1);
+    // Unused everywhere past its idle TTL: ended too.
+    wait_until(Duration::from_secs(20), || fx.live() == 0);
+    let opened = fx.stats()["opened"].as_u64().unwrap() - opened_before;
+    assert_eq!(opened, 2, "backend sessions opened for two client sessions");
 }

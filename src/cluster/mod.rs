@@ -11,15 +11,16 @@
 //! - the bus (`bus`): answers to server-to-client requests that reached
 //!   another replica than the one whose backend asked, list changes, and
 //!   notices for a client whose GET stream is on another replica;
-//! - per-session backend sessions, so that a surviving replica closes
-//!   those of a replica that died (`sweeper`).
+//! - per-session HTTP backend sessions, so that every replica serving a
+//!   client uses the one backend session, and a survivor closes those of
+//!   a replica that died (`backend_sessions`).
 //!
 //! Redis unreachable: sealed sessions are still served (their ids carry
 //! everything); what cannot be checked is let through (fail-open, see
 //! docs/cluster.md for why), and `/readyz` says `redis` is unhealthy.
 
+mod backend_sessions;
 mod bus;
-mod sweeper;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,8 +30,8 @@ use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio_util::sync::CancellationToken;
 
+pub use backend_sessions::{BackendSessions, Close};
 pub use bus::{BusMessage, Inbox};
-pub use sweeper::{BackendSessions, Close};
 
 use crate::metrics::Metrics;
 use crate::sessions::SessionId;

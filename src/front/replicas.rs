@@ -50,6 +50,14 @@ impl Front {
             return;
         };
         cluster.end(serial, expires, id.clone()).await;
+        self.end_shared_backend_sessions(id).await;
+    }
+
+    /// The client's per-session HTTP backend sessions, ended now, whichever
+    /// replica opened them.
+    async fn end_shared_backend_sessions(&self, id: &SessionId) {
+        let client = crate::upstream::ClientKey::Session(id.clone());
+        futures_util::future::join_all(self.backends.iter().map(|b| b.end_shared(&client))).await;
     }
 
     /// The per-principal cap across replicas: a new session past it ends
@@ -86,7 +94,8 @@ impl Front {
         };
         let victim_id = SessionId::from_header(victim_id);
         self.sessions.revoke(&victim_id, serial, expires);
-        cluster.end(serial, expires, victim_id).await;
+        cluster.end(serial, expires, victim_id.clone()).await;
+        self.end_shared_backend_sessions(&victim_id).await;
     }
 
     /// A client's answer this replica has no taker for: to the others.

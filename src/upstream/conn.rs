@@ -240,7 +240,7 @@ impl Conn {
             roots,
             writer,
             writes,
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(first_id(writes)),
             state: Mutex::new(Pending::default()),
         })
     }
@@ -678,6 +678,17 @@ impl Conn {
         } else if let Some(call) = st.calls.get_mut(&id) {
             call.delivery = Delivery::Maybe;
         }
+    }
+}
+
+/// The first gateway id of a connection. An HTTP backend session may be
+/// shared by replicas (cluster mode), so each starts at its own random
+/// point (below 2^48: exact in any JSON number) and ids in flight on the
+/// backend do not collide.
+fn first_id(writes: Writes) -> u64 {
+    match writes {
+        Writes::Tracked => 1,
+        Writes::Untracked => 1 + crate::random::below_pow2(47),
     }
 }
 

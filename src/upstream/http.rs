@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::conn::{Conn, Frame, Writes};
 use super::deadline::Deadline;
 use super::event_stream;
-use super::link::{self, EndReason, Link};
+use super::link::{self, EndReason, Link, SharedSession};
 use super::meta;
 use super::{InitInfo, LinkCtx, UpstreamError};
 use crate::jsonrpc::{self, Message, Outcome};
@@ -72,8 +72,10 @@ struct Endpoint {
 /// Opens a link in the backend's era: probed on every open, so a backend
 /// that changed is found.
 pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link>, UpstreamError> {
-    let discovered = discover(ctx, spec).await?;
-    connect(ctx, spec, discovered).await
+    match discover(ctx, spec).await? {
+        Some(info) => connect(ctx, spec, Start::Modern(info)).await,
+        None => connect(ctx, spec, Start::Initialize).await,
+    }
 }
 
 /// A legacy session, for the legacy clients of a dual-era backend.
@@ -81,30 +83,58 @@ pub(super) async fn open_legacy(
     ctx: &LinkCtx,
     spec: &Arc<HttpSpec>,
 ) -> Result<Arc<Link>, UpstreamError> {
-    connect(ctx, spec, None).await
+    connect(ctx, spec, Start::Initialize).await
+}
+
+/// A session another replica opened (cluster mode): used as recorded, with
+/// no handshake. Should the backend have forgotten it, its first 404
+/// re-initializes, as for any session.
+pub(super) async fn adopt(
+    ctx: &LinkCtx,
+    spec: &Arc<HttpSpec>,
+    shared: SharedSession,
+) -> Result<Arc<Link>, UpstreamError> {
+    connect(ctx, spec, Start::Adopt(shared)).await
+}
+
+enum Start {
+    Modern(InitInfo),
+    Initialize,
+    Adopt(SharedSession),
 }
 
 async fn connect(
     ctx: &LinkCtx,
     spec: &Arc<HttpSpec>,
-    discovered: Option<InitInfo>,
+    start: Start,
 ) -> Result<Arc<Link>, UpstreamError> {
+    let mut session = Session {
+        id: None,
+        version: HeaderValue::from_static(crate::protocol::LegacyVersion::LATEST.as_str()),
+        generation: 0,
+    };
+    if let Start::Adopt(shared) = &start {
+        let bad = || UpstreamError::protocol(&ctx.name, "unusable shared session record");
+        session.id = Some(HeaderValue::from_str(&shared.session).map_err(|_| bad())?);
+        session.version = HeaderValue::from_str(&shared.version).map_err(|_| bad())?;
+    }
     let wire = Arc::new(Endpoint {
-        modern: discovered.is_some(),
+        modern: matches!(start, Start::Modern(_)),
         ctx: ctx.clone(),
         spec: spec.clone(),
-        session: Mutex::new(Session {
-            id: None,
-            version: HeaderValue::from_static(crate::protocol::LegacyVersion::LATEST.as_str()),
-            generation: 0,
-        }),
+        session: Mutex::new(session),
         reinit: tokio::sync::Mutex::new(()),
         fatal: CancellationToken::new(),
         closing: CancellationToken::new(),
     });
-    let info = match discovered {
-        Some(info) => info,
-        None => wire.initialize().await?,
+    let info = match start {
+        Start::Modern(info) => info,
+        Start::Initialize => wire.initialize().await?,
+        Start::Adopt(shared) => {
+            // Counted as opened here: each replica's gauge counts its links.
+            ctx.metrics.backend_session_opened(&ctx.name);
+            shared.info
+        }
     };
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
     let conn = ctx.conn(tx, Writes::Untracked);
@@ -113,7 +143,9 @@ async fn connect(
     link.set_remote(Box::new(move || {
         let endpoint = endpoint.upgrade()?;
         let session = endpoint.session.lock();
-        session.id.as_ref()?.to_str().ok().map(str::to_owned)
+        let id = session.id.as_ref()?.to_str().ok()?.to_owned();
+        let version = session.version.to_str().ok()?.to_owned();
+        Some((id, version))
     }));
     let writer = tokio::spawn(write_frames(wire.clone(), conn.clone(), rx));
     let listener = tokio::spawn(listen(wire.clone(), conn));
@@ -139,7 +171,7 @@ async fn own(
     listener.abort();
     let _ = writer.await;
     let _one = wire.reinit.lock().await;
-    if link.reason() != EndReason::Failed {
+    if link.reason() != EndReason::Failed && !link.is_detached() {
         wire.delete().await;
     }
     let reason = link.ended();

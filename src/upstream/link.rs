@@ -3,7 +3,7 @@
 //! (terminates the child, or sends DELETE) when asked or when it dies.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -60,9 +60,25 @@ pub(super) struct Link {
     /// Requests in flight: a link in use is never idle, however long a
     /// call takes (the idle reaper must not close it under the call).
     busy: AtomicUsize,
-    /// The backend's id for this session (HTTP), as it is now.
-    remote: std::sync::OnceLock<Box<dyn Fn() -> Option<String> + Send + Sync>>,
+    /// The backend's id and version for this session (HTTP), as they are now.
+    remote: std::sync::OnceLock<RemoteOf>,
+    /// Another replica still uses the backend session: closing the link
+    /// must leave it open at the backend (cluster mode).
+    detached: AtomicBool,
     owner: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Reads an HTTP link's (backend session id, protocol version) as they are
+/// now: a 404 re-initializes, and changes both.
+pub(super) type RemoteOf = Box<dyn Fn() -> Option<(String, String)> + Send + Sync>;
+
+/// An HTTP backend session as replicas share it (cluster mode): enough to
+/// use it without an `initialize` of one's own.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SharedSession {
+    pub session: String,
+    pub version: String,
+    pub info: InitInfo,
 }
 
 impl Link {
@@ -76,6 +92,7 @@ impl Link {
             last_used: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
             remote: std::sync::OnceLock::new(),
+            detached: AtomicBool::new(false),
             owner: Mutex::new(None),
         })
     }
@@ -130,14 +147,30 @@ impl Link {
         &self.dead
     }
 
-    /// Tells the link where to read the backend's id for its session.
-    pub(super) fn set_remote(&self, remote: Box<dyn Fn() -> Option<String> + Send + Sync>) {
+    /// Tells the link where to read the backend's id and protocol version
+    /// for its session.
+    pub(super) fn set_remote(&self, remote: RemoteOf) {
         let _ = self.remote.set(remote);
     }
 
-    /// The backend's id for this session, if it has one (HTTP sessions).
-    pub(super) fn remote_session(&self) -> Option<String> {
-        self.remote.get().and_then(|f| f())
+    /// The backend's session as another replica could use it (HTTP).
+    pub(super) fn shared(&self) -> Option<SharedSession> {
+        let (session, version) = self.remote.get().and_then(|f| f())?;
+        Some(SharedSession {
+            session,
+            version,
+            info: (*self.info).clone(),
+        })
+    }
+
+    /// Closing will leave the backend session open: another replica uses it.
+    pub(super) fn detach(&self) {
+        self.detached.store(true, Ordering::Relaxed);
+    }
+
+    /// For the owner task: whether to leave the backend session open.
+    pub(super) fn is_detached(&self) -> bool {
+        self.detached.load(Ordering::Relaxed)
     }
 
     /// Marks the link in use until the guard drops; both ends count as use.

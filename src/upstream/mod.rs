@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use conn::{Answered, Event, EventSink};
 pub use error::UpstreamError;
+pub use link::SharedSession;
 pub use notice::Notice;
 pub use pool::Records;
 
@@ -70,6 +71,22 @@ pub enum ClientKey {
     Session(SessionId),
     /// Without a session (stateless mode) the principal is the client.
     Principal(Principal),
+}
+
+impl ClientKey {
+    /// What replicas know a client session's shared backend sessions by: a
+    /// digest of its id (the id itself is a credential). None without a
+    /// session: such a client has nothing to share.
+    pub(crate) fn shared_tag(&self) -> Option<String> {
+        use sha2::Digest as _;
+        let ClientKey::Session(id) = self else {
+            return None;
+        };
+        let mut h = sha2::Sha256::new();
+        h.update(b"sluice-client\0");
+        h.update(id.as_str().as_bytes());
+        Some(crate::cluster::hex(&h.finalize()[..16]))
+    }
 }
 
 impl Caller {
@@ -144,7 +161,7 @@ pub type Relay = Arc<dyn Fn(&Notice) + Send + Sync>;
 const RESTART_WAIT: Duration = Duration::from_secs(5);
 
 /// What the backend told us about itself in `initialize`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InitInfo {
     pub capabilities: serde_json::Map<String, serde_json::Value>,
     pub instructions: Option<String>,
@@ -538,6 +555,68 @@ impl Backend {
         }
     }
 
+    /// A client's own backend session. In cluster mode an HTTP backend
+    /// session that another replica opened for the same client session is
+    /// used rather than a second one opened; of two opened at once, the
+    /// one recorded first is kept.
+    async fn open_for(
+        &self,
+        client: (ClientKey, ClientCaps),
+        legacy: bool,
+    ) -> Result<Arc<Link>, UpstreamError> {
+        let records = match &self.pool {
+            Pool::PerSession(p) => p.records.get().cloned(),
+            Pool::Shared(_) => None,
+        };
+        let (TransportSpec::Http(spec), Some(records), Some(tag)) =
+            (&self.transport, records, client.0.shared_tag())
+        else {
+            return match legacy {
+                true => self.open_legacy(Some(client)).await,
+                false => self.open(Some(client)).await,
+            };
+        };
+        let ctx = self.ctx.for_client(Some(client));
+        let name = self.name.as_str();
+        if let Some(theirs) = records.find(name, &tag).await {
+            return http::adopt(&ctx, spec, theirs).await;
+        }
+        let ours = match legacy {
+            true => http::open_legacy(&ctx, spec).await?,
+            false => http::open(&ctx, spec).await?,
+        };
+        let Some(mine) = ours.shared() else {
+            return Ok(ours); // 2026-07-28: no session to share
+        };
+        let idle_ttl = match &self.pool {
+            Pool::PerSession(p) => p.idle_ttl,
+            Pool::Shared(_) => Duration::ZERO,
+        };
+        match records.claim(name, &tag, mine, idle_ttl).await {
+            None => Ok(ours),
+            Some(theirs) => {
+                ours.close(EndReason::Probe);
+                ours.closed().await;
+                http::adopt(&ctx, spec, theirs).await
+            }
+        }
+    }
+
+    /// Its client session ended on purpose (cluster mode): the shared
+    /// backend session is ended now, whichever replica holds it.
+    pub async fn end_shared(&self, client: &ClientKey) {
+        let (Pool::PerSession(p), TransportSpec::Http(spec), Some(tag)) =
+            (&self.pool, &self.transport, client.shared_tag())
+        else {
+            return;
+        };
+        if let Some(records) = p.records.get()
+            && let Some(shared) = records.take(self.name.as_str(), &tag).await
+        {
+            http::delete_session(spec, &shared.session).await;
+        }
+    }
+
     /// An owning handle, for work that must outlive the caller's future.
     fn owned(&self) -> Result<Arc<Backend>, UpstreamError> {
         self.me
@@ -593,9 +672,12 @@ impl Backend {
             Pool::Shared(slot) => Ok(slot.lock().clone().filter(|l| !l.is_dead())),
             Pool::PerSession(p) => {
                 let me = self.owned()?;
-                let client = Some((caller.key.clone(), caller.caps));
+                let client = (caller.key.clone(), caller.caps);
                 let link = p
-                    .get_or_open(caller, move || async move { me.open(client).await })
+                    .get_or_open(
+                        caller,
+                        move || async move { me.open_for(client, false).await },
+                    )
                     .await;
                 if let Err(e) = &link
                     && e.is_unreachable()
@@ -621,9 +703,12 @@ impl Backend {
             }
             Pool::PerSession(p) => {
                 let me = self.owned()?;
-                let client = Some((caller.key.clone(), caller.caps));
-                p.get_or_open(caller, move || async move { me.open_legacy(client).await })
-                    .await
+                let client = (caller.key.clone(), caller.caps);
+                p.get_or_open(
+                    caller,
+                    move || async move { me.open_for(client, true).await },
+                )
+                .await
             }
         }
     }

@@ -12,20 +12,41 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::link::{EndReason, Link};
+use super::link::{EndReason, Link, SharedSession};
 use super::{Caller, ClientKey, UpstreamError};
 use crate::config::BackendName;
 
-/// Where per-session backend sessions are recorded so that another replica
-/// can end them if this one dies (cluster mode).
+/// Where per-session HTTP backend sessions are shared between replicas
+/// (cluster mode), by client session (`client` is a digest of its id): any
+/// replica serving the client uses the one backend session, and the last
+/// to use it ends it; if every replica using it dies, a survivor does.
 pub trait Records: Send + Sync {
-    /// Recorded, or refreshed: due to be idle `idle_ttl` from now.
-    fn keep(&self, backend: &str, session: &str, idle_ttl: Duration);
-    /// Ended by its owner: nothing left for anyone else to do.
-    fn forget(&self, backend: &str, session: &str);
+    /// The backend session recorded for this client, if any.
+    fn find(&self, backend: &str, client: &str) -> BoxFuture<'static, Option<SharedSession>>;
+    /// Records `ours` unless one is recorded already: then returns that
+    /// one, to be used instead (and ours ended).
+    fn claim(
+        &self,
+        backend: &str,
+        client: &str,
+        ours: SharedSession,
+        idle_ttl: Duration,
+    ) -> BoxFuture<'static, Option<SharedSession>>;
+    /// Used here at `used` (unix ms): the record is fresh again, and names
+    /// the session as it is now (a backend that forgot it was re-initialized).
+    fn keep(&self, backend: &str, client: &str, now: SharedSession, used: u64, idle_ttl: Duration);
+    /// This replica, which last used it at `used` (unix ms), is done with
+    /// it: true unless another replica used it since (and within its TTL);
+    /// then the record is dropped and the caller ends the backend session.
+    /// False leaves it to the replica that used it last.
+    fn release(&self, backend: &str, client: &str, used: u64) -> BoxFuture<'static, bool>;
+    /// Its client session ended on purpose: the record, removed, for the
+    /// caller to end.
+    fn take(&self, backend: &str, client: &str) -> BoxFuture<'static, Option<SharedSession>>;
 }
 
 pub(super) struct PerSession {
@@ -41,6 +62,10 @@ pub(super) struct PerSession {
 /// One client's backend session, from the start of its opening.
 struct Slot {
     state: watch::Sender<State>,
+    /// Cluster mode: the client's digest, when its backend session is shared.
+    shared: std::sync::OnceLock<String>,
+    /// Being handed back (`Records::release`): not again.
+    releasing: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone)]
@@ -80,6 +105,14 @@ impl Slot {
             Ok(State::Opening) | Err(_) => Err(UpstreamError::unavailable(backend, "stopping")),
         }
     }
+}
+
+/// When a link was last used, in unix milliseconds (what replicas compare).
+fn used_at(link: &Link) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.saturating_sub(link.idle_for()).as_millis()).unwrap_or(u64::MAX)
 }
 
 impl PerSession {
@@ -153,6 +186,8 @@ impl PerSession {
                 None => {
                     let slot = Arc::new(Slot {
                         state: watch::channel(State::Opening).0,
+                        shared: std::sync::OnceLock::new(),
+                        releasing: std::sync::atomic::AtomicBool::new(false),
                     });
                     slots.insert(caller.key.clone(), slot.clone());
                     tokio::spawn(self.clone().own(caller.clone(), slot.clone(), open));
@@ -180,27 +215,51 @@ impl PerSession {
             }
         };
         slot.state.send_replace(State::Open(link.clone()));
-        let recorded = self.record(&link);
+        if self.records.get().is_some()
+            && link.shared().is_some()
+            && let Some(tag) = caller.key.shared_tag()
+        {
+            let _ = slot.shared.set(tag);
+            self.record(&slot, &link);
+        }
         let ended = caller.ended.clone().unwrap_or_default();
         tokio::select! {
-            _ = ended.cancelled() => link.close(EndReason::ClientClosed),
+            _ = ended.cancelled() => self.end(&slot, &link, EndReason::ClientClosed).await,
             _ = link.dead().cancelled() => {}
         }
         // The slot stays taken until the session is really over, so a
         // shutdown waiting on the pool also waits for this one.
         link.closed().await;
-        if let (Some(records), Some(remote)) = (self.records.get(), recorded) {
-            records.forget(self.name.as_str(), &remote);
-        }
         self.forget(&caller.key, &slot);
     }
 
-    /// Records a link's backend session (HTTP), returning its id.
-    fn record(&self, link: &Link) -> Option<String> {
-        let records = self.records.get()?;
-        let remote = link.remote_session()?;
-        records.keep(self.name.as_str(), &remote, self.idle_ttl);
-        Some(remote)
+    /// Refreshes a shared backend session's record (cluster mode).
+    fn record(&self, slot: &Slot, link: &Link) {
+        if let (Some(records), Some(tag), Some(now)) =
+            (self.records.get(), slot.shared.get(), link.shared())
+        {
+            records.keep(self.name.as_str(), tag, now, used_at(link), self.idle_ttl);
+        }
+    }
+
+    /// Closes a link; a shared backend session another replica still uses
+    /// is left open at the backend.
+    async fn end(&self, slot: &Slot, link: &Link, reason: EndReason) {
+        if let (Some(records), Some(tag)) = (self.records.get(), slot.shared.get()) {
+            if slot
+                .releasing
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+            {
+                return; // already being handed back; that one closes it
+            }
+            if !records
+                .release(self.name.as_str(), tag, used_at(link))
+                .await
+            {
+                link.detach();
+            }
+        }
+        link.close(reason);
     }
 
     fn forget(&self, key: &ClientKey, slot: &Arc<Slot>) {
@@ -212,20 +271,26 @@ impl PerSession {
 
     /// Closes links unused for longer than the idle TTL. A link with a
     /// request in flight is in use, however long that request takes.
-    pub(super) fn reap_idle(&self) {
+    pub(super) fn reap_idle(self: &Arc<Self>) {
         let links: Vec<_> = self
             .slots
             .lock()
             .values()
-            .filter_map(|s| s.link())
+            .filter_map(|s| Some((s.clone(), s.link()?)))
             .collect();
-        for link in links {
+        for (slot, link) in links {
             let idle = link.idle_for();
             if idle > self.idle_ttl {
-                link.close(EndReason::Idle);
+                if slot.shared.get().is_some() {
+                    // Asks Redis first: on its own task.
+                    let me = self.clone();
+                    tokio::spawn(async move { me.end(&slot, &link, EndReason::Idle).await });
+                } else {
+                    link.close(EndReason::Idle);
+                }
             } else if idle < self.idle_ttl / 4 {
                 // In use since the last pass: its record is fresh again.
-                self.record(&link);
+                self.record(&slot, &link);
             }
         }
     }
@@ -236,7 +301,7 @@ impl PerSession {
         let slots: Vec<_> = self.slots.lock().drain().map(|(_, s)| s).collect();
         let opening = slots.iter().map(|s| async move {
             if let Ok(link) = s.ready(&self.name).await {
-                link.close(reason);
+                self.end(s, &link, reason).await;
                 link.closed().await;
             }
         });

@@ -3,7 +3,9 @@ load balancer (balancer.py, no stickiness), sharing a real `redis-server`.
 
 Each client (the official Python SDK in legacy mode, the official
 TypeScript SDK) initializes once, and every later request lands on the
-next replica in turn: calls to a shared stdio backend, a sampling question
+next replica in turn: calls to a shared stdio backend, calls to a
+per-session HTTP backend (whose counter must count on across replicas:
+one backend session for the client session), a sampling question
 from a shared HTTP backend (examples/stateful_backend.rs) whose answer the
 client POSTs through a different replica than the one that relayed it, and,
 after one replica is SIGKILLed and taken out of the rotation, more calls on
@@ -131,6 +133,11 @@ args = ["demo-server"]
 [backends.web]
 transport = "http"
 url = {toml_str(stateful_url)}
+
+[backends.mine]
+transport = "http"
+url = {toml_str(stateful_url)}
+isolation = "per-session"
 """
     replicas = []
     for i in range(REPLICAS):
@@ -169,6 +176,10 @@ async def test_a_client_across_replicas_and_a_replica_killed(cluster: Cluster, k
             for i in range(2 * REPLICAS):
                 r = await c.request("tools/call", {"name": "demo__echo", "arguments": {"text": f"{kind}-{i}"}})
                 assert text_of(r) == f"{kind}-{i}", r
+            # A per-session backend: one backend session, whichever replica serves the call.
+            for i in range(1, 2 * REPLICAS + 1):
+                r = await c.request("tools/call", {"name": "mine__counter", "arguments": {}})
+                assert text_of(r) == str(i), f"counter {text_of(r)} at call {i}: {r}"
             tools = {t["name"] for t in (await c.request("tools/list"))["tools"]}
             assert {"demo__echo", "web__ask"} <= tools, tools
 
