@@ -4,7 +4,8 @@ It stands for whatever an operator puts in front of sluice replicas: no
 session stickiness, every request to the next replica in turn, responses
 (SSE included) streamed back as they come. `remove(url)` takes a replica
 out of the rotation, as a load balancer's health check would after it
-died. A request that finds its replica gone gets 502, as from a real one.
+died, and `add(url)` puts one in (a replica restarted on a new port). A
+request that finds its replica gone gets 502, as from a real one.
 
 Runs uvicorn (a dependency of the MCP SDK) on its own thread and loop.
 """
@@ -55,6 +56,10 @@ class Balancer:
     def remove(self, upstream: str) -> None:
         with self._lock:
             self._upstreams.remove(upstream)
+
+    def add(self, upstream: str) -> None:
+        with self._lock:
+            self._upstreams.append(upstream)
 
     def _next(self) -> str:
         with self._lock:

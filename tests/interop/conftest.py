@@ -13,6 +13,8 @@
 * `everything_js`: path of server-everything's entry point (from `npm ci`).
 * `everything_http`: server-everything in streamableHttp mode on 127.0.0.1
   (via loopback-preload.cjs), a reference peer outside the gateway.
+* `stateful_url`: examples/stateful_backend.rs (per-session counter, an `ask`
+  tool that samples the client) on 127.0.0.1.
 
 Async tests run on anyio's pytest plugin (anyio ships with the MCP SDK),
 asyncio backend.
@@ -20,12 +22,15 @@ asyncio backend.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness import (
+    REPO_ROOT,
     Gateway,
     GatewayFactory,
     NodePeer,
@@ -88,3 +93,27 @@ def everything_http(everything_js: Path, tmp_path: Path) -> Iterator[NodePeer]:
     peer = start_node_http_peer(everything_js, ["streamableHttp"], tmp_path)
     yield peer
     stop_node_peer(peer)
+
+
+@pytest.fixture
+def stateful_url() -> Iterator[str]:
+    """examples/stateful_backend.rs (its `ask` tool samples the client); exits when our pipe closes."""
+    binary = Path(os.environ.get("CARGO_TARGET_DIR", REPO_ROOT / "target")) / "debug" / "examples" / "stateful_backend"
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "--example", "stateful_backend"], cwd=REPO_ROOT, check=True)
+    proc = subprocess.Popen(
+        [str(binary), "--listen", "127.0.0.1:0", "--max-lifetime", "300"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FIXTURE_LOG": "off"},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    prefix = "stateful_backend listening on "
+    assert line.startswith(prefix), line
+    yield f"http://{line[len(prefix):]}/mcp"
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.terminate()
+    proc.wait(timeout=10)

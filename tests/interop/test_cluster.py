@@ -28,14 +28,13 @@ import anyio
 import pytest
 
 from balancer import Balancer
-from harness import REPO_ROOT, Gateway, start_gateway, stop_gateway, toml_str
+from harness import Gateway, start_gateway, stop_gateway, toml_str
 from real_clients import Host, Target, driver
 
 pytestmark = pytest.mark.anyio
 
 TEST_TIMEOUT_S = 90
 REPLICAS = 3
-TARGET_DIR = Path(os.environ.get("CARGO_TARGET_DIR", REPO_ROOT / "target"))
 
 # The pipe to the wrapper goes by fd 3: an asynchronous list's stdin is /dev/null.
 REDIS_WRAPPER = """exec 3<&0
@@ -78,30 +77,6 @@ def redis_url() -> Iterator[str]:
     yield f"redis://127.0.0.1:{port}"
     assert proc.stdin is not None
     proc.stdin.close()
-    proc.wait(timeout=10)
-
-
-@pytest.fixture
-def stateful_url() -> Iterator[str]:
-    """examples/stateful_backend.rs (its `ask` tool samples the client); exits when our pipe closes."""
-    binary = TARGET_DIR / "debug" / "examples" / "stateful_backend"
-    if not binary.exists():
-        subprocess.run(["cargo", "build", "--example", "stateful_backend"], cwd=REPO_ROOT, check=True)
-    proc = subprocess.Popen(
-        [str(binary), "--listen", "127.0.0.1:0", "--max-lifetime", "300"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "FIXTURE_LOG": "off"},
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    prefix = "stateful_backend listening on "
-    assert line.startswith(prefix), line
-    yield f"http://{line[len(prefix):]}/mcp"
-    assert proc.stdin is not None
-    proc.stdin.close()
-    proc.terminate()
     proc.wait(timeout=10)
 
 
