@@ -74,6 +74,10 @@ async fn rmcp_client_lists_and_calls_through_the_gateway() {
     let r = client.call_tool(call).await.unwrap();
     let text = serde_json::to_value(&r.content[0]).unwrap();
     assert_eq!(text["text"], "slept 100ms");
+    // Handled on tasks of rmcp's own: maybe after the result is seen.
+    wait_until(std::time::Duration::from_secs(5), || {
+        recorder.progress.lock().len() >= 5
+    });
     let progress = recorder.progress.lock().clone();
     assert_eq!(progress.len(), 5, "{progress:?}");
     // rmcp assigns its own token per request; all five must carry it.
@@ -206,10 +210,69 @@ async fn rmcp_both_lifecycles_reach_a_modern_backend() {
             ))
             .await
             .unwrap();
-        assert!(
-            recorder.progress.lock().len() >= 3,
-            "{lifecycle:?}: progress"
-        );
+        // rmcp hands each notification to the handler on a task of its
+        // own: the result may be seen before the last progress is.
+        wait_until(std::time::Duration::from_secs(5), || {
+            recorder.progress.lock().len() >= 3
+        });
         client.cancel().await.unwrap();
     }
+}
+
+/// Issue 8: rmcp's client holds one sealed session while the gateway behind
+/// its URL is SIGKILLed and started again (same key, same address): its
+/// next calls succeed with no new `initialize`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_client_keeps_its_sealed_session_across_a_restart() {
+    let key = keygen();
+    let env = [("SLUICE_SESSION_KEY", key.as_str())];
+    let toml = format!(
+        "[server]\nsession_ids = \"sealed\"\n{}",
+        demo_backend("demo")
+    );
+    let addr = format!("127.0.0.1:{}", free_port());
+    let gw = Gateway::start_at(&toml, &env, &addr);
+    gw.wait_ready();
+    let transport = StreamableHttpClientTransport::from_uri(gw.url("/mcp"));
+    let client = Recorder::default()
+        .serve(transport)
+        .await
+        .expect("initialize through sluice");
+    let echo = |text: &'static str| {
+        let mut call = CallToolRequestParams::new("demo__echo");
+        call.arguments = args(serde_json::json!({ "text": text }));
+        call
+    };
+    let text_of = |r: &rmcp::model::CallToolResult| {
+        serde_json::to_value(&r.content[0]).unwrap()["text"].clone()
+    };
+    let r = client.call_tool(echo("before")).await.unwrap();
+    assert_eq!(text_of(&r), "before");
+
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(gw.pid() as i32, libc::SIGKILL);
+    }
+    wait_until(std::time::Duration::from_secs(10), || !gw.is_running());
+    drop(gw);
+    let gw = Gateway::start_at(&toml, &env, &addr);
+    gw.wait_ready();
+    for text in ["after", "and after"] {
+        let r = client
+            .call_tool(echo(text))
+            .await
+            .expect("the same session");
+        assert_eq!(text_of(&r), text);
+    }
+    let m = gw.metrics();
+    assert_eq!(
+        m.get(r#"sluice_client_sessions_resumed_total{cause="restart"}"#),
+        1.0
+    );
+    assert_eq!(
+        m.get("sluice_client_sessions_opened_total"),
+        0.0,
+        "no initialize"
+    );
+    client.cancel().await.unwrap();
 }

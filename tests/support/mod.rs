@@ -79,6 +79,12 @@ impl Gateway {
 
     /// Starts without waiting for every backend to be healthy.
     pub fn start_unready(toml: &str, env: &[(&str, &str)]) -> Gateway {
+        Self::start_at(toml, env, "127.0.0.1:0")
+    }
+
+    /// Starts on this address (a restart on the same one, say), without
+    /// waiting for every backend to be healthy.
+    pub fn start_at(toml: &str, env: &[(&str, &str)], listen: &str) -> Gateway {
         let dir = tempdir::Dir::new();
         let config = tempdir::write(&dir, "sluice.toml", toml);
         let args = [
@@ -86,7 +92,7 @@ impl Gateway {
             "--config",
             config.to_str().unwrap(),
             "--listen",
-            "127.0.0.1:0",
+            listen,
         ];
         Self::spawn(&args, env, dir)
     }
