@@ -56,6 +56,8 @@ if tonumber(ARGV[4]) >= last then
   redis.call('HSET', KEYS[1], 'by', ARGV[3], 'last', ARGV[4])
 end
 redis.call('HSET', KEYS[1], 'backend', ARGV[2], 'ttl', ARGV[5])
+-- Should every replica be gone for long, Redis forgets it by itself.
+redis.call('PEXPIRE', KEYS[1], 4 * tonumber(ARGV[5]) + 60000)
 local due = tonumber(redis.call('ZSCORE', KEYS[2], KEYS[1]) or '0')
 if tonumber(ARGV[6]) > due then redis.call('ZADD', KEYS[2], ARGV[6], KEYS[1]) end
 return 1
