@@ -28,6 +28,8 @@ pub struct InitRate {
     pub before: Option<Sample>,
     pub after: Option<Sample>,
     pub server_cpu_us_per_initialize: Option<f64>,
+    /// The server's own process alone (without its children).
+    pub server_own_cpu_us_per_initialize: Option<f64>,
 }
 
 pub async fn init_rate(
@@ -56,18 +58,11 @@ pub async fn init_rate(
             tally
         }));
     }
-    let mut total = Tally::default();
-    for u in users {
-        if let Ok(t) = u.await {
-            total.merge(&t);
-        }
-    }
+    let total = Tally::join(users).await;
     let secs = t0.elapsed().as_secs_f64();
     let after = pid.map(procs::sample);
-    let cpu = match (&before, &after) {
-        (Some(b), Some(a)) if total.ok > 0 => Some((a.cpu_s - b.cpu_s) * 1e6 / total.ok as f64),
-        _ => None,
-    };
+    let cpu = procs::per_request(before, after, total.ok, procs::cpu_us);
+    let own_cpu = procs::per_request(before, after, total.ok, procs::own_cpu_us);
     InitRate {
         concurrency,
         duration_s: secs,
@@ -79,6 +74,7 @@ pub async fn init_rate(
         before,
         after,
         server_cpu_us_per_initialize: cpu,
+        server_own_cpu_us_per_initialize: own_cpu,
     }
 }
 
@@ -99,13 +95,7 @@ async fn open_sessions(target: &Arc<Target>, count: usize, concurrency: usize) -
             tally
         }));
     }
-    let mut total = Tally::default();
-    for u in users {
-        if let Ok(t) = u.await {
-            total.merge(&t);
-        }
-    }
-    total
+    Tally::join(users).await
 }
 
 #[derive(Debug, Serialize)]

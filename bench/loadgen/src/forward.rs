@@ -39,6 +39,9 @@ pub struct Run {
     /// CPU the server's process tree used in the measured window.
     pub server_cpu_s: Option<f64>,
     pub server_cpu_us_per_request: Option<f64>,
+    /// The same for the server's own process alone (a gateway without the
+    /// backends it runs as children).
+    pub server_own_cpu_us_per_request: Option<f64>,
     /// Context switches of the server's threads per request.
     pub server_ctx_switches_per_request: Option<f64>,
     pub server_rss_kib: Option<u64>,
@@ -58,6 +61,7 @@ pub struct Round {
     pub p50_us: f64,
     pub p99_us: f64,
     pub server_cpu_us_per_request: Option<f64>,
+    pub server_own_cpu_us_per_request: Option<f64>,
     pub errors: u64,
 }
 
@@ -68,6 +72,7 @@ impl Run {
             p50_us: self.latency.p50_us,
             p99_us: self.latency.p99_us,
             server_cpu_us_per_request: self.server_cpu_us_per_request,
+            server_own_cpu_us_per_request: self.server_own_cpu_us_per_request,
             errors: self.errors,
         }
     }
@@ -197,12 +202,18 @@ pub async fn run(plan: &Plan) -> Run {
         server_cpu_us_per_request: server_cpu
             .filter(|_| total.ok > 0)
             .map(|c| c * 1e6 / total.ok as f64),
-        server_ctx_switches_per_request: match (before, after) {
-            (Some(b), Some(a)) if total.ok > 0 => {
-                Some(a.ctx_switches.saturating_sub(b.ctx_switches) as f64 / total.ok as f64)
-            }
-            _ => None,
-        },
+        server_own_cpu_us_per_request: procs::per_request(
+            before,
+            after,
+            total.ok,
+            procs::own_cpu_us,
+        ),
+        server_ctx_switches_per_request: procs::per_request(
+            before,
+            after,
+            total.ok,
+            procs::switches,
+        ),
         server_rss_kib: after.map(|a| a.rss_kib),
         server_processes: after.map(|a| a.processes),
         loadgen_cpu_s: lg_after - lg_before,

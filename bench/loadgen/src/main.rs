@@ -7,6 +7,8 @@
 //! loadgen idle-cost --url URL --levels 100,100000 --concurrency 1,16 [--pid PID]
 //! loadgen stdio     --concurrency 1,16,64 --duration 5s -- COMMAND ARGS...
 //! loadgen soak      --url URL --pid PID --duration 10m --tools a__echo,b__echo --kill-every 5s..20s
+//! loadgen open      --url URL --count 20000 --ids-out FILE [--pid PID]
+//! loadgen resume    --url URL --ids FILE --concurrency 16 [--pid PID] [--metrics-url URL]
 //! ```
 //!
 //! Every command prints one JSON document on stdout (or `--out FILE`) and a
@@ -20,6 +22,7 @@ mod churn;
 mod client;
 mod forward;
 mod procs;
+mod sessions;
 mod soak;
 mod stats;
 mod stdio;
@@ -65,6 +68,51 @@ enum Cmd {
     /// Mixed traffic while backends are killed at random; exits 3 on a
     /// failure that no kill explains.
     Soak(SoakArgs),
+    /// Opens sessions (initialize + notifications/initialized), leaves
+    /// them idle and writes their ids to a file.
+    Open(OpenArgs),
+    /// Presents every session id of a file once (after a restart or an
+    /// eviction): sessions resumed per second, and the server's count.
+    Resume(ResumeArgs),
+}
+
+#[derive(Args)]
+struct OpenArgs {
+    #[arg(long)]
+    url: String,
+    #[arg(long, default_value_t = 1000)]
+    count: usize,
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// The server's PID: its CPU and RSS before and after.
+    #[arg(long)]
+    pid: Option<i32>,
+    /// Where the ids go, one `id<TAB>protocol version` a line.
+    #[arg(long)]
+    ids_out: std::path::PathBuf,
+}
+
+#[derive(Args)]
+struct ResumeArgs {
+    #[arg(long)]
+    url: String,
+    /// A file written by `open`.
+    #[arg(long)]
+    ids: std::path::PathBuf,
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// The request each id is presented with: `tools/call` (of --tool with
+    /// --args) or any method without params, e.g. `ping`.
+    #[arg(long, default_value = "tools/call")]
+    method: String,
+    #[arg(long)]
+    pid: Option<i32>,
+    /// The server's Prometheus page, read before and after:
+    /// `sluice_client_sessions_resumed_total` by cause.
+    #[arg(long)]
+    metrics_url: Option<String>,
+    #[command(flatten)]
+    call: CallArgs,
 }
 
 #[derive(Args)]
@@ -513,6 +561,83 @@ async fn run(cli: &Cli) -> Result<u64, String> {
                     kind: "soak",
                     url: a.url.clone(),
                     errors: r.unexplained_failures,
+                    result: r,
+                },
+            )
+        }
+        Cmd::Open(a) => {
+            let target = client::Target::parse(&a.url)?;
+            let r = sessions::open(&sessions::OpenPlan {
+                target,
+                count: a.count,
+                concurrency: a.concurrency,
+                pid: a.pid,
+                ids_out: a.ids_out.clone(),
+            })
+            .await?;
+            eprintln!(
+                "loadgen: open {} sessions in {:.1}s ({:.0}/s), {:.2} KiB/session, errors {}",
+                r.opened,
+                r.duration_s,
+                r.sessions_per_s,
+                r.kib_per_session.unwrap_or(f64::NAN),
+                r.errors
+            );
+            emit(
+                cli,
+                &Output {
+                    kind: "open",
+                    url: a.url.clone(),
+                    errors: r.errors,
+                    result: r,
+                },
+            )
+        }
+        Cmd::Resume(a) => {
+            let target = client::Target::parse(&a.url)?;
+            let metrics = a
+                .metrics_url
+                .as_deref()
+                .map(client::Target::parse)
+                .transpose()?;
+            let text =
+                std::fs::read_to_string(&a.ids).map_err(|e| format!("{}: {e}", a.ids.display()))?;
+            let held = sessions::parse_ids(&text)?;
+            let params = if a.method == "tools/call" {
+                a.call.params()?
+            } else {
+                "{}".to_owned()
+            };
+            let r = sessions::resume(&sessions::ResumePlan {
+                target,
+                held,
+                concurrency: a.concurrency,
+                method: a.method.clone(),
+                params,
+                pid: a.pid,
+                metrics,
+            })
+            .await;
+            eprintln!(
+                "loadgen: resume {} of {} ids in {:.1}s ({:.0}/s)  p50 {:.1}us  p99 {:.1}us  resumed {:?}  errors {}",
+                r.ok,
+                r.presented,
+                r.duration_s,
+                r.sessions_per_s,
+                r.latency.p50_us,
+                r.latency.p99_us,
+                r.resumed_delta,
+                r.errors
+            );
+            if let Some(e) = &r.metrics_error {
+                eprintln!("loadgen: resume: metrics not read ({e})");
+            }
+            emit(
+                cli,
+                &Output {
+                    kind: "resume",
+                    url: a.url.clone(),
+                    errors: r.errors,
                     result: r,
                 },
             )

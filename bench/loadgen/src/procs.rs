@@ -2,6 +2,8 @@
 //! descendants (a gateway's stdio children, supergateway's per-session
 //! children), read from /proc. RSS is the sum of `VmRSS`; CPU is the sum of
 //! user+system time, including what reaped children used (`cutime`/`cstime`).
+//! The root's own user+system time is kept apart too (the gateway alone,
+//! without the backends it runs).
 
 use std::collections::HashMap;
 use std::fs;
@@ -40,6 +42,8 @@ struct Stat {
     ppid: i32,
     /// utime + stime + cutime + cstime, in clock ticks.
     ticks: u64,
+    /// utime + stime: the process's own threads only.
+    own_ticks: u64,
 }
 
 fn stat_fields(pid: i32) -> Option<Stat> {
@@ -52,6 +56,7 @@ fn stat_fields(pid: i32) -> Option<Stat> {
     Some(Stat {
         ppid: num(4)? as i32,
         ticks: num(14)? + num(15)? + num(16)? + num(17)?,
+        own_ticks: num(14)? + num(15)?,
     })
 }
 
@@ -72,6 +77,9 @@ pub struct Sample {
     pub rss_kib: u64,
     pub processes: usize,
     pub cpu_s: f64,
+    /// The root process's own user+system time (its threads, not its
+    /// children, live or reaped).
+    pub root_cpu_s: f64,
     /// Voluntary + involuntary context switches of every thread so far.
     pub ctx_switches: u64,
 }
@@ -95,6 +103,34 @@ fn ctx_switches(pid: i32) -> u64 {
 }
 
 /// RSS and CPU of a process tree now. A root that is gone reads as zero.
+/// How much `what` grew between two samples, per request (None without
+/// both samples or without requests). Never below 0: a thread that exits
+/// takes its context switches out of the sum.
+pub fn per_request(
+    before: Option<Sample>,
+    after: Option<Sample>,
+    requests: u64,
+    what: fn(&Sample) -> f64,
+) -> Option<f64> {
+    match (before, after) {
+        (Some(b), Some(a)) if requests > 0 => {
+            Some((what(&a) - what(&b)).max(0.0) / requests as f64)
+        }
+        _ => None,
+    }
+}
+
+/// Microseconds of CPU per request: the whole tree, or the root alone.
+pub fn cpu_us(s: &Sample) -> f64 {
+    s.cpu_s * 1e6
+}
+pub fn own_cpu_us(s: &Sample) -> f64 {
+    s.root_cpu_s * 1e6
+}
+pub fn switches(s: &Sample) -> f64 {
+    s.ctx_switches as f64
+}
+
 pub fn sample(root: i32) -> Sample {
     let pids = tree(root);
     let tps = ticks_per_second();
@@ -102,8 +138,12 @@ pub fn sample(root: i32) -> Sample {
         rss_kib: 0,
         processes: 0,
         cpu_s: 0.0,
+        root_cpu_s: 0.0,
         ctx_switches: 0,
     };
+    if let Some(stat) = stat_fields(root) {
+        s.root_cpu_s = stat.own_ticks as f64 / tps;
+    }
     for pid in pids {
         if let Some(rss) = vm_rss_kib(pid) {
             s.rss_kib += rss;
@@ -230,6 +270,7 @@ mod tests {
         let s = sample(me);
         assert!(s.rss_kib > 0);
         assert_eq!(s.processes, 1);
+        assert!(s.root_cpu_s <= s.cpu_s);
         assert_eq!(tree(me)[0], me);
         let m = memory(me).expect("own smaps");
         assert!(m.rss_kib > 0 && m.file_kib > 0);

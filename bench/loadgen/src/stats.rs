@@ -26,6 +26,17 @@ impl Default for Tally {
 }
 
 impl Tally {
+    /// The virtual users' tallies, merged (a user that panicked counts nothing).
+    pub async fn join(users: Vec<tokio::task::JoinHandle<Tally>>) -> Tally {
+        let mut total = Tally::default();
+        for u in users {
+            if let Ok(t) = u.await {
+                total.merge(&t);
+            }
+        }
+        total
+    }
+
     pub fn record(&mut self, took: Duration, outcome: &Result<(), Failure>) {
         match outcome {
             Ok(()) => {

@@ -196,12 +196,7 @@ pub async fn run(plan: &Plan) -> Result<Run, String> {
     tokio::time::sleep_until(end).await;
     let after = pid.map(procs::sample);
     let lg_after = procs::self_cpu_s();
-    let mut total = Tally::default();
-    for u in users {
-        if let Ok(t) = u.await {
-            total.merge(&t);
-        }
-    }
+    let total = Tally::join(users).await;
     let _ = server.child.kill().await;
     let secs = plan.duration.as_secs_f64();
     let cpu = match (before, after) {
@@ -220,12 +215,18 @@ pub async fn run(plan: &Plan) -> Result<Run, String> {
         server_cpu_us_per_request: cpu
             .filter(|_| total.ok > 0)
             .map(|c| c * 1e6 / total.ok as f64),
-        server_ctx_switches_per_request: match (before, after) {
-            (Some(b), Some(a)) if total.ok > 0 => {
-                Some(a.ctx_switches.saturating_sub(b.ctx_switches) as f64 / total.ok as f64)
-            }
-            _ => None,
-        },
+        server_own_cpu_us_per_request: procs::per_request(
+            before,
+            after,
+            total.ok,
+            procs::own_cpu_us,
+        ),
+        server_ctx_switches_per_request: procs::per_request(
+            before,
+            after,
+            total.ok,
+            procs::switches,
+        ),
         server_rss_kib: after.map(|a| a.rss_kib),
         server_processes: after.map(|a| a.processes),
         loadgen_cpu_s: lg_after - lg_before,
