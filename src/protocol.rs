@@ -64,6 +64,15 @@ pub fn supported_versions() -> Vec<&'static str> {
 /// The key in `params._meta` that marks a 2026-07-28 request.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
+/// Whether raw JSON could carry `META_PROTOCOL_VERSION` (a byte search, no
+/// parse): almost no legacy request does, so this is checked first. The
+/// searcher is built once; `str::contains` builds one per call.
+pub fn may_name_modern_version(raw: &str) -> bool {
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(META_PROTOCOL_VERSION));
+    FINDER.find(raw.as_bytes()).is_some()
+}
+
 /// What an `MCP-Protocol-Version` header names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Revision {

@@ -118,14 +118,15 @@ impl Policy {
 
 /// Accept must list both media types (or a wildcard covering them).
 pub(super) fn accepts(headers: &HeaderMap, wanted: &[&'static str]) -> Result<(), Reject> {
-    let accept = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect::<Vec<_>>()
-        .join(",");
+    let items = || {
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+    };
     for want in wanted {
-        let ok = accept.split(',').any(|item| {
+        let ok = items().any(|item| {
             let media = item.split(';').next().unwrap_or("").trim();
             media.eq_ignore_ascii_case(want) || media == "*/*"
         });

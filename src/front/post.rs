@@ -172,7 +172,7 @@ fn is_modern(params: Option<&serde_json::value::RawValue>) -> bool {
 fn modern_version(params: Option<&serde_json::value::RawValue>) -> Option<String> {
     let params = params?;
     // Cheap test first: almost every request lacks the key.
-    if !params.get().contains(protocol::META_PROTOCOL_VERSION) {
+    if !protocol::may_name_modern_version(params.get()) {
         return None;
     }
     #[derive(serde::Deserialize)]

@@ -75,12 +75,14 @@ impl Running {
         let (done_tx, done) = oneshot::channel();
         let cancel = ctx.track(&req);
         let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
-        tokio::spawn(async move {
+        // Boxed: the task then moves a pointer, not the whole call chain's
+        // state (kilobytes, copied on spawn and again on completion).
+        tokio::spawn(Box::pin(async move {
             if let Some(outcome) = run(&ctx, req, &events_tx, &cancel, started).await {
                 let _ = done_tx.send(outcome);
             }
             // `ctx.active` drops here: the session is no longer busy.
-        });
+        }));
         Running {
             events,
             done,

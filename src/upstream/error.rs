@@ -54,10 +54,9 @@ impl UpstreamError {
     pub(super) fn unavailable(b: &BackendName, why: impl Into<String>) -> Self {
         Self::new(b, ErrorKind::Unavailable(why.into()))
     }
-    /// A transport failure. The URL is left out: a configured URL may
-    /// carry credentials, and errors reach clients, logs and /readyz.
-    pub(super) fn from_http(b: &BackendName, e: reqwest::Error) -> Self {
-        Self::unavailable(b, e.without_url().to_string())
+    /// A transport failure (never naming the URL: see `SendError`).
+    pub(super) fn from_http(b: &BackendName, e: super::http_client::SendError) -> Self {
+        Self::unavailable(b, e.to_string())
     }
     pub(super) fn at_capacity(b: &BackendName, max: usize) -> Self {
         Self::new(b, ErrorKind::AtCapacity(max))

@@ -9,12 +9,9 @@ const MAX_EVENT: usize = 64 * 1024 * 1024;
 
 /// A response body as events, with errors that never name the URL.
 pub(super) fn of_response(
-    resp: reqwest::Response,
+    resp: super::http_client::Response,
 ) -> impl Stream<Item = Result<Event, EventError>> {
-    events(Box::pin(
-        resp.bytes_stream()
-            .map(|r| r.map_err(reqwest::Error::without_url)),
-    ))
+    events(Box::pin(resp.bytes_stream()))
 }
 
 #[derive(Debug, Default, PartialEq)]

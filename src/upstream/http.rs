@@ -9,11 +9,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use ::http::{Method, StatusCode};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use parking_lot::Mutex;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use reqwest::{Response, StatusCode};
 use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::conn::{Conn, Frame, Writes};
 use super::deadline::Deadline;
 use super::event_stream;
+use super::http_client::{self, RequestBuilder, Response};
 use super::link::{self, EndReason, Link, SharedSession};
 use super::meta;
 use super::{InitInfo, LinkCtx, UpstreamError};
@@ -39,10 +40,13 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub(super) struct HttpSpec {
-    pub(super) url: reqwest::Url,
+    /// As configured (the legacy SSE transport resolves against it).
+    pub(super) url: url::Url,
+    /// The same, as requests carry it.
+    pub(super) uri: ::http::Uri,
     /// Static headers from the config; never anything of the client's.
     pub(super) headers: HeaderMap,
-    pub(super) client: reqwest::Client,
+    pub(super) client: http_client::Client,
 }
 
 #[derive(Clone)]
@@ -192,8 +196,8 @@ async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, Up
     let body = jsonrpc::request(&id, "server/discover", Some(&params));
     let send = spec
         .client
-        .post(spec.url.clone())
-        .headers(spec.headers.clone())
+        .request(Method::POST, &spec.uri)
+        .headers(&spec.headers)
         .header(CONTENT_TYPE, "application/json")
         .header(ACCEPT, "application/json, text/event-stream")
         .header(VERSION_HEADER, crate::protocol::MODERN_FIRST)
@@ -217,12 +221,12 @@ async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, Up
 }
 
 impl Endpoint {
-    fn request(&self, method: reqwest::Method, session: &Session) -> reqwest::RequestBuilder {
+    fn request(&self, method: Method, session: &Session) -> RequestBuilder {
         let mut req = self
             .spec
             .client
-            .request(method, self.spec.url.clone())
-            .headers(self.spec.headers.clone())
+            .request(method, &self.spec.uri)
+            .headers(&self.spec.headers)
             .header(VERSION_HEADER, session.version.clone());
         if let Some(id) = &session.id {
             req = req.header(SESSION_HEADER, id.clone());
@@ -230,20 +234,20 @@ impl Endpoint {
         req
     }
 
-    fn post(&self, session: &Session, body: String) -> reqwest::RequestBuilder {
-        self.request(reqwest::Method::POST, session)
+    fn post(&self, session: &Session, body: String) -> RequestBuilder {
+        self.request(Method::POST, session)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
             .body(body)
     }
 
     /// A modern request: metadata in the body, mirrored in the headers.
-    fn post_modern(&self, line: &str, extra: &[(String, String)]) -> reqwest::RequestBuilder {
+    fn post_modern(&self, line: &str, extra: &[(String, String)]) -> RequestBuilder {
         let mut req = self
             .spec
             .client
-            .post(self.spec.url.clone())
-            .headers(self.spec.headers.clone())
+            .request(Method::POST, &self.spec.uri)
+            .headers(&self.spec.headers)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
             .header(VERSION_HEADER, crate::protocol::MODERN_FIRST);
@@ -351,7 +355,7 @@ impl Endpoint {
         if session.id.is_none() {
             return;
         }
-        let req = self.request(reqwest::Method::DELETE, &session).send();
+        let req = self.request(Method::DELETE, &session).send();
         if let Ok(Ok(resp)) = tokio::time::timeout(DELETE_TIMEOUT, req).await {
             tracing::debug!(backend = %self.ctx.name, status = %resp.status(), "backend session deleted");
         }
@@ -362,7 +366,7 @@ impl Endpoint {
 /// id, so unless disarmed it is ended on drop (an error, or a cancellation
 /// at any await of the opening): the DELETE runs on its own task.
 struct Unfinished {
-    delete: Option<reqwest::RequestBuilder>,
+    delete: Option<RequestBuilder>,
     session: Session,
     ctx_name: crate::config::BackendName,
 }
@@ -373,7 +377,7 @@ impl Unfinished {
             delete: session
                 .id
                 .is_some()
-                .then(|| endpoint.request(reqwest::Method::DELETE, session)),
+                .then(|| endpoint.request(Method::DELETE, session)),
             session: session.clone(),
             ctx_name: endpoint.ctx.name.clone(),
         }
@@ -561,7 +565,7 @@ async fn bounded_body(resp: Response) -> Result<bytes::Bytes, String> {
     let mut body = bytes::BytesMut::new();
     let mut chunks = resp.bytes_stream();
     while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| e.without_url().to_string())?;
+        let chunk = chunk?;
         if body.len() + chunk.len() > MAX_BODY {
             return Err(format!("body larger than {MAX_BODY} bytes"));
         }
@@ -626,7 +630,7 @@ async fn listen(wire: Arc<Endpoint>, conn: Arc<Conn>) {
             );
             wire.post_modern(&line, &[]).send()
         } else {
-            wire.request(reqwest::Method::GET, &session)
+            wire.request(Method::GET, &session)
                 .header(ACCEPT, "text/event-stream")
                 .send()
         };
@@ -665,12 +669,12 @@ async fn listen(wire: Arc<Endpoint>, conn: Arc<Conn>) {
             // Nothing listens where the backend was: it is gone, and the
             // link with it (health turns down now, not at the next call).
             Err(e) if e.is_connect() => {
-                tracing::debug!(backend = %wire.ctx.name, error = %e.without_url(), "backend refused the GET stream");
+                tracing::debug!(backend = %wire.ctx.name, error = %e, "backend refused the GET stream");
                 wire.fatal.cancel();
                 return;
             }
             Err(e) => {
-                tracing::debug!(backend = %wire.ctx.name, error = %e.without_url(), "GET stream failed");
+                tracing::debug!(backend = %wire.ctx.name, error = %e, "GET stream failed");
             }
         }
         tokio::time::sleep(backoff).await;
@@ -686,8 +690,8 @@ pub(super) async fn delete_session(spec: &HttpSpec, session: &str) {
     };
     let req = spec
         .client
-        .delete(spec.url.clone())
-        .headers(spec.headers.clone())
+        .request(Method::DELETE, &spec.uri)
+        .headers(&spec.headers)
         .header(SESSION_HEADER, id)
         .send();
     let _ = tokio::time::timeout(DELETE_TIMEOUT, req).await;

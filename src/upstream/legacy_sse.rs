@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::http::header::{ACCEPT, CONTENT_TYPE};
+use ::http::{Method, Uri};
 use futures_util::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use tokio::sync::mpsc;
 
 use super::conn::{Conn, Frame, Writes};
@@ -18,6 +19,8 @@ use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
 
 const WRITE_QUEUE: usize = 1024;
+/// A POST is only acknowledged (the answer comes on the stream).
+const POST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link>, UpstreamError> {
     let unreachable =
@@ -25,8 +28,8 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     let deadline = Deadline::after(ctx.timeout);
     let get = spec
         .client
-        .get(spec.url.clone())
-        .headers(spec.headers.clone())
+        .request(Method::GET, &spec.uri)
+        .headers(&spec.headers)
         .header(ACCEPT, "text/event-stream")
         .send();
     let resp = deadline
@@ -73,10 +76,10 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
 /// Where to POST: the `endpoint` event, resolved against the stream's URL.
 /// The configured headers (credentials) go with every POST, so the
 /// endpoint must be on the backend's own origin, as the official SDKs insist.
-fn endpoint(base: &reqwest::Url, event: &str) -> Result<reqwest::Url, &'static str> {
+fn endpoint(base: &url::Url, event: &str) -> Result<Uri, &'static str> {
     let url = base.join(event).map_err(|_| "bad endpoint")?;
     if url.origin() == base.origin() {
-        Ok(url)
+        url.as_str().parse().map_err(|_| "bad endpoint")
     } else {
         Err("endpoint event names another origin; refused")
     }
@@ -102,25 +105,28 @@ async fn own(
 
 async fn post_frames(
     spec: Arc<HttpSpec>,
-    endpoint: reqwest::Url,
+    endpoint: Uri,
     conn: Arc<Conn>,
     mut rx: mpsc::Receiver<Frame>,
 ) {
     while let Some(frame) = rx.recv().await {
         let req = spec
             .client
-            .post(endpoint.clone())
-            .headers(spec.headers.clone())
+            .request(Method::POST, &endpoint)
+            .headers(&spec.headers)
             .header(CONTENT_TYPE, "application/json")
-            .timeout(Duration::from_secs(30))
             .body(frame.line);
-        let failed = match req.send().await {
-            Ok(r) if r.status().is_success() => None,
-            Ok(r) => Some(UpstreamError::protocol(
+        let failed = match tokio::time::timeout(POST_TIMEOUT, req.send()).await {
+            Ok(Ok(r)) if r.status().is_success() => None,
+            Ok(Ok(r)) => Some(UpstreamError::protocol(
                 conn.backend(),
                 format!("POST answered HTTP {}", r.status()),
             )),
-            Err(e) => Some(UpstreamError::from_http(conn.backend(), e)),
+            Ok(Err(e)) => Some(UpstreamError::from_http(conn.backend(), e)),
+            Err(_) => Some(UpstreamError::unavailable(
+                conn.backend(),
+                "POST not answered in time",
+            )),
         };
         if let (Some(e), Some(id)) = (failed, frame.call) {
             conn.fail(id, e);
@@ -134,9 +140,9 @@ mod tests {
 
     #[test]
     fn endpoints_stay_on_the_backend_origin() {
-        let base = reqwest::Url::parse("http://127.0.0.1:8000/sse").unwrap();
+        let base = url::Url::parse("http://127.0.0.1:8000/sse").unwrap();
         assert_eq!(
-            endpoint(&base, "/messages?s=1").unwrap().as_str(),
+            endpoint(&base, "/messages?s=1").unwrap().to_string(),
             "http://127.0.0.1:8000/messages?s=1"
         );
         assert!(endpoint(&base, "http://127.0.0.1:8000/m").is_ok());

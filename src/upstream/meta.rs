@@ -27,7 +27,7 @@ fn fields(params: Option<&RawValue>) -> Option<Fields> {
 /// For a legacy backend: the modern `_meta` keys removed, the rest raw.
 pub(super) fn strip_modern(params: Option<&RawValue>) -> Option<Cow<'_, RawValue>> {
     let raw = params?;
-    if !raw.get().contains(META_PROTOCOL_VERSION) {
+    if !protocol::may_name_modern_version(raw.get()) {
         return Some(Cow::Borrowed(raw));
     }
     let Some(mut f) = fields(Some(raw)) else {

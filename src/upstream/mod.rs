@@ -10,6 +10,7 @@ mod deadline;
 mod error;
 mod event_stream;
 mod http;
+mod http_client;
 mod legacy_sse;
 mod link;
 mod meta;
@@ -1002,27 +1003,29 @@ fn http_spec(
     url: &str,
     headers: &[(String, crate::config::Secret)],
 ) -> Result<http::HttpSpec, String> {
-    let url = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
-    let mut map = reqwest::header::HeaderMap::new();
+    let url = url::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("bad url: scheme {} (http or https)", url.scheme()));
+    }
+    let uri = url
+        .as_str()
+        .parse::<::http::Uri>()
+        .map_err(|e| format!("bad url: {e}"))?;
+    let mut map = ::http::HeaderMap::new();
     for (k, v) in headers {
-        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-            .map_err(|e| format!("header {k}: {e}"))?;
-        let mut value = reqwest::header::HeaderValue::from_str(v.expose())
+        let name =
+            ::http::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
+        let mut value = ::http::HeaderValue::from_str(v.expose())
             .map_err(|_| format!("header {k}: invalid value"))?;
         value.set_sensitive(true);
         map.insert(name, value);
     }
-    let client = reqwest::Client::builder()
-        // A redirect would carry the configured secret headers to wherever
-        // the backend points: an answer of 3xx is an error, not a hop.
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(5))
-        .pool_idle_timeout(Duration::from_secs(90))
-        .tcp_nodelay(true)
-        .build()
-        .map_err(|e| format!("http client: {e}"))?;
+    // No redirects are followed: one would carry the configured secret
+    // headers to wherever the backend points (a 3xx is an error, not a hop).
+    let client = http_client::Client::new().map_err(|e| format!("http client: {e}"))?;
     Ok(http::HttpSpec {
         url,
+        uri,
         headers: map,
         client,
     })

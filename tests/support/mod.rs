@@ -645,13 +645,40 @@ pub fn faulty_http(mode: &str, extra: &[&str]) -> Fixture {
     Fixture::start_example("faulty_backend", "127.0.0.1:0", &args)
 }
 
-/// Processes whose parent is `pid`, with their state: none may be a zombie.
-pub fn assert_no_zombies(pid: u32) {
-    let zombies: Vec<_> = children(pid)
+/// Children of `pid` that are zombies now.
+pub fn zombies(pid: u32) -> Vec<u32> {
+    children(pid)
         .into_iter()
         .filter(|(_, s)| *s == 'Z')
-        .collect();
-    assert!(zombies.is_empty(), "zombie children: {zombies:?}");
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// No child of `pid` stays a zombie: one seen is reaped within 5 s. (A
+/// child that has just exited is a zombie until its SIGCHLD is handled;
+/// only one that stays so is a leak.)
+pub fn assert_no_zombies(pid: u32) {
+    assert_zombies_reaped(pid, &zombies(pid));
+}
+
+/// Each of `seen` (zombie children of `pid` seen earlier) is reaped
+/// within 5 s.
+pub fn assert_zombies_reaped(pid: u32, seen: &[u32]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<u32> = zombies(pid)
+            .into_iter()
+            .filter(|z| seen.contains(z))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "zombie children not reaped within 5 s: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Raw HTTP/1.1 bytes to the gateway; the reply's status (0 if none).

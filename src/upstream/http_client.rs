@@ -1,0 +1,159 @@
+//! The HTTP client to backends: hyper-util's pooled HTTP/1.1 client, TLS by
+//! rustls with the platform's verifier. Not reqwest: its per-request URL
+//! handling (a parse for its redirect policy, another for the URI, IDNA
+//! included) was a sixth of the gateway's instructions per forwarded call
+//! (bench/RESULTS.md). The shape below is the little the backends need.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, TryStreamExt};
+use http::header::{CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// One per backend: its pooled connections.
+#[derive(Clone, Debug)]
+pub(super) struct Client {
+    inner: hyper_util::client::legacy::Client<Connector, Full<Bytes>>,
+}
+
+impl Client {
+    pub(super) fn new() -> Result<Client, String> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(Duration::from_secs(5)));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .try_with_platform_verifier()
+            .map_err(|e| format!("TLS: {e}"))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_timer(TokioTimer::new())
+            .build(https);
+        Ok(Client { inner })
+    }
+
+    pub(super) fn request(&self, method: Method, uri: &Uri) -> RequestBuilder {
+        RequestBuilder {
+            client: self.clone(),
+            builder: http::Request::builder().method(method).uri(uri.clone()),
+            body: Bytes::new(),
+        }
+    }
+}
+
+/// A request being built; like `http::request::Builder`, a bad header is
+/// kept as an error until `send`.
+pub(super) struct RequestBuilder {
+    client: Client,
+    builder: http::request::Builder,
+    body: Bytes,
+}
+
+impl RequestBuilder {
+    pub(super) fn headers(mut self, headers: &HeaderMap) -> Self {
+        if let Some(h) = self.builder.headers_mut() {
+            h.extend(headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        self
+    }
+
+    pub(super) fn header<K, V>(mut self, name: K, value: V) -> Self
+    where
+        K: TryInto<HeaderName>,
+        <K as TryInto<HeaderName>>::Error: Into<http::Error>,
+        V: TryInto<HeaderValue>,
+        <V as TryInto<HeaderValue>>::Error: Into<http::Error>,
+    {
+        self.builder = self.builder.header(name, value);
+        self
+    }
+
+    pub(super) fn body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    pub(super) async fn send(self) -> Result<Response, SendError> {
+        let req = self
+            .builder
+            .body(Full::new(self.body))
+            .map_err(|_| SendError::Builder)?;
+        let resp = self
+            .client
+            .inner
+            .request(req)
+            .await
+            .map_err(SendError::Http)?;
+        Ok(Response(resp))
+    }
+}
+
+/// Why a request got no response. Never names the URL: a configured URL
+/// may carry credentials, and these reach clients, logs and /readyz.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SendError {
+    #[error("request could not be built")]
+    Builder,
+    #[error("{}", chain(.0))]
+    Http(hyper_util::client::legacy::Error),
+}
+
+impl SendError {
+    pub(super) fn is_builder(&self) -> bool {
+        matches!(self, SendError::Builder)
+    }
+
+    /// Nothing accepted the connection.
+    pub(super) fn is_connect(&self) -> bool {
+        matches!(self, SendError::Http(e) if e.is_connect())
+    }
+}
+
+/// "client error (Connect): tcp connect error: Connection refused": the
+/// cause is what an operator needs.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+pub(super) struct Response(http::Response<hyper::body::Incoming>);
+
+impl Response {
+    pub(super) fn status(&self) -> StatusCode {
+        self.0.status()
+    }
+
+    pub(super) fn headers(&self) -> &HeaderMap {
+        self.0.headers()
+    }
+
+    pub(super) fn content_length(&self) -> Option<u64> {
+        self.0
+            .headers()
+            .get(CONTENT_LENGTH)?
+            .to_str()
+            .ok()?
+            .parse()
+            .ok()
+    }
+
+    /// The body as it arrives (trailers skipped).
+    pub(super) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, String>> + Send {
+        self.0.into_body().into_data_stream().map_err(|e| chain(&e))
+    }
+}
