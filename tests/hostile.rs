@@ -133,6 +133,43 @@ async fn item02_credentials_stay_with_the_backend_origin() {
     assert!(!log.contains("s3cret"), "{log}");
 }
 
+/// Item 2, continued: credentials in a backend's URL go as Basic auth (as
+/// curl sends them), never in the request line, and no health output
+/// names them.
+#[test]
+fn url_credentials_go_as_basic_auth_and_stay_out_of_health() {
+    let rec = faulty_http("recorder", &[]);
+    let toml = format!(
+        "{}[backends.rec]\ntransport = \"http\"\nurl = \"http://us%65r:s3cret@{}/mcp\"\n",
+        demo_backend("demo"),
+        rec.addr
+    );
+    let gw = Gateway::start_unready(&toml, &[]);
+    // The recorder answers `{}` to everything: no MCP session opens, so
+    // the backend is retried and reported unhealthy.
+    wait_until(Duration::from_secs(30), || {
+        rec.stats()["requests"].as_u64().unwrap() >= 2
+            && http_get(&gw.base, "/readyz").is_ok_and(|(_, b)| b.contains("\"rec\""))
+    });
+    let (_, seen) = http_get(&format!("http://{}", rec.addr), "/seen").unwrap();
+    let seen: serde_json::Value = serde_json::from_str(&seen).unwrap();
+    let seen = seen.as_array().unwrap();
+    assert!(!seen.is_empty());
+    for r in seen {
+        assert_eq!(r["path"], "/mcp", "{r}");
+        assert_eq!(
+            r["headers"]["authorization"], "Basic dXNlcjpzM2NyZXQ=",
+            "{r}"
+        );
+        assert!(!r["headers"]["host"].as_str().unwrap().contains('@'), "{r}");
+    }
+    let (_, health) = http_get(&gw.base, "/readyz").unwrap();
+    assert!(
+        !health.contains("s3cret") && !health.contains("us%65r"),
+        "{health}"
+    );
+}
+
 /// Item 8: an HTTP backend that accepts and never answers is a timeout,
 /// retried with backoff, not "starting" forever; clients of the namespace
 /// are served meanwhile.

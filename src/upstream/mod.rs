@@ -1003,10 +1003,15 @@ fn http_spec(
     url: &str,
     headers: &[(String, crate::config::Secret)],
 ) -> Result<http::HttpSpec, String> {
-    let url = url::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
+    let mut url = url::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("bad url: scheme {} (http or https)", url.scheme()));
     }
+    // Credentials in the URL (`http://user:pass@host/`) go as Basic auth,
+    // as browsers and curl send them, and leave the URL.
+    let basic = basic_auth(&url);
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
     let uri = url
         .as_str()
         .parse::<::http::Uri>()
@@ -1020,6 +1025,12 @@ fn http_spec(
         value.set_sensitive(true);
         map.insert(name, value);
     }
+    if let Some(mut value) = basic
+        && !map.contains_key(::http::header::AUTHORIZATION)
+    {
+        value.set_sensitive(true);
+        map.insert(::http::header::AUTHORIZATION, value);
+    }
     // No redirects are followed: one would carry the configured secret
     // headers to wherever the backend points (a 3xx is an error, not a hop).
     let client = http_client::Client::new().map_err(|e| format!("http client: {e}"))?;
@@ -1029,4 +1040,24 @@ fn http_spec(
         headers: map,
         client,
     })
+}
+
+/// `Authorization: Basic` from a URL's user and password, if it has them.
+fn basic_auth(url: &url::Url) -> Option<::http::HeaderValue> {
+    use base64::Engine as _;
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let pair = format!(
+        "{}:{}",
+        decode(url.username()),
+        decode(url.password().unwrap_or(""))
+    );
+    let token = base64::engine::general_purpose::STANDARD.encode(pair);
+    ::http::HeaderValue::from_str(&format!("Basic {token}")).ok()
 }
