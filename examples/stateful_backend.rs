@@ -5,7 +5,7 @@
 //! `stateful_backend --listen 127.0.0.1:0 [--max-sessions N] [--max-lifetime SECS]`
 //! prints `stateful_backend listening on 127.0.0.1:PORT` once bound, then serves:
 //! - `/mcp`: MCP over Streamable HTTP (rmcp, legacy revisions, stateful);
-//!   tools `counter`, `echo`, `whoami`, `slow`, `ask`, `change`;
+//!   tools `counter`, `echo`, `whoami`, `slow`, `ask`, `change`, `change_here`;
 //! - `GET /stats`: session and request counters as JSON;
 //! - `POST /admin/forget`: drop every session, as a restart would.
 //!
@@ -253,6 +253,13 @@ impl Backend {
             let _ = peer.notify_tool_list_changed().await;
         }
         "changed".to_string()
+    }
+
+    #[tool(description = "Bump the tool list version and tell this session only")]
+    async fn change_here(&self, cx: RequestContext<RoleServer>) -> String {
+        LIST_VERSION.fetch_add(1, SeqCst);
+        let _ = cx.peer.notify_tool_list_changed().await;
+        "changed here".to_string()
     }
 }
 

@@ -408,3 +408,57 @@ async fn replicas_share_a_clients_backend_session() {
     let opened = fx.stats()["opened"].as_u64().unwrap() - opened_before;
     assert_eq!(opened, 2, "backend sessions opened for two client sessions");
 }
+
+/// A list change that only one replica hears (the backend tells the one
+/// backend session whose client asked) refreshes every replica's cached
+/// list: the next `tools/list` through another replica shows the new list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_change_heard_by_one_replica_reaches_every_replica() {
+    let redis = Redis::start();
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let k = keygen();
+    let toml = cluster_config(&redis, "", &http_backend("web", &fx.url(), ""));
+    let gws = replicas(2, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let http: Vec<_> = gws.iter().map(|g| Http::new(g.url("/mcp"))).collect();
+    let session = http[0].initialize().await;
+    let mut id = 0;
+    let mut version_via = async |h: &Http| {
+        id += 1;
+        let r = h.call(&session, id, "tools/list", json!({})).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let tools = r.messages()[0]["result"]["tools"].clone();
+        let change = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "web__change")
+            .cloned()
+            .unwrap_or_else(|| panic!("no web__change in {tools}"));
+        change["description"].as_str().unwrap().to_owned()
+    };
+    let before = version_via(&http[1]).await;
+    assert!(before.ends_with("(now 1)"), "{before}");
+    // Cached on replica 1 now: the backend is not asked again.
+    let calls = fx.stats()["tools_list_calls"].as_u64().unwrap();
+    assert_eq!(version_via(&http[1]).await, before);
+    assert_eq!(fx.stats()["tools_list_calls"].as_u64().unwrap(), calls);
+
+    let r = http[0]
+        .call(
+            &session,
+            100,
+            "tools/call",
+            json!({"name":"web__change_here","arguments":{}}),
+        )
+        .await;
+    assert_eq!(text_of(&r.messages()[0]), "changed here", "{}", r.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = version_via(&http[1]).await;
+        if now.ends_with("(now 2)") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replica 1 still lists {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

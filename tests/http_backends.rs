@@ -35,7 +35,7 @@ async fn seed_shared_isolation_never_opens_a_second_session() {
     for cycle in 0..150 {
         let sid = http.initialize().await;
         let tools = http.call(&sid, 2, "tools/list", json!({})).await.json();
-        assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 6);
+        assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 7);
         let r = call_tool(
             &http,
             &sid,
@@ -99,7 +99,7 @@ async fn seed_per_session_isolation_closes_every_session() {
     for cycle in 0..150 {
         let sid = http.initialize().await;
         let tools = http.call(&sid, 2, "tools/list", json!({})).await.json();
-        assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 6);
+        assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 7);
         let r = call_tool(&http, &sid, "web__counter", json!({})).await;
         assert_eq!(
             text_of(&r),
