@@ -462,3 +462,140 @@ async fn a_list_change_heard_by_one_replica_reaches_every_replica() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A load balancer on loopback that sends each HTTP request to the next
+/// replica in turn (no stickiness, not even per connection), streaming the
+/// reply back; a replica can be taken out as a balancer's health check would.
+struct Balancer {
+    addr: std::net::SocketAddr,
+    upstreams: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
+    hits: std::sync::Arc<parking_lot::Mutex<std::collections::HashMap<String, u64>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Balancer {
+    async fn start(upstreams: Vec<String>) -> Balancer {
+        use hyper::body::Incoming;
+        use hyper_util::rt::{TokioExecutor, TokioIo};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let upstreams = std::sync::Arc::new(parking_lot::Mutex::new(upstreams));
+        let hits = std::sync::Arc::new(parking_lot::Mutex::new(std::collections::HashMap::new()));
+        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .build_http::<Incoming>();
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (ups, counts) = (upstreams.clone(), hits.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let (client, next, ups, counts) =
+                    (client.clone(), next.clone(), ups.clone(), counts.clone());
+                let service =
+                    hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+                        let (client, next, ups, counts) =
+                            (client.clone(), next.clone(), ups.clone(), counts.clone());
+                        async move {
+                            let up = {
+                                let ups = ups.lock();
+                                ups[next.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                                    % ups.len()]
+                                .clone()
+                            };
+                            *counts.lock().entry(up.clone()).or_insert(0) += 1;
+                            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+                            *req.uri_mut() = format!("http://{up}{path}").parse().unwrap();
+                            client.request(req).await
+                        }
+                    });
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), service)
+                        .await;
+                });
+            }
+        });
+        Balancer {
+            addr,
+            upstreams,
+            hits,
+            task,
+        }
+    }
+
+    fn remove(&self, upstream: &str) {
+        self.upstreams.lock().retain(|u| u != upstream);
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// rmcp's official client behind a balancer that alternates every request
+/// between three replicas: one initialize, every call answered whichever
+/// replica takes it; a replica SIGKILLed (and taken out of the balancer):
+/// the same session goes on through the other two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_client_alternates_between_replicas() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+
+    let redis = Redis::start();
+    let k = keygen();
+    let toml = cluster_config(&redis, "", &demo_backend("demo"));
+    let gws = replicas(3, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let addrs: Vec<String> = gws
+        .iter()
+        .map(|g| g.base.trim_start_matches("http://").to_owned())
+        .collect();
+    let lb = Balancer::start(addrs.clone()).await;
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{}/mcp", lb.addr));
+    let client = ().serve(transport).await.expect("initialize through the balancer");
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "demo__echo"), "{tools:?}");
+    let call = async |text: String| {
+        let mut p = CallToolRequestParams::new("demo__echo");
+        p.arguments = json!({ "text": text }).as_object().cloned();
+        let r = client.call_tool(p).await.expect("answered");
+        serde_json::to_value(&r.content[0]).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for i in 0..9 {
+        assert_eq!(call(format!("m{i}")).await, format!("m{i}"));
+    }
+    for a in &addrs {
+        assert!(
+            lb.hits.lock().get(a).copied().unwrap_or(0) >= 3,
+            "{:?}",
+            lb.hits.lock()
+        );
+    }
+
+    let total = |name: &str| -> f64 { gws.iter().map(|g| g.metrics().get(name)).sum() };
+    assert_eq!(
+        total("sluice_client_sessions_opened_total"),
+        1.0,
+        "one initialize in all"
+    );
+    assert!(
+        total(r#"sluice_client_sessions_resumed_total{cause="replica"}"#) >= 1.0,
+        "served by replicas that did not open it"
+    );
+
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(gws[2].pid() as i32, libc::SIGKILL);
+    }
+    lb.remove(&addrs[2]);
+    for i in 0..6 {
+        assert_eq!(call(format!("after {i}")).await, format!("after {i}"));
+    }
+    let _ = client.cancel().await;
+}
