@@ -90,6 +90,55 @@ pub(super) fn string_field(fields: &Fields, key: &str) -> Option<String> {
     serde_json::from_str(fields.get(key)?.get()).ok()
 }
 
+/// The string at `key` of a params object, found without copying the other
+/// fields (the hot path reads one name and passes the rest through).
+/// `Err(())`: params is not an object; `Ok(None)`: no such string. As with
+/// `parse_fields`, a repeated key's last value counts.
+pub(super) fn peek_string(raw: Option<&RawValue>, key: &str) -> Result<Option<String>, ()> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    struct IsKey<'k>(&'k str);
+    impl<'de> DeserializeSeed<'de> for IsKey<'_> {
+        type Value = bool;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    impl Visitor<'_> for IsKey<'_> {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a key")
+        }
+        fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+            Ok(v == self.0)
+        }
+    }
+
+    struct Find<'k>(&'k str);
+    impl<'de> Visitor<'de> for Find<'_> {
+        type Value = Option<Box<RawValue>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(is) = map.next_key_seed(IsKey(self.0))? {
+                if is {
+                    found = Some(map.next_value::<Box<RawValue>>()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+
+    let mut de = serde_json::Deserializer::from_str(raw.map_or("{}", RawValue::get));
+    let found = de.deserialize_map(Find(key)).map_err(|_| ())?;
+    de.end().map_err(|_| ())?;
+    Ok(found.and_then(|v| serde_json::from_str(v.get()).ok()))
+}
+
 impl Namespace {
     pub(super) fn new(
         name: NamespaceName,
@@ -418,11 +467,10 @@ impl Namespace {
         events: &EventSink,
     ) -> Outcome {
         let key = kind.id_key();
-        let Some(mut fields) = parse_fields(params.as_deref()) else {
-            return error(INVALID_PARAMS, "params must be an object");
-        };
-        let Some(exposed) = string_field(&fields, key) else {
-            return error(INVALID_PARAMS, &format!("params.{key} is required"));
+        let exposed = match peek_string(params.as_deref(), key) {
+            Err(()) => return error(INVALID_PARAMS, "params must be an object"),
+            Ok(None) => return error(INVALID_PARAMS, &format!("params.{key} is required")),
+            Ok(Some(exposed)) => exposed,
         };
         let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
             return not_found(kind, &exposed);
@@ -437,6 +485,7 @@ impl Namespace {
         let params = if original == exposed {
             params
         } else {
+            let mut fields = parse_fields(params.as_deref()).unwrap_or_default();
             fields.insert(key.into(), jsonrpc::raw(&original));
             Some(jsonrpc::raw(&fields))
         };
@@ -663,4 +712,41 @@ fn replace_field(object: &RawValue, key: &str, value: &str) -> Option<Box<RawVal
     let mut fields: Fields = serde_json::from_str(object.get()).ok()?;
     fields.insert(key.into(), jsonrpc::raw(value));
     Some(jsonrpc::raw(&fields))
+}
+
+#[cfg(test)]
+mod peek_tests {
+    use super::{RawValue, parse_fields, peek_string, string_field};
+
+    fn peek(json: &str) -> Result<Option<String>, ()> {
+        let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
+        peek_string(Some(&raw), "name")
+    }
+
+    #[test]
+    fn reads_what_the_full_parse_reads() {
+        for json in [
+            r#"{"name":"a__echo","arguments":{"name":"inner"}}"#,
+            r#"{"arguments":{"x":[1,{"name":"no"}]},"n\u0061me":"escaped"}"#,
+            r#"{"name":"first","name":"last"}"#,
+            r#"{"name":7}"#,
+            r#"{"other":"x"}"#,
+            r#"{}"#,
+        ] {
+            let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
+            let full = parse_fields(Some(&raw)).and_then(|f| string_field(&f, "name"));
+            assert_eq!(peek(json), Ok(full), "{json}");
+        }
+        assert_eq!(peek(r#"{"name":"last","name":"x"}"#), Ok(Some("x".into())));
+        assert_eq!(peek_string(None, "name"), Ok(None));
+    }
+
+    #[test]
+    fn refuses_what_is_not_an_object() {
+        for json in [r#"["name"]"#, r#""name""#, "7", "null"] {
+            assert_eq!(peek(json), Err(()), "{json}");
+            let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
+            assert!(parse_fields(Some(&raw)).is_none(), "{json}");
+        }
+    }
 }
