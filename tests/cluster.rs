@@ -31,6 +31,24 @@ fn replicas(n: usize, toml: &str, env: &[(&str, &str)]) -> Vec<Gateway> {
     gws
 }
 
+/// Redis, the stateful backend as a per-session HTTP backend (`web`, idle
+/// TTL 3 s) and `n` replicas sharing one key.
+fn per_session_cluster(n: usize) -> (Redis, Fixture, Vec<Gateway>) {
+    let redis = Redis::start();
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let toml = cluster_config(
+        &redis,
+        "",
+        &http_backend(
+            "web",
+            &fx.url(),
+            "isolation = \"per-session\"\nidle_ttl = \"3s\"",
+        ),
+    );
+    let gws = replicas(n, &toml, &[("SLUICE_SESSION_KEY", &keygen())]);
+    (redis, fx, gws)
+}
+
 fn echo(id: u64, text: &str) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":text}}})
 }
@@ -252,19 +270,7 @@ async fn an_answer_reaches_the_replica_whose_backend_asked() {
 /// once they are past their idle TTL; the survivor's own, in use, stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_replicas_backend_sessions_are_closed_by_a_survivor() {
-    let redis = Redis::start();
-    let fx = Fixture::start("127.0.0.1:0", &[]);
-    let k = keygen();
-    let toml = cluster_config(
-        &redis,
-        "",
-        &http_backend(
-            "web",
-            &fx.url(),
-            "isolation = \"per-session\"\nidle_ttl = \"3s\"",
-        ),
-    );
-    let mut gws = replicas(2, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let (_redis, fx, mut gws) = per_session_cluster(2);
     let (doomed, survivor) = (Http::new(gws[0].url("/mcp")), Http::new(gws[1].url("/mcp")));
     let mut theirs = Vec::new();
     for i in 0..5 {
@@ -374,19 +380,7 @@ async fn sessions_are_served_through_a_redis_outage() {
 /// replica), or when no replica has used it for its idle TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_a_clients_backend_session() {
-    let redis = Redis::start();
-    let fx = Fixture::start("127.0.0.1:0", &[]);
-    let k = keygen();
-    let toml = cluster_config(
-        &redis,
-        "",
-        &http_backend(
-            "web",
-            &fx.url(),
-            "isolation = \"per-session\"\nidle_ttl = \"3s\"",
-        ),
-    );
-    let gws = replicas(3, &toml, &[("SLUICE_SESSION_KEY", &k)]);
+    let (_redis, fx, gws) = per_session_cluster(3);
     let http: Vec<_> = gws.iter().map(|g| Http::new(g.url("/mcp"))).collect();
     let opened_before = fx.stats()["opened"].as_u64().unwrap();
     let ended = http[0].initialize().await;

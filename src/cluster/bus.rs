@@ -18,7 +18,7 @@ use super::{Cluster, PREFIX};
 use crate::sessions::SessionId;
 use crate::upstream::{ClientKey, Notice};
 
-/// Messages waiting to be acted on; past this, the oldest are dropped.
+/// Messages waiting to be acted on; past this, new ones are dropped.
 const INBOX: usize = 4096;
 
 // Externally tagged, and not flattened into `Envelope`: serde buffers the
