@@ -297,6 +297,118 @@ FORWARD_HEADERS = [
 ]
 
 
+def wrk_runs(results: Path) -> dict[str, dict[int, dict]]:
+    """The best round (highest throughput) of each wrk run, by name and level."""
+    best: dict[str, dict[int, dict]] = {}
+    for f in sorted(results.glob("wrk-*.json")):
+        d = json.loads(f.read_text())
+        runs = best.setdefault(d["name"], {})
+        c = d["concurrency"]
+        d.setdefault("rounds", [])
+        prev = runs.get(c)
+        rounds = (prev["rounds"] if prev else []) + [d["throughput_rps"]]
+        if prev is None or d["throughput_rps"] > prev["throughput_rps"]:
+            runs[c] = d
+        runs[c]["rounds"] = rounds
+    return best
+
+
+def wrk_section(wrk: dict, fwd_http: dict) -> str:
+    direct, sl = wrk.get("http-direct", {}), wrk.get("http-sluice", {})
+    if not direct or not sl:
+        return "_not run (wrk not installed)_"
+    rows = []
+    notes = []
+    for c in sorted(set(direct) & set(sl)):
+        d, r = direct[c], sl[c]
+        add = r["p50_us"] - d["p50_us"]
+        lg_d, lg_s = fwd_http.get("http-direct", {}).get(c), fwd_http.get("http-sluice", {}).get(c)
+        lg_add = lg_s["latency"]["p50_us"] - lg_d["latency"]["p50_us"] if lg_d and lg_s else None
+        agree = ratio(max(add, lg_add), min(add, lg_add)) if lg_add is not None and min(add, lg_add) > 0 else None
+        if agree is not None and agree > 2:
+            notes.append(c)
+        for name, x in (("fast backend, direct", d), ("through sluice", r)):
+            direct_row = x is d
+            rows.append(
+                [
+                    name,
+                    str(c),
+                    str(x["threads"]),
+                    fmt(x["throughput_rps"]),
+                    fmt(ratio(x["throughput_rps"], d["throughput_rps"]), 3),
+                    us(x["p50_us"]),
+                    us(x["p99_us"]),
+                    "–" if direct_row else us(add),
+                    "–" if direct_row or lg_add is None else us(lg_add),
+                    fmt(x["server_cpu_us_per_request"], 1),
+                    " / ".join(f"{v / 1000:,.1f}k" for v in x["rounds"]),
+                    str(x["bad_responses"] + x["socket_errors"]),
+                ]
+            )
+    text = table(
+        ["path", "connections", "wrk threads", "req/s", "÷ direct", "p50", "p99", "added p50 (wrk)",
+         "added p50 (loadgen)", "server CPU µs/req", "rounds (req/s)", "errors"],
+        rows,
+    )
+    if notes:
+        text += (
+            "\n\nAt " + ", ".join(f"{c}" for c in notes) + " connection(s) wrk's and loadgen's added p50 differ by "
+            "more than 2×: see the analysis below."
+        )
+    return text
+
+
+def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> str:
+    """Issue 10's targets, judged from this run."""
+    rows = []
+    direct, sl = fwd_http.get("http-direct", {}), fwd_http.get("http-sluice", {})
+    for c in (16, 64):
+        d, r = direct.get(c), sl.get(c)
+        if d and r and d.get("server_cpu_us_per_request") and r.get("server_cpu_us_per_request"):
+            x = r["server_cpu_us_per_request"] / d["server_cpu_us_per_request"]
+            rows.append([f"gateway CPU per forwarded `tools/call`, fast HTTP backend, {c} connections", "≤ 2× the backend's own",
+                         f"{fmt(r['server_cpu_us_per_request'], 1)} vs {fmt(d['server_cpu_us_per_request'], 1)} µs: {x:.1f}×", mark(x <= 2)])
+    prof = load(Path(churn.get("results", ".")), "profile/profile") if churn.get("results") else None
+    if prof and (prof.get("callgrind") or {}).get("requests") and (prof.get("floor") or {}).get("requests"):
+        a = prof["callgrind"]["instructions"] / prof["callgrind"]["requests"]
+        b = prof["floor"]["instructions"] / prof["floor"]["requests"]
+        rows.append(["the same in instructions (callgrind, 16 connections)", "≤ 2× the backend's",
+                     f"{a:,.0f} vs {b:,.0f}: {a / b:.1f}×", mark(a / b <= 2)])
+    st = fwd_stdio.get("stdio-sluice", {})
+    if st:
+        c = max(st)
+        v = st[c].get("server_cpu_us_per_request")
+        rows.append([f"stdio path, CPU per request (gateway + demo child, {c} connections)", "≤ 10 µs", f"{fmt(v, 1)} µs", mark(None if v is None else v <= 10)])
+    if direct.get(64) and sl.get(64):
+        r = sl[64]["throughput_rps"] / direct[64]["throughput_rps"]
+        rows.append(["throughput through sluice, 64 connections", "≥ 45% of direct", f"{r * 100:.1f}%", mark(r >= 0.45)])
+    rows.append(["vs agentgateway: throughput ≥ 2×, CPU ≤ ½", "", "not measured: agentgateway is not an installable peer here (no package on crates.io, npm or PyPI)", "–"])
+    for c, want in ((1, 50), (2, 100)):
+        d, r = direct.get(c), sl.get(c)
+        parts, oks = [], []
+        if d and r:
+            add = r["latency"]["p50_us"] - d["latency"]["p50_us"]
+            parts.append(f"{us(add)} (loadgen)")
+            oks.append(add <= want)
+        wd, ws = wrk.get("http-direct", {}).get(c), wrk.get("http-sluice", {}).get(c)
+        if wd and ws:
+            add = ws["p50_us"] - wd["p50_us"]
+            parts.append(f"{us(add)} (wrk)")
+            oks.append(add <= want)
+        if parts:
+            rows.append([f"added p50, {c} connection{'s' if c > 1 else ''}", f"≤ {want} µs", "; ".join(parts), mark(all(oks))])
+    cg_idle = churn.get("cg_idle") or []
+    if len(cg_idle) >= 2 and all(x["requests"] for x in cg_idle):
+        lo, hi = cg_idle[0], cg_idle[-1]
+        a, b = lo["instructions"] / lo["requests"], hi["instructions"] / hi["requests"]
+        rows.append([f"cost with {hi['live']:,} vs {lo['live']:,} live sessions (callgrind)", "within 10%", f"× {b / a:.3f}", mark(b / a <= 1.10)])
+    idle = churn.get("idle")
+    if idle and idle.get("kib_per_live_session") is not None:
+        k = idle["kib_per_live_session"]
+        rows.append(["memory per idle session", "≤ 0.5 KiB", f"{fmt(k, 2)} KiB", mark(k <= 0.5)])
+    return table(["target", "wanted", "measured (this run)", "met?"], rows)
+
+
 def churn_section(results: Path) -> tuple[str, dict]:
     parts = []
     out: dict = {}
@@ -762,6 +874,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     http_rows, fwd_http = forward_rows(results, "http")
     stdio_rows, fwd_stdio = forward_rows(results, "stdio")
     churn_text, churn = churn_section(results)
+    churn["results"] = str(results)
+    wrk = wrk_runs(results)
     fwd = {**fwd_http, **fwd_stdio}
     made = []
     if not args.no_plots and args.plots:
@@ -792,6 +906,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         "",
         "Added latency is judged at concurrency 1 (at higher concurrency it is queueing on two shared cores); "
         "the ≥ 10× comparison at the highest concurrency both ran.",
+        "",
+        "### Issue 10: forwarding at the physical limit",
+        "",
+        issue10_targets(fwd_http, fwd_stdio, wrk, churn),
         "",
         "## Abandoned sessions",
         "",
@@ -825,6 +943,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         "`bench/loadgen/src/bin/fast_backend.rs`: hyper, stateless, JSON replies, one thread.",
         "",
         table(FORWARD_HEADERS, http_rows) if http_rows else "_not run_",
+        "",
+        "### The same with wrk",
+        "",
+        "A second load generator that shares no code with ours: `wrk` (Debian's) with `bench/wrk.lua`, "
+        "`tools/call` of echo on one session over every connection (1 thread for 1 connection, else 2), every "
+        "response checked for HTTP 200 and a JSON-RPC result; direct and through sluice alternating, best round "
+        "shown. *Server CPU* from the server's own utime+stime around the run (10 ms ticks).",
+        "",
+        wrk_section(wrk, fwd_http),
         "",
         "### stdio backend (`sluice demo-server`)",
         "",

@@ -255,24 +255,67 @@ pub enum Body {
     Batch(Vec<Result<Message, ParseError>>),
 }
 
-#[derive(Serialize)]
 struct Outgoing<'a> {
     jsonrpc: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     method: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     params: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     result: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a RawValue>,
 }
 
+/// The line serde would write for `w`, byte for byte, written by hand: the
+/// raw values are copied once into a buffer of the right size (serde grows
+/// its buffer as it goes, and walks every field through its machinery).
 fn to_line(w: &Outgoing<'_>) -> String {
-    // Serialising borrowed raw values cannot fail.
-    serde_json::to_string(w).unwrap_or_default()
+    let raw = [
+        (",\"id\":", w.id),
+        (",\"params\":", w.params),
+        (",\"result\":", w.result),
+        (",\"error\":", w.error),
+    ];
+    let size = 20
+        + w.method.map_or(0, |m| m.len() + 12)
+        + raw
+            .iter()
+            .map(|(k, v)| v.map_or(0, |v| k.len() + v.get().len()))
+            .sum::<usize>();
+    let mut out = String::with_capacity(size);
+    out.push_str("{\"jsonrpc\":\"");
+    out.push_str(w.jsonrpc);
+    out.push('"');
+    let [id, rest @ ..] = raw;
+    push_raw(&mut out, id);
+    if let Some(method) = w.method {
+        out.push_str(",\"method\":");
+        push_str(&mut out, method);
+    }
+    for field in rest {
+        push_raw(&mut out, field);
+    }
+    out.push('}');
+    out
+}
+
+fn push_raw(out: &mut String, (key, value): (&str, Option<&RawValue>)) {
+    if let Some(v) = value {
+        out.push_str(key);
+        out.push_str(v.get());
+    }
+}
+
+/// A JSON string; serde does the escaping when there is any to do.
+fn push_str(out: &mut String, s: &str) {
+    if s.bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f)
+    {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        // Serialising a string cannot fail.
+        out.push_str(&serde_json::to_string(s).unwrap_or_default());
+    }
 }
 
 pub fn request(id: &RawValue, method: &str, params: Option<&RawValue>) -> String {

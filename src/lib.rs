@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod demo_server;
+pub(crate) mod fast_map;
 pub mod front;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -118,6 +118,19 @@ impl Policy {
 
 /// Accept must list both media types (or a wildcard covering them).
 pub(super) fn accepts(headers: &HeaderMap, wanted: &[&'static str]) -> Result<(), Reject> {
+    // What nearly every client sends for a POST, recognised without parsing.
+    const BOTH: [&[u8]; 3] = [
+        b"application/json, text/event-stream",
+        b"text/event-stream, application/json",
+        b"*/*",
+    ];
+    if wanted == ["application/json", "text/event-stream"]
+        && headers
+            .get(header::ACCEPT)
+            .is_some_and(|v| BOTH.contains(&v.as_bytes()))
+    {
+        return Ok(());
+    }
     let items = || {
         headers
             .get_all(header::ACCEPT)

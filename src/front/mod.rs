@@ -82,7 +82,45 @@ pub struct Front {
     pub stream_keep_alive: std::time::Duration,
 }
 
-pub fn routes(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
+/// Every endpoint. `POST /mcp`, nearly all the traffic, goes straight to
+/// its handler; the rest through axum's router.
+pub fn routes(front: Arc<Front>, metrics_path: &str) -> Edge {
+    Edge {
+        rest: router(front.clone(), metrics_path),
+        front,
+    }
+}
+
+/// The HTTP service of each client connection.
+#[derive(Clone)]
+pub struct Edge {
+    front: Arc<Front>,
+    rest: HttpRouter,
+}
+
+impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
+        let req = req.map(Body::new);
+        if req.method() == Method::POST && req.uri().path() == "/mcp" {
+            let front = self.front.clone();
+            Box::pin(async move {
+                // The same guard as every route below.
+                Ok(match front.policy.guard(req.headers(), req.uri()) {
+                    Ok(()) => mcp(front, "default", req).await,
+                    Err(reject) => front.refuse(req.method(), reject),
+                })
+            })
+        } else {
+            Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
+        }
+    }
+}
+
+fn router(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
     HttpRouter::new()
         .route("/mcp", any(default_namespace))
         .route("/ns/{namespace}/mcp", any(named_namespace))

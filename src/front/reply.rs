@@ -2,6 +2,8 @@
 //! an SSE stream when progress or a server-to-client request comes first.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,13 +61,19 @@ impl Ctx {
     }
 }
 
-/// A request running on its own task: what it emits, and its outcome. A
-/// dropped connection is not a cancellation in the legacy revisions, so the
-/// task outlives the response; in 2026-07-28 a closed stream cancels it
-/// (`cancel_on_drop`), unless the bridge holds it for the client's retry.
+/// A request running: what it emits, and its outcome. It runs in the task
+/// that answers it until its response turns into a stream (or is parked by
+/// the bridge); from then on, and whenever it is dropped unfinished, on a
+/// task of its own. So the common call, answered with one JSON body, costs
+/// no task and no hand-off between threads. A dropped connection is not a
+/// cancellation in the legacy revisions, so the request outlives the
+/// response; in 2026-07-28 a closed stream cancels it (`cancel_on_drop`),
+/// unless the bridge holds it for the client's retry.
 pub(super) struct Running {
     events: mpsc::Receiver<BackendEvent>,
     done: oneshot::Receiver<Outcome>,
+    /// The request while it runs inline; None once done or detached.
+    work: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     cancel_on_drop: Option<DropGuard>,
 }
 
@@ -75,18 +83,51 @@ impl Running {
         let (done_tx, done) = oneshot::channel();
         let cancel = ctx.track(&req);
         let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
-        // Boxed: the task then moves a pointer, not the whole call chain's
-        // state (kilobytes, copied on spawn and again on completion).
-        tokio::spawn(Box::pin(async move {
+        // Boxed: moving the request (to its own task) moves a pointer, not
+        // the whole call chain's state.
+        let work = Box::pin(async move {
             if let Some(outcome) = run(&ctx, req, &events_tx, &cancel, started).await {
                 let _ = done_tx.send(outcome);
             }
             // `ctx.active` drops here: the session is no longer busy.
-        }));
+        });
         Running {
             events,
             done,
+            work: Some(work),
             cancel_on_drop,
+        }
+    }
+
+    /// What comes first: the outcome, or something emitted before it.
+    async fn first(&mut self) -> First {
+        let Running {
+            events, done, work, ..
+        } = self;
+        loop {
+            let working = async {
+                match work.as_mut() {
+                    Some(w) => w.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                outcome = &mut *done => return match outcome {
+                    Ok(o) => First::Done(o),
+                    Err(_) => First::Cancelled,
+                },
+                Some(event) = events.recv() => return First::Event(event),
+                // Its outcome (if any) is in `done` now.
+                () = working => *work = None,
+            }
+        }
+    }
+
+    /// The rest of the request runs on its own task.
+    fn detach(&mut self) {
+        if let Some(work) = self.work.take() {
+            tokio::spawn(work);
         }
     }
 
@@ -95,6 +136,15 @@ impl Running {
         if let Some(guard) = self.cancel_on_drop.take() {
             guard.disarm();
         }
+    }
+}
+
+impl Drop for Running {
+    /// Dropped unfinished (the client went away): a legacy request goes on
+    /// to its end, a 2026-07-28 one is cancelled right after (the guard
+    /// drops next) and runs only to record that.
+    fn drop(&mut self) {
+        self.detach();
     }
 }
 
@@ -122,14 +172,7 @@ impl Reply {
     /// Answers with `application/json` when the outcome comes first, else
     /// with a stream of what the request emits, then its outcome.
     pub(super) async fn respond(self, mut running: Running) -> Response {
-        let first = tokio::select! {
-            biased;
-            outcome = &mut running.done => match outcome {
-                Ok(o) => First::Done(o),
-                Err(_) => First::Cancelled,
-            },
-            Some(event) = running.events.recv() => First::Event(event),
-        };
+        let first = running.first().await;
         match first {
             First::Done(outcome) if running.events.is_empty() => {
                 running.finish();
@@ -153,6 +196,9 @@ impl Reply {
             // Cancelled by the client: nothing more is sent for it.
             First::Cancelled => sse(stream::empty()),
             First::Event(event) => {
+                // The stream is polled only as fast as the client reads; the
+                // request must not wait for that.
+                running.detach();
                 let mut flow = Flow::new(self, running);
                 let head = flow.take(event);
                 let rest = stream::unfold(flow, |mut flow| async move {

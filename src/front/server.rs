@@ -11,10 +11,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -104,7 +102,7 @@ impl Connections {
 /// Accepts until `stop`; returns the connections still open.
 pub async fn accept(
     listener: TcpListener,
-    app: Router,
+    app: super::Edge,
     limits: Limits,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
@@ -142,8 +140,7 @@ pub async fn accept(
         };
         // SSE streams can be written faster without Nagle (a 30x difference).
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let conn = http.serve_connection(TokioIo::new(tcp), service);
+        let conn = http.serve_connection(TokioIo::new(tcp), app.clone());
         let conn = graceful.watch(conn);
         let metrics = metrics.clone();
         metrics.connection_opened();

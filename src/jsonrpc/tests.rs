@@ -105,3 +105,43 @@ fn batches_are_bounded() {
         Err(ParseError::Json(_))
     ));
 }
+
+#[test]
+fn lines_are_compact_and_keep_raw_values_byte_for_byte() {
+    let params = RawValue::from_string(r#"{"name":"x", "arguments":{"k":[1, 2]}}"#.into()).unwrap();
+    assert_eq!(
+        request(&raw_u64(7), "tools/call", Some(&params)),
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x", "arguments":{"k":[1, 2]}}}"#
+    );
+    assert_eq!(
+        request(&raw(&"a\"b"), "x", None),
+        r#"{"jsonrpc":"2.0","id":"a\"b","method":"x"}"#
+    );
+    assert_eq!(
+        notification("notifications/initialized", None),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+    );
+    // A method that needs escaping is escaped as serde would.
+    assert_eq!(
+        notification("a\"\\\n\u{7f}é", None),
+        format!(
+            r#"{{"jsonrpc":"2.0","method":{}}}"#,
+            serde_json::to_string("a\"\\\n\u{7f}é").unwrap()
+        )
+    );
+    let result = RawValue::from_string(r#"{"content":[]}"#.into()).unwrap();
+    assert_eq!(
+        response(&raw(&"r-1"), &Outcome::Result(result)),
+        r#"{"jsonrpc":"2.0","id":"r-1","result":{"content":[]}}"#
+    );
+    assert_eq!(
+        error_response(None, INVALID_REQUEST, "bad"),
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"bad"}}"#
+    );
+    // Every line is one JSON object that parses back to what was written.
+    let line = request(&raw_u64(1), "m", Some(&params));
+    assert!(matches!(
+        Message::parse(line.as_bytes()),
+        Ok(Message::Request(_))
+    ));
+}

@@ -7,7 +7,7 @@
 //! backend from claiming a name that moved. The index is bounded: past
 //! `MAX_NAMES` it starts over (and refills from the lists on demand).
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 
 use super::kind::Kind;
 
@@ -16,9 +16,9 @@ const MAX_NAMES: usize = 100_000;
 
 #[derive(Default)]
 pub(super) struct NameIndex {
-    names: HashMap<(Kind, String), Entry>,
+    names: FastMap<(Kind, String), Entry>,
     /// The version each member's entries were recorded at.
-    versions: HashMap<usize, u64>,
+    versions: FastMap<usize, u64>,
 }
 
 #[derive(Clone, Copy)]

@@ -11,7 +11,7 @@ mod namespace;
 mod rounds;
 mod tasks;
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 use std::sync::Arc;
 
 pub use namespace::{ClientNotice, Namespace};
@@ -20,7 +20,7 @@ use crate::config::{Config, NamespaceName};
 use crate::upstream::Backend;
 
 pub struct Router {
-    namespaces: HashMap<NamespaceName, Arc<Namespace>>,
+    namespaces: FastMap<NamespaceName, Arc<Namespace>>,
 }
 
 impl Router {

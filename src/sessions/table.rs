@@ -10,6 +10,8 @@
 //! request ever scans the table.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::fast_map::FastMap;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -19,7 +21,8 @@ use super::id::{Principal, SessionId};
 use crate::metrics::CloseReason;
 
 pub(super) struct Table {
-    map: HashMap<SessionId, Entry>,
+    /// Only ids the gateway issued (or sealed) are ever inserted.
+    map: FastMap<SessionId, Entry>,
     by_use: BTreeMap<u64, SessionId>,
     /// Each principal's stamps; None when no per-principal cap can bind
     /// (then it costs nothing per session).
@@ -52,7 +55,7 @@ impl Table {
     /// the new one is refused.
     pub(super) fn new(max: usize, max_per_principal: usize) -> Table {
         Table {
-            map: HashMap::new(),
+            map: FastMap::default(),
             by_use: BTreeMap::new(),
             by_principal: (max_per_principal < max).then(HashMap::new),
             max,

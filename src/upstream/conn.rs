@@ -7,15 +7,17 @@
 //! gateway id of the request that carries them and mapped back, so progress
 //! reaches exactly one client. The pending map is bounded by `MAX_IN_FLIGHT`.
 
+use crate::fast_map::FastMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures_util::future::BoxFuture;
 use indexmap::IndexMap;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use super::deadline::Deadline;
 use super::notice::Notice;
@@ -115,6 +117,19 @@ pub(super) struct Frame {
     pub(super) headers: Vec<(String, String)>,
 }
 
+/// A wire that sends each request itself, in the caller's task (Streamable
+/// HTTP: a POST a request, its answer on that POST's response). No queue
+/// and no writer task stand between a call and the backend, so a call costs
+/// no hand-off between tasks. The link still ends every request in flight:
+/// a call stops waiting once `ended` is cancelled, dropping its request.
+pub(super) trait Post: Send + Sync {
+    /// Sends `frame` and delivers what comes back to `conn`; settles the
+    /// call (answer or failure) before it returns.
+    fn post<'a>(&'a self, conn: &'a Conn, frame: Frame) -> BoxFuture<'a, ()>;
+    /// Cancelled when the link begins to end.
+    fn ended(&self) -> &CancellationToken;
+}
+
 pub(super) struct Conn {
     backend: BackendName,
     /// Shared by every connection of the backend: bounds its warnings.
@@ -128,6 +143,8 @@ pub(super) struct Conn {
     /// Itself, for timers that must not keep it alive.
     me: std::sync::Weak<Conn>,
     writer: mpsc::Sender<Frame>,
+    /// Requests go out through this instead of `writer` (see `Post`).
+    post: std::sync::OnceLock<Arc<dyn Post>>,
     writes: Writes,
     next_id: AtomicU64,
     state: Mutex<Pending>,
@@ -135,9 +152,9 @@ pub(super) struct Conn {
 
 #[derive(Default)]
 struct Pending {
-    calls: HashMap<u64, PendingCall>,
+    calls: FastMap<u64, PendingCall>,
     /// Token in the id given to the client -> the backend's request.
-    server_requests: HashMap<String, ServerRequest>,
+    server_requests: FastMap<String, ServerRequest>,
     /// Set once the connection is gone: new calls fail at once.
     closed: bool,
 }
@@ -239,10 +256,17 @@ impl Conn {
             owner,
             roots,
             writer,
+            post: std::sync::OnceLock::new(),
             writes,
             next_id: AtomicU64::new(first_id(writes)),
             state: Mutex::new(Pending::default()),
         })
+    }
+
+    /// From now on requests are sent by `post` in the caller's task;
+    /// notifications and responses still go through the writer.
+    pub(super) fn post_directly(&self, post: Arc<dyn Post>) {
+        let _ = self.post.set(post);
     }
 
     /// Sends a request and waits for its outcome.
@@ -305,17 +329,45 @@ impl Conn {
         // One deadline for queueing and answering: a backend that stops
         // reading (a full write queue) is as late as one that stops writing.
         let deadline = Deadline::after(timeout);
-        deadline
-            .run(&self.backend, self.writer.send(frame))
-            .await?
-            .map_err(|_| UpstreamError::not_sent(&self.backend))?;
-        let outcome = match deadline.run(&self.backend, rx).await {
+        let answer = match self.post.get() {
+            Some(post) => {
+                deadline
+                    .run(&self.backend, self.posted(post.as_ref(), frame, rx))
+                    .await
+            }
+            None => {
+                deadline
+                    .run(&self.backend, self.writer.send(frame))
+                    .await?
+                    .map_err(|_| UpstreamError::not_sent(&self.backend))?;
+                deadline.run(&self.backend, rx).await
+            }
+        };
+        let outcome = match answer {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(UpstreamError::exited(&self.backend)),
             Err(timeout) => Err(timeout),
         };
         drop(guard);
         outcome
+    }
+
+    /// A request sent by the wire itself: the answer may come while the
+    /// response is still being read (an SSE stream), or once it is.
+    async fn posted(
+        &self,
+        post: &dyn Post,
+        frame: Frame,
+        mut rx: oneshot::Receiver<Result<Outcome, UpstreamError>>,
+    ) -> Result<Result<Outcome, UpstreamError>, oneshot::error::RecvError> {
+        let send = post.post(self, frame);
+        tokio::select! {
+            biased;
+            answer = &mut rx => answer,
+            // The wire settled the call before it returned.
+            () = send => rx.await,
+            () = post.ended().cancelled() => Ok(Err(UpstreamError::exited(&self.backend))),
+        }
     }
 
     pub(super) async fn notify(
@@ -376,7 +428,7 @@ impl Conn {
     /// Handles one message from the backend. `origin` is the gateway id of
     /// the request whose response stream carried it, when the transport
     /// tells. Returns what the backend announced for clients, if anything.
-    pub(super) fn dispatch(self: &Arc<Self>, line: &str, origin: Option<u64>) -> Option<Notice> {
+    pub(super) fn dispatch(&self, line: &str, origin: Option<u64>) -> Option<Notice> {
         let msg = match Message::parse(line.as_bytes()) {
             Ok(m) => m,
             Err(e) => {
@@ -450,11 +502,7 @@ impl Conn {
     /// pipe nothing ties it to a request: route it only when exactly one
     /// request that can carry it is in flight, else refuse it so the backend
     /// is not left waiting.
-    fn on_server_request(
-        self: &Arc<Self>,
-        r: jsonrpc::Request,
-        origin: Option<u64>,
-    ) -> Option<Notice> {
+    fn on_server_request(&self, r: jsonrpc::Request, origin: Option<u64>) -> Option<Notice> {
         if r.method == "ping" {
             let pong = Outcome::Result(jsonrpc::raw(&serde_json::json!({})));
             self.send(jsonrpc::response(&r.id, &pong));

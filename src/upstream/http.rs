@@ -9,9 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use ::http::{Method, StatusCode};
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use parking_lot::Mutex;
 use serde_json::json;
@@ -29,12 +30,14 @@ use super::{InitInfo, LinkCtx, UpstreamError};
 use crate::jsonrpc::{self, Message, Outcome};
 
 const WRITE_QUEUE: usize = 1024;
-/// POSTs one link has in flight at once; more frames wait in the queue.
+/// POSTs one link has in flight at once; more wait their turn.
 const MAX_POSTS: usize = 256;
 /// The largest response body taken from a backend.
 const MAX_BODY: usize = 64 * 1024 * 1024;
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
+const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const JSON_OR_SSE: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
 /// DELETE is a courtesy: never let a dead backend hold up a close.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -71,6 +74,25 @@ struct Endpoint {
     /// Cancelled once the owner ends the session: a late 404 must not
     /// open a new backend session that nobody would close.
     closing: CancellationToken,
+    /// `MAX_POSTS`: requests past it wait (within their deadline).
+    posts: tokio::sync::Semaphore,
+}
+
+/// A request is its own POST, sent from the caller's task.
+impl super::conn::Post for Endpoint {
+    fn post<'a>(&'a self, conn: &'a Conn, frame: Frame) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            // Closed only with the endpoint, never while it is in use.
+            let Ok(_permit) = self.posts.acquire().await else {
+                return;
+            };
+            send(self, conn, frame).await;
+        })
+    }
+
+    fn ended(&self) -> &CancellationToken {
+        &self.closing
+    }
 }
 
 /// Opens a link in the backend's era: probed on every open, so a backend
@@ -130,6 +152,7 @@ async fn connect(
         reinit: tokio::sync::Mutex::new(()),
         fatal: CancellationToken::new(),
         closing: CancellationToken::new(),
+        posts: tokio::sync::Semaphore::new(MAX_POSTS),
     });
     let info = match start {
         Start::Modern(info) => info,
@@ -142,6 +165,7 @@ async fn connect(
     };
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
     let conn = ctx.conn(tx, Writes::Untracked);
+    conn.post_directly(wire.clone());
     let link = Link::new(conn.clone(), info);
     let endpoint = Arc::downgrade(&wire);
     link.set_remote(Box::new(move || {
@@ -170,7 +194,8 @@ async fn own(
         }
     }
     wire.closing.cancel();
-    // Dropping the writer drops every request in flight on this link.
+    // Callers stop waiting on `closing` and drop their POSTs; dropping the
+    // writer drops the notifications and responses in flight.
     writer.abort();
     listener.abort();
     let _ = writer.await;
@@ -198,8 +223,8 @@ async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, Up
         .client
         .request(Method::POST, &spec.uri)
         .headers(&spec.headers)
-        .header(CONTENT_TYPE, "application/json")
-        .header(ACCEPT, "application/json, text/event-stream")
+        .header(CONTENT_TYPE, JSON)
+        .header(ACCEPT, JSON_OR_SSE)
         .header(VERSION_HEADER, crate::protocol::MODERN_FIRST)
         .header("mcp-method", "server/discover")
         .body(body)
@@ -236,8 +261,8 @@ impl Endpoint {
 
     fn post(&self, session: &Session, body: String) -> RequestBuilder {
         self.request(Method::POST, session)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, JSON)
+            .header(ACCEPT, JSON_OR_SSE)
             .body(body)
     }
 
@@ -248,8 +273,8 @@ impl Endpoint {
             .client
             .request(Method::POST, &self.spec.uri)
             .headers(&self.spec.headers)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, JSON)
+            .header(ACCEPT, JSON_OR_SSE)
             .header(VERSION_HEADER, crate::protocol::MODERN_FIRST);
         for (k, v) in extra {
             req = req.header(k.as_str(), v.as_str());
@@ -409,8 +434,9 @@ impl Drop for Unfinished {
     }
 }
 
-/// Sends each frame as its own POST, concurrently, all owned by this one
-/// task: when the link ends, the task is dropped and every request in
+/// Sends each queued frame (notifications and responses; requests are
+/// posted by their callers) as its own POST, concurrently, all owned by
+/// this one task: when the link ends, the task is dropped and every POST in
 /// flight with it (no detached task can outlive its backend session).
 async fn write_frames(wire: Arc<Endpoint>, conn: Arc<Conn>, mut rx: mpsc::Receiver<Frame>) {
     // Bounded like the call itself; a stream nobody waits for ends.
@@ -428,7 +454,7 @@ async fn write_frames(wire: Arc<Endpoint>, conn: Arc<Conn>, mut rx: mpsc::Receiv
     while in_flight.next().await.is_some() {}
 }
 
-async fn send(wire: &Endpoint, conn: &Arc<Conn>, frame: Frame) {
+async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
     let name = &wire.ctx.name;
     if wire.modern && frame.call.is_none() {
         // 2026-07-28 has no client notifications or responses over HTTP.
@@ -503,7 +529,7 @@ async fn send(wire: &Endpoint, conn: &Arc<Conn>, frame: Frame) {
 
 /// Feeds a POST's response (one JSON message, a batch, or an SSE stream)
 /// to the connection, tagged with the request it answers.
-async fn deliver(wire: &Endpoint, conn: &Arc<Conn>, resp: Response, origin: Option<u64>) {
+async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u64>) {
     if is_event_stream(&resp) {
         let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(ev) = stream.next().await {
@@ -549,7 +575,7 @@ async fn deliver(wire: &Endpoint, conn: &Arc<Conn>, resp: Response, origin: Opti
     }
 }
 
-fn dispatch(wire: &Endpoint, conn: &Arc<Conn>, data: &str, origin: Option<u64>) {
+fn dispatch(wire: &Endpoint, conn: &Conn, data: &str, origin: Option<u64>) {
     if let Some(notice) = conn.dispatch(data, origin) {
         wire.ctx.notice(notice);
     }

@@ -4,6 +4,7 @@
 //! included) was a sixth of the gateway's instructions per forwarded call
 //! (bench/RESULTS.md). The shape below is the little the backends need.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 /// One per backend: its pooled connections.
 #[derive(Clone, Debug)]
 pub(super) struct Client {
-    inner: hyper_util::client::legacy::Client<Connector, Full<Bytes>>,
+    inner: Arc<hyper_util::client::legacy::Client<Connector, Full<Bytes>>>,
 }
 
 impl Client {
@@ -38,30 +39,38 @@ impl Client {
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_timer(TokioTimer::new())
             .build(https);
-        Ok(Client { inner })
+        Ok(Client {
+            inner: Arc::new(inner),
+        })
     }
 
     pub(super) fn request(&self, method: Method, uri: &Uri) -> RequestBuilder {
+        let mut req = http::Request::new(Full::new(Bytes::new()));
+        *req.method_mut() = method;
+        *req.uri_mut() = uri.clone();
         RequestBuilder {
             client: self.clone(),
-            builder: http::Request::builder().method(method).uri(uri.clone()),
-            body: Bytes::new(),
+            req,
+            bad: false,
         }
     }
 }
 
 /// A request being built; like `http::request::Builder`, a bad header is
-/// kept as an error until `send`.
+/// kept as an error until `send`. Headers go straight into the request
+/// (the builder moves a large `Result` through every call).
 pub(super) struct RequestBuilder {
     client: Client,
-    builder: http::request::Builder,
-    body: Bytes,
+    req: http::Request<Full<Bytes>>,
+    bad: bool,
 }
 
 impl RequestBuilder {
     pub(super) fn headers(mut self, headers: &HeaderMap) -> Self {
-        if let Some(h) = self.builder.headers_mut() {
-            h.extend(headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let own = self.req.headers_mut();
+        own.reserve(headers.len());
+        for (k, v) in headers {
+            own.append(k.clone(), v.clone());
         }
         self
     }
@@ -69,28 +78,30 @@ impl RequestBuilder {
     pub(super) fn header<K, V>(mut self, name: K, value: V) -> Self
     where
         K: TryInto<HeaderName>,
-        <K as TryInto<HeaderName>>::Error: Into<http::Error>,
         V: TryInto<HeaderValue>,
-        <V as TryInto<HeaderValue>>::Error: Into<http::Error>,
     {
-        self.builder = self.builder.header(name, value);
+        match (name.try_into(), value.try_into()) {
+            (Ok(k), Ok(v)) => {
+                self.req.headers_mut().append(k, v);
+            }
+            _ => self.bad = true,
+        }
         self
     }
 
     pub(super) fn body(mut self, body: impl Into<Bytes>) -> Self {
-        self.body = body.into();
+        *self.req.body_mut() = Full::new(body.into());
         self
     }
 
     pub(super) async fn send(self) -> Result<Response, SendError> {
-        let req = self
-            .builder
-            .body(Full::new(self.body))
-            .map_err(|_| SendError::Builder)?;
+        if self.bad {
+            return Err(SendError::Builder);
+        }
         let resp = self
             .client
             .inner
-            .request(req)
+            .request(self.req)
             .await
             .map_err(SendError::Http)?;
         Ok(Response(resp))
