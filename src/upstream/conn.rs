@@ -428,8 +428,8 @@ impl Conn {
     /// Handles one message from the backend. `origin` is the gateway id of
     /// the request whose response stream carried it, when the transport
     /// tells. Returns what the backend announced for clients, if anything.
-    pub(super) fn dispatch(&self, line: &str, origin: Option<u64>) -> Option<Notice> {
-        let msg = match Message::parse(line.as_bytes()) {
+    pub(super) fn dispatch(&self, line: impl AsRef<[u8]>, origin: Option<u64>) -> Option<Notice> {
+        let msg = match Message::parse(line.as_ref()) {
             Ok(m) => m,
             Err(e) => {
                 if let Some(suppressed) = self.warnings.admit() {

@@ -511,7 +511,7 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
                 && let Ok(body) = bounded_body(resp).await
                 && let Ok(Message::Response(_)) = Message::parse(&body)
             {
-                dispatch(wire, conn, &String::from_utf8_lossy(&body), frame.call);
+                dispatch(wire, conn, &body, frame.call);
                 return;
             }
             if let Some(id) = frame.call {
@@ -534,7 +534,7 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
         let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(ev) if !ev.data.is_empty() => dispatch(wire, conn, &ev.data, origin),
+                Ok(ev) if !ev.data.is_empty() => dispatch(wire, conn, ev.data.as_bytes(), origin),
                 Ok(_) => {}
                 Err(e) => {
                     if wire.ctx.warnings.admit().is_some() {
@@ -560,10 +560,11 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
             Some(b'[') => match serde_json::from_slice::<Vec<Box<RawValue>>>(&body) {
                 Ok(batch) => batch
                     .iter()
-                    .for_each(|m| dispatch(wire, conn, m.get(), origin)),
+                    .for_each(|m| dispatch(wire, conn, m.get().as_bytes(), origin)),
                 Err(e) => tracing::warn!(backend = %wire.ctx.name, error = %e, "unparseable batch"),
             },
-            Some(_) => dispatch(wire, conn, &String::from_utf8_lossy(&body), origin),
+            // Not UTF-8 is not JSON: refused as unparseable, never mangled.
+            Some(_) => dispatch(wire, conn, &body, origin),
         }
     }
     if let Some(id) = origin {
@@ -575,7 +576,7 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
     }
 }
 
-fn dispatch(wire: &Endpoint, conn: &Conn, data: &str, origin: Option<u64>) {
+fn dispatch(wire: &Endpoint, conn: &Conn, data: &[u8], origin: Option<u64>) {
     if let Some(notice) = conn.dispatch(data, origin) {
         wire.ctx.notice(notice);
     }
@@ -685,7 +686,7 @@ async fn listen(wire: Arc<Endpoint>, conn: Arc<Conn>) {
                 let mut stream = std::pin::pin!(event_stream::of_response(r));
                 while let Some(Ok(ev)) = stream.next().await {
                     if !ev.data.is_empty() {
-                        dispatch(&wire, &conn, &ev.data, None);
+                        dispatch(&wire, &conn, ev.data.as_bytes(), None);
                     }
                 }
             }
