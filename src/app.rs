@@ -197,6 +197,7 @@ pub async fn serve(
         body_read_timeout: config.server.body_read_timeout,
         max_batch_items: config.server.max_batch_items,
         bridge: Default::default(),
+        limits: front::Limits::new(config.limits),
         sealed_ids,
         cluster: cluster.clone(),
         principal_cap: config.server.max_sessions_per_principal,

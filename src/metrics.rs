@@ -88,6 +88,19 @@ struct DroppedLabels {
     reason: &'static str,
 }
 
+/// Why a request was refused by `[limits]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum LimitReason {
+    rate,
+    concurrency,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabel {
+    reason: LimitReason,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RefreshLabels {
     backend: String,
@@ -144,6 +157,7 @@ pub struct Metrics {
     list_refresh: Family<RefreshLabels, Counter>,
     entries: Family<EntriesLabels, Gauge>,
     answers_dropped: Family<DroppedLabels, Counter>,
+    limited: Family<LimitLabel, Counter>,
     connections_open: Gauge,
     connections_refused: Counter,
     sessions_resumed: Family<CauseLabel, Counter>,
@@ -188,6 +202,7 @@ impl Metrics {
         let list_refresh = Family::<RefreshLabels, Counter>::default();
         let entries = Family::<EntriesLabels, Gauge>::default();
         let answers_dropped = Family::<DroppedLabels, Counter>::default();
+        let limited = Family::<LimitLabel, Counter>::default();
         let connections_open = Gauge::default();
         let connections_refused = Counter::default();
         let sessions_resumed = Family::<CauseLabel, Counter>::default();
@@ -257,6 +272,11 @@ impl Metrics {
             answers_dropped.clone(),
         );
         registry.register(
+            "sluice_requests_limited",
+            "Requests refused with 429 by [limits], by reason",
+            limited.clone(),
+        );
+        registry.register(
             "sluice_client_sessions_resumed",
             "Sealed sessions rebuilt from their id, by cause",
             sessions_resumed.clone(),
@@ -300,6 +320,7 @@ impl Metrics {
             list_refresh,
             entries,
             answers_dropped,
+            limited,
             connections_open,
             connections_refused,
             sessions_resumed,
@@ -308,6 +329,10 @@ impl Metrics {
             rss,
             window: Window::default(),
         }
+    }
+
+    pub fn limited(&self, reason: LimitReason) {
+        self.limited.get_or_create(&LimitLabel { reason }).inc();
     }
 
     pub fn session_opened(&self) {

@@ -190,6 +190,62 @@ async fn the_principal_cap_holds_across_replicas() {
     }
 }
 
+/// A principal's request rate is one allowance across replicas (issue 11,
+/// part 2): a burst of 6 at 1 per second, spent through two replicas, lets
+/// in at most the burst plus what the elapsed seconds refill, where two
+/// replicas keeping their own count would let in twice the burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_rate_is_shared_across_replicas() {
+    let redis = Redis::start();
+    let toml = format!(
+        "[auth]\nbearer_tokens_env = \"T\"\n[limits]\nrequests_per_second = 1\nburst = 6\n{}",
+        cluster_config(&redis, "", &demo_backend("demo"))
+    );
+    let gws = replicas(
+        2,
+        &toml,
+        &[("SLUICE_SESSION_KEY", &keygen()), ("T", "tok-a")],
+    );
+    let init = post_as(gws[0].url("/mcp"), "tok-a", None, &init_request(1)).await;
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    let started = Instant::now();
+    let pings = (0..24).map(|i| {
+        let url = gws[i % 2].url("/mcp");
+        let session = session.clone();
+        async move {
+            let ping = json!({"jsonrpc":"2.0","id":10 + i,"method":"ping"});
+            post_as(url, "tok-a", Some(session), &ping)
+                .await
+                .status()
+                .as_u16()
+        }
+    });
+    let statuses = futures_util::future::join_all(pings).await;
+    let elapsed = started.elapsed().as_secs();
+    let ok = statuses.iter().filter(|s| **s == 200).count() as u64;
+    let refused = statuses.iter().filter(|s| **s == 429).count() as u64;
+    assert_eq!(ok + refused, 24, "{statuses:?}");
+    // 5 left of the burst after initialize, one more per elapsed second.
+    assert!(ok >= 5, "only {ok} let in");
+    assert!(
+        ok <= 5 + elapsed + 1,
+        "{ok} let in within {elapsed} s: not shared"
+    );
+    let limited: f64 = gws
+        .iter()
+        .map(|g| {
+            g.metrics()
+                .get(r#"sluice_requests_limited_total{reason="rate"}"#)
+        })
+        .sum();
+    assert_eq!(limited, refused as f64);
+}
+
 /// A backend's question (sampling) relayed on replica 0 is answered by the
 /// client through replica 1 (a load balancer sent its POST there): the
 /// answer crosses the bus to replica 0, which completes the call. Only the

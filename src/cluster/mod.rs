@@ -11,6 +11,7 @@
 //! - the bus (`bus`): answers to server-to-client requests that reached
 //!   another replica than the one whose backend asked, list changes, and
 //!   notices for a client whose GET stream is on another replica;
+//! - each principal's request rate (`[limits]`, `rate`);
 //! - per-session HTTP backend sessions, so that every replica serving a
 //!   client uses the one backend session, and a survivor closes those of
 //!   a replica that died (`backend_sessions`).
@@ -21,6 +22,7 @@
 
 mod backend_sessions;
 mod bus;
+mod rate;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,8 +12,8 @@ use super::env::Env;
 use super::error::{At, Issue, dotted};
 use super::file::{self, File, FileAuth, FileMetrics, FileServer};
 use super::{
-    AuthSettings, BackendConfig, Config, MetricsSettings, Secret, ServerSettings, SessionIdMode,
-    SessionMode, Source,
+    AuthSettings, BackendConfig, Config, LimitsSettings, MetricsSettings, Rate, Secret,
+    ServerSettings, SessionIdMode, SessionMode, Source,
 };
 
 mod backend;
@@ -61,6 +61,7 @@ pub(super) fn build(
     let server = b.server(file.server, has_auth);
     let auth = file.auth.and_then(|a| b.auth(a));
     let metrics = b.metrics(file.metrics);
+    let limits = b.limits(file.limits);
     if !has_auth && !server.listen.ip().is_loopback() {
         b.setting(
             "server.listen",
@@ -91,6 +92,7 @@ pub(super) fn build(
             auth,
             metrics,
             cluster,
+            limits,
             backends,
             namespaces,
         })
@@ -347,6 +349,25 @@ impl Builder<'_> {
             return None;
         }
         Some(Secret::new(url))
+    }
+
+    fn limits(&mut self, l: file::FileLimits) -> LimitsSettings {
+        use std::num::{NonZeroU32, NonZeroUsize};
+        let per_second = l.requests_per_second.and_then(NonZeroU32::new);
+        let burst = match (per_second, l.burst) {
+            (_, Some(0)) | (_, None) => per_second,
+            (Some(_), Some(b)) => NonZeroU32::new(b),
+            (None, Some(_)) => {
+                self.setting("limits.burst", "a burst needs limits.requests_per_second");
+                None
+            }
+        };
+        LimitsSettings {
+            rate: per_second
+                .zip(burst)
+                .map(|(per_second, burst)| Rate { per_second, burst }),
+            max_concurrent_requests: l.max_concurrent_requests.and_then(NonZeroUsize::new),
+        }
     }
 
     fn metrics(&mut self, m: FileMetrics) -> MetricsSettings {

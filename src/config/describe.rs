@@ -84,6 +84,25 @@ pub fn describe(loaded: &Loaded) -> String {
         dur(c.metrics.summary_interval)
     };
     line("metrics.summary_interval", interval);
+    let limits = &c.limits;
+    line(
+        "limits.requests_per_second",
+        limits
+            .rate
+            .map_or_else(|| "off".to_owned(), |r| r.per_second.to_string()),
+    );
+    line(
+        "limits.burst",
+        limits
+            .rate
+            .map_or_else(|| "off".to_owned(), |r| r.burst.to_string()),
+    );
+    line(
+        "limits.max_concurrent_requests",
+        limits
+            .max_concurrent_requests
+            .map_or_else(|| "off".to_owned(), |n| n.to_string()),
+    );
     // Set or not; the URL may hold a password.
     line(
         "cluster.redis_url",

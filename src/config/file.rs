@@ -48,6 +48,8 @@ pub(super) struct File {
     pub(super) metrics: FileMetrics,
     pub(super) cluster: Option<FileCluster>,
     #[serde(default)]
+    pub(super) limits: FileLimits,
+    #[serde(default)]
     pub(super) backends: IndexMap<String, FileBackend>,
     #[serde(default)]
     pub(super) namespaces: IndexMap<String, FileNamespace>,
@@ -130,6 +132,14 @@ pub(super) struct FileAuth {
 #[serde(deny_unknown_fields)]
 pub(super) struct FileCluster {
     pub(super) redis_url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileLimits {
+    pub(super) requests_per_second: Option<u32>,
+    pub(super) burst: Option<u32>,
+    pub(super) max_concurrent_requests: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -49,6 +49,7 @@ pub struct Config {
     /// Cluster mode: where the replicas meet (a Redis URL, which may hold
     /// a password). None: one node.
     pub cluster: Option<Secret>,
+    pub limits: LimitsSettings,
     /// In file order.
     pub backends: Vec<BackendConfig>,
     /// Never empty: without configured namespaces there is one `default`
@@ -105,6 +106,23 @@ pub enum SessionIdMode {
 pub struct AuthSettings {
     /// Never empty; each token is one principal.
     pub tokens: Vec<Secret>,
+}
+
+/// What one principal may ask of the gateway (`[limits]`; all off by
+/// default). Without `[auth]` every client is the one anonymous principal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitsSettings {
+    /// Requests per second, with a burst of `burst` (in cluster mode
+    /// across every replica).
+    pub rate: Option<Rate>,
+    /// Requests in flight at once (per replica).
+    pub max_concurrent_requests: Option<std::num::NonZeroUsize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub per_second: std::num::NonZeroU32,
+    pub burst: std::num::NonZeroU32,
 }
 
 /// A value read from the environment that must never reach a log line.
@@ -350,6 +368,7 @@ pub fn demo(exe: PathBuf) -> Config {
         auth: None,
         metrics: MetricsSettings::default(),
         cluster: None,
+        limits: LimitsSettings::default(),
         backends: vec![BackendConfig {
             name: name.clone(),
             transport: Transport::Stdio {

@@ -12,7 +12,7 @@ use serde::de::value::Error as ValueError;
 use super::Source;
 use super::env::Env;
 use super::error::{At, Issue};
-use super::file::{File, FileAuth, FileMetrics, FileServer};
+use super::file::{File, FileAuth, FileLimits, FileMetrics, FileServer};
 
 const PREFIX: &str = "SLUICE_";
 
@@ -37,6 +37,8 @@ pub(super) const SERVER_KEYS: [&str; 17] = [
 ];
 pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
+pub(super) const LIMITS_KEYS: [&str; 3] =
+    ["requests_per_second", "burst", "max_concurrent_requests"];
 
 enum Rejected {
     Section,
@@ -74,6 +76,7 @@ pub(super) fn apply(
             }
             "auth" => Err(Rejected::Key),
             "metrics" => set_metrics(&mut file.metrics, &key, value),
+            "limits" => set_limits(&mut file.limits, &key, value),
             "cluster" if key == "redis_url" => {
                 file.cluster.get_or_insert_with(Default::default).redis_url =
                     Some(value.to_owned());
@@ -89,7 +92,7 @@ pub(super) fn apply(
             }
             Err(Rejected::Section) => format!(
                 "environment variable `{var}`: no section [{section}]; only [server], [auth], \
-                 [metrics] and [cluster] keys can be set from the environment"
+                 [metrics], [limits] and [cluster] keys can be set from the environment"
             ),
             Err(Rejected::Key) => {
                 format!("environment variable `{var}`: unknown key `{key}` in [{section}]")
@@ -109,6 +112,7 @@ pub(super) fn apply(
         sections.push(("auth", &AUTH_KEYS));
     }
     sections.push(("metrics", &METRICS_KEYS));
+    sections.push(("limits", &LIMITS_KEYS));
     let mut provenance = Vec::new();
     for (section, keys) in sections {
         for key in keys {
@@ -157,11 +161,18 @@ fn written(file: &File) -> Vec<String> {
         m.token_env.is_some(),
         m.summary_interval.is_some(),
     ];
+    let l = &file.limits;
+    let limits = [
+        l.requests_per_second.is_some(),
+        l.burst.is_some(),
+        l.max_concurrent_requests.is_some(),
+    ];
     let mut out = Vec::new();
     for (section, keys, present) in [
         ("server", &SERVER_KEYS[..], &server[..]),
         ("auth", &AUTH_KEYS[..], &auth[..]),
         ("metrics", &METRICS_KEYS[..], &metrics[..]),
+        ("limits", &LIMITS_KEYS[..], &limits[..]),
     ] {
         for (key, present) in keys.iter().zip(present) {
             if *present {
@@ -212,6 +223,24 @@ fn set_metrics(m: &mut FileMetrics, key: &str, v: &str) -> Result<(), Rejected> 
         _ => return Err(Rejected::Key),
     }
     Ok(())
+}
+
+fn set_limits(l: &mut FileLimits, key: &str, v: &str) -> Result<(), Rejected> {
+    match key {
+        "requests_per_second" => l.requests_per_second = Some(small(v)?),
+        "burst" => l.burst = Some(small(v)?),
+        "max_concurrent_requests" => l.max_concurrent_requests = Some(count(v)?),
+        _ => return Err(Rejected::Key),
+    }
+    Ok(())
+}
+
+fn small(v: &str) -> Result<u32, Rejected> {
+    v.parse().map_err(|_| {
+        Rejected::Value(format!(
+            "expected a non-negative integer below 2^32, got `{v}`"
+        ))
+    })
 }
 
 /// Parses an enum word or a duration through the same `Deserialize` impl the

@@ -53,6 +53,10 @@ pub enum Reject {
     StreamConflict,
     Busy,
     ShuttingDown,
+    /// `[limits]`: over the principal's rate; the next is allowed after this.
+    RateLimited(std::time::Duration),
+    /// `[limits]`: the principal has as many requests in flight as allowed.
+    TooManyInFlight,
 }
 
 impl Reject {
@@ -190,6 +194,16 @@ impl Reject {
                 jsonrpc::TRANSPORT_ERROR,
                 "Service Unavailable: the gateway is shutting down".into(),
             ),
+            RateLimited(_) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                jsonrpc::TRANSPORT_ERROR,
+                "Too Many Requests: over this principal's request rate; retry after Retry-After seconds".into(),
+            ),
+            TooManyInFlight => (
+                StatusCode::TOO_MANY_REQUESTS,
+                jsonrpc::TRANSPORT_ERROR,
+                "Too Many Requests: this principal has as many requests in flight as allowed".into(),
+            ),
         }
     }
 }
@@ -230,8 +244,13 @@ impl IntoResponse for Reject {
             Reject::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
             }
-            Reject::Busy | Reject::ShuttingDown => {
+            Reject::Busy | Reject::ShuttingDown | Reject::TooManyInFlight => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            Reject::RateLimited(wait) => {
+                // Whole seconds, rounded up: a client that waits that long is let in.
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
             }
             // The unread body is still on the wire: this connection is done.
             Reject::PayloadTooLarge(_) | Reject::BodyTimeout => {

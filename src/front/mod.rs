@@ -6,6 +6,7 @@ mod authority;
 mod bridge;
 mod checks;
 mod error;
+mod limits;
 mod listen;
 mod modern;
 mod ops;
@@ -26,6 +27,7 @@ use axum::routing::{any, get};
 use tokio_util::sync::CancellationToken;
 
 pub use checks::Policy;
+pub(crate) use limits::Limits;
 
 /// For `fuzzing`: the Host/Origin parsers on one value.
 pub fn check_authority(value: &str) {
@@ -74,6 +76,8 @@ pub struct Front {
     pub cluster: Option<std::sync::Arc<crate::cluster::Cluster>>,
     /// `max_sessions_per_principal`, held across replicas in cluster mode.
     pub principal_cap: usize,
+    /// `[limits]`: requests in flight and per second, per principal.
+    pub(crate) limits: Arc<Limits>,
     /// 2026-07-28 calls waiting for the client's answers (see `bridge`).
     pub(crate) bridge: bridge::Bridge,
     /// How often a GET stream writes a keep-alive comment (and so refreshes

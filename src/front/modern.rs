@@ -44,6 +44,7 @@ pub(super) async fn handle(
     front: &Arc<Front>,
     ns: Arc<Namespace>,
     principal: Principal,
+    admitted: super::limits::Admitted,
     headers: &HeaderMap,
     req: Request,
     started: Instant,
@@ -106,6 +107,7 @@ pub(super) async fn handle(
                 active: None,
                 era: Era::Modern,
                 caps: client_caps(&fields),
+                _admitted: admitted,
             };
             Ok(reply::serve(ctx, req, started).await)
         }

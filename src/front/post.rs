@@ -30,6 +30,7 @@ pub(super) async fn handle(
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     let principal = front.policy.authenticate(headers)?;
+    let admitted = front.limits.admit(front, &principal).await?;
     checks::json_content(headers)?;
     checks::accepts(headers, &["application/json", "text/event-stream"])?;
     let ns = front
@@ -55,7 +56,7 @@ pub(super) async fn handle(
         let RpcBody::Single(Message::Request(r)) = message else {
             unreachable!("matched above")
         };
-        return super::modern::handle(front, ns, principal, headers, r, started).await;
+        return super::modern::handle(front, ns, principal, admitted, headers, r, started).await;
     }
     let header_version = match header {
         None => None,
@@ -90,6 +91,7 @@ pub(super) async fn handle(
         principal,
         era: crate::protocol::Era::Legacy,
         caps: crate::protocol::ClientCaps::ALL,
+        _admitted: admitted,
     };
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),

@@ -39,6 +39,8 @@ pub(super) struct Ctx {
     pub(super) era: Era,
     /// A 2026-07-28 request's `clientCapabilities` (sessions keep their own).
     pub(super) caps: crate::protocol::ClientCaps,
+    /// Counts against the principal's `[limits]` while the request runs.
+    pub(super) _admitted: super::limits::Admitted,
 }
 
 impl Ctx {

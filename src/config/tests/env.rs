@@ -145,11 +145,46 @@ fn bad_environment_overrides_name_the_variable() {
     assert_eq!(
         lines,
         [
-            "sluice.toml: environment variable `SLUICE_BACKENDS__WEB__URL`: no section [backends]; only [server], [auth], [metrics] and [cluster] keys can be set from the environment",
+            "sluice.toml: environment variable `SLUICE_BACKENDS__WEB__URL`: no section [backends]; only [server], [auth], [metrics], [limits] and [cluster] keys can be set from the environment",
             "sluice.toml: environment variable `SLUICE_SERVER__BOGUS`: unknown key `bogus` in [server]",
             "sluice.toml: environment variable `SLUICE_SERVER__MAX_SESSIONS`: `server.max_sessions`: expected a non-negative integer, got `many`",
             "sluice.toml: environment variable `SLUICE_SERVER__SESSIONS`: `server.sessions`: unknown value `sometimes`, expected `auto` or `stateless`",
             "sluice.toml: `server.session_idle_ttl` (set by environment variable `SLUICE_SERVER__SESSION_IDLE_TTL`): must not be zero",
+        ]
+    );
+}
+
+#[test]
+fn limits_from_the_file_and_the_environment() {
+    use std::num::{NonZeroU32, NonZeroUsize};
+    // Off unless written.
+    let loaded = ok(MINIMAL, &[]);
+    assert_eq!(loaded.config.limits, LimitsSettings::default());
+    assert!(describe(&loaded).contains("limits.requests_per_second"));
+
+    let text = format!("[limits]\nrequests_per_second = 20\n{MINIMAL}");
+    let loaded = ok(&text, &[("SLUICE_LIMITS__MAX_CONCURRENT_REQUESTS", "8")]);
+    let l = loaded.config.limits;
+    let rate = l.rate.unwrap();
+    assert_eq!(rate.per_second, NonZeroU32::new(20).unwrap());
+    // The burst defaults to one second's worth.
+    assert_eq!(rate.burst, rate.per_second);
+    assert_eq!(l.max_concurrent_requests, NonZeroUsize::new(8));
+    assert_eq!(source(&loaded, "limits.requests_per_second"), Source::File);
+    assert_eq!(
+        source(&loaded, "limits.max_concurrent_requests"),
+        Source::Env("SLUICE_LIMITS__MAX_CONCURRENT_REQUESTS".into())
+    );
+
+    let text = format!("[limits]\nburst = 5\n{MINIMAL}");
+    assert_eq!(
+        err(&text, &[]),
+        ["sluice.toml:2: `limits.burst`: a burst needs limits.requests_per_second"]
+    );
+    assert_eq!(
+        err(MINIMAL, &[("SLUICE_LIMITS__BURST", "-1")]),
+        [
+            "sluice.toml: environment variable `SLUICE_LIMITS__BURST`: `limits.burst`: expected a non-negative integer below 2^32, got `-1`"
         ]
     );
 }

@@ -148,17 +148,17 @@ async fn responses_and_progress_reach_their_caller() {
     let id_b = next_json(&mut wire).await["id"].as_u64().unwrap();
     assert_ne!(id_a, id_b);
 
-    conn.dispatch(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{id_b},"progress":1}}}}"#), None);
+    conn.dispatch(format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{id_b},"progress":1}}}}"#), None);
     let p: Value = serde_json::from_str(&events_b.recv().await.unwrap()).unwrap();
     assert_eq!(p["params"]["progressToken"], "same");
     assert!(events_a.try_recv().is_err());
 
     conn.dispatch(
-        &format!(r#"{{"jsonrpc":"2.0","id":{id_b},"result":{{"who":"b"}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":{id_b},"result":{{"who":"b"}}}}"#),
         None,
     );
     conn.dispatch(
-        &format!(r#"{{"jsonrpc":"2.0","id":{id_a},"result":{{"who":"a"}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":{id_a},"result":{{"who":"a"}}}}"#),
         None,
     );
     let Outcome::Result(ra) = a.await.unwrap().unwrap() else {
@@ -220,7 +220,7 @@ async fn a_server_request_is_routed_to_the_one_caller() {
     );
 
     conn.dispatch(
-        &format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#),
         None,
     );
     assert!(call.await.unwrap().is_ok());

@@ -1,0 +1,216 @@
+//! `[limits]` (issue 11, part 2): one principal's flood is refused with 429,
+//! `Retry-After` and a JSON-RPC error, counted by reason, while another
+//! principal's calls all go through. Asserted by statuses and counts.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+use support::*;
+
+const TOKENS: &str = "alpha-token,beta-token";
+
+fn config(limits: &str) -> String {
+    format!(
+        "[auth]\nbearer_tokens_env = \"TEST_TOKENS\"\n[limits]\n{limits}\n{}",
+        demo_backend("demo")
+    )
+}
+
+/// A client holding one bearer token.
+#[derive(Clone)]
+struct As {
+    http: Http,
+    auth: String,
+}
+
+impl As {
+    fn new(gw: &Gateway, token: &str) -> As {
+        As {
+            http: Http::new(gw.url("/mcp")),
+            auth: format!("Bearer {token}"),
+        }
+    }
+
+    async fn post(&self, session: Option<&str>, msg: &Value) -> Reply {
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", ACCEPT_BOTH),
+            ("authorization", self.auth.as_str()),
+        ];
+        if let Some(s) = session {
+            headers.push(("mcp-session-id", s));
+        }
+        self.http.post_raw(&headers, msg.to_string()).await
+    }
+
+    async fn initialize(&self) -> String {
+        let r = self.post(None, &init_request(1)).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.session_id().unwrap()
+    }
+
+    async fn ping(&self, session: &str, id: u64) -> Reply {
+        self.post(
+            Some(session),
+            &json!({"jsonrpc":"2.0","id":id,"method":"ping"}),
+        )
+        .await
+    }
+}
+
+/// The refusal every limit answers with.
+fn assert_refusal(r: &Reply) {
+    assert_eq!(r.status, 429, "{}", r.body);
+    let wait: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(wait >= 1, "Retry-After {wait}");
+    let body = r.json();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too Many Requests"),
+        "{body}"
+    );
+}
+
+/// A burst of 5 at 1 per second: 30 concurrent pings from alpha get at
+/// most the rest of its burst plus what the elapsed seconds refill; beta,
+/// sending at the same time, is refused nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_is_limited_and_other_principals_are_not() {
+    let gw = Gateway::start_with_env(
+        &config("requests_per_second = 1\nburst = 5"),
+        &[("TEST_TOKENS", TOKENS)],
+    );
+    let alpha = As::new(&gw, "alpha-token");
+    let beta = As::new(&gw, "beta-token");
+    let a = alpha.initialize().await;
+    let b = beta.initialize().await;
+
+    let started = Instant::now();
+    let flood = (0..30).map(|i| {
+        let alpha = alpha.clone();
+        let a = a.clone();
+        async move { alpha.ping(&a, 10 + i).await }
+    });
+    let calm = (0..4).map(|i| {
+        let beta = beta.clone();
+        let b = b.clone();
+        async move { beta.ping(&b, 100 + i).await }
+    });
+    let (flood, calm) = tokio::join!(join_all(flood), join_all(calm));
+    let elapsed = started.elapsed().as_secs();
+
+    for r in &calm {
+        assert_eq!(r.status, 200, "beta refused: {}", r.body);
+    }
+    let ok = flood.iter().filter(|r| r.status == 200).count() as u64;
+    let refused: Vec<_> = flood.iter().filter(|r| r.status != 200).collect();
+    refused.iter().for_each(|r| assert_refusal(r));
+    // 4 left of the burst after initialize, one more per elapsed second.
+    assert!(ok >= 4, "only {ok} let in");
+    assert!(ok <= 4 + elapsed + 1, "{ok} let in within {elapsed} s");
+    let m = gw.metrics();
+    assert_eq!(
+        m.get(r#"sluice_requests_limited_total{reason="rate"}"#),
+        refused.len() as f64
+    );
+    assert_eq!(
+        m.get(r#"sluice_requests_limited_total{reason="concurrency"}"#),
+        0.0
+    );
+
+    // Waiting as long as Retry-After says lets the next one in.
+    let wait: u64 = refused[0].headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    assert_eq!(alpha.ping(&a, 99).await.status, 200);
+}
+
+/// Two calls in flight is alpha's limit: a third is refused while they
+/// run (beta is not), and let in once they are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_flight_are_limited_per_principal() {
+    let gw = Gateway::start_with_env(
+        &config("max_concurrent_requests = 2"),
+        &[("TEST_TOKENS", TOKENS)],
+    );
+    let alpha = As::new(&gw, "alpha-token");
+    let beta = As::new(&gw, "beta-token");
+    let a = alpha.initialize().await;
+    let b = beta.initialize().await;
+
+    let (slow_alpha, slow_a) = (alpha.clone(), a.clone());
+    let slow = move |id: u64| {
+        let alpha = slow_alpha.clone();
+        let a = slow_a.clone();
+        async move {
+            alpha
+                .post(
+                    Some(&a),
+                    &json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                        "params":{"name":"demo__sleep_ms","arguments":{"ms":3000}}}),
+                )
+                .await
+        }
+    };
+    let calls = tokio::spawn(async move { tokio::join!(slow(1), slow(2)) });
+    // Once both are admitted, the next of alpha's is refused.
+    let mut refusal = None;
+    let limit = Instant::now() + Duration::from_secs(3);
+    let mut id = 10;
+    while refusal.is_none() && Instant::now() < limit {
+        let r = alpha.ping(&a, id).await;
+        id += 1;
+        if r.status == 429 {
+            refusal = Some(r);
+        } else {
+            assert_eq!(r.status, 200, "{}", r.body);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let refusal = refusal.expect("a third request in flight was let in");
+    assert_refusal(&refusal);
+    assert_eq!(beta.ping(&b, 1).await.status, 200, "beta was refused");
+
+    let (one, two) = calls.await.unwrap();
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(two.status, 200, "{}", two.body);
+    // Done: they no longer count.
+    assert_eq!(alpha.ping(&a, 500).await.status, 200);
+    let m = gw.metrics();
+    assert!(m.get(r#"sluice_requests_limited_total{reason="concurrency"}"#) >= 1.0);
+    assert_eq!(
+        m.get(r#"sluice_requests_limited_total{reason="rate"}"#),
+        0.0
+    );
+}
+
+/// A limit that is not a number, or a burst without a rate, is a config error.
+#[test]
+fn bad_limits_are_refused_by_check() {
+    let dir = tempdir::Dir::new();
+    for (text, wanted) in [
+        ("burst = 3", "a burst needs limits.requests_per_second"),
+        ("requests_per_second = \"fast\"", "requests_per_second"),
+        ("rate = 3", "unknown key `rate` in [limits]"),
+    ] {
+        let path = tempdir::write(&dir, "sluice.toml", &config(text));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["check", "--config"])
+            .arg(&path)
+            .env("TEST_TOKENS", TOKENS)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(wanted), "{text}: {stderr}");
+    }
+}
