@@ -105,14 +105,19 @@ fn run(fut: impl std::future::Future<Output = std::io::Result<()>>, what: &str) 
 }
 
 /// Logs go to stderr (stdout carries the readiness line, and for
-/// demo-server the protocol). `SLUICE_LOG` takes an env-filter directive.
+/// demo-server the protocol). `SLUICE_LOG` takes an env-filter directive;
+/// `SLUICE_LOG_FORMAT=json` writes one JSON object a line, for collectors.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    match std::env::var("SLUICE_LOG_FORMAT").as_deref() {
+        Ok("json") => logs.json().flatten_event(true).init(),
         // Colour codes only for a person at a terminal, never in log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        _ => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
 }

@@ -8,6 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use crate::config::BackendName;
@@ -166,6 +167,21 @@ pub struct Metrics {
     rss: Gauge,
     /// Counters since the last summary line.
     window: Window,
+    /// Every metric's name as scraped, in registration order.
+    names: Vec<String>,
+}
+
+/// Registers `metric` and remembers the name it is scraped under (a
+/// counter's samples carry `_total`, which prometheus-client appends).
+fn register<M>(registry: &mut Registry, names: &mut Vec<String>, name: &str, help: &str, metric: &M)
+where
+    M: prometheus_client::registry::Metric + TypedMetric + Clone,
+{
+    registry.register(name, help, metric.clone());
+    names.push(match M::TYPE {
+        MetricType::Counter => format!("{name}_total"),
+        _ => name.to_owned(),
+    });
 }
 
 #[derive(Default)]
@@ -185,6 +201,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
+        let mut names = Vec::new();
         let sessions_live = Gauge::default();
         let sessions_opened = Counter::default();
         let sessions_closed = Family::<ReasonLabel, Counter>::default();
@@ -210,101 +227,139 @@ impl Metrics {
         let cluster_up = Gauge::default();
         let rss = Gauge::default();
 
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_client_sessions_live",
             "Live legacy client sessions",
-            sessions_live.clone(),
+            &sessions_live,
         );
         // prometheus-client appends `_total` to counters itself.
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_client_sessions_opened",
             "Client sessions opened",
-            sessions_opened.clone(),
+            &sessions_opened,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_client_sessions_closed",
             "Client sessions closed, by reason",
-            sessions_closed.clone(),
+            &sessions_closed,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_backend_sessions_live",
             "Live backend sessions",
-            backend_sessions_live.clone(),
+            &backend_sessions_live,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_backend_sessions_opened",
             "Backend sessions opened",
-            backend_sessions_opened.clone(),
+            &backend_sessions_opened,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_backend_sessions_closed",
             "Backend sessions closed, by reason",
-            backend_sessions_closed.clone(),
+            &backend_sessions_closed,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_backend_up",
             "1 when the backend is healthy",
-            backend_up.clone(),
+            &backend_up,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_requests",
             "MCP requests by era, method and outcome",
-            requests.clone(),
+            &requests,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_request_duration_seconds",
             "Time to answer an MCP request",
-            durations.clone(),
+            &durations,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_list_refresh",
             "Backend list refreshes by result",
-            list_refresh.clone(),
+            &list_refresh,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_bounded_entries",
             "Entries in the gateway's bounded internal maps (caches, indexes, pending requests), by map and owner",
-            entries.clone(),
+            &entries,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_server_answers_dropped",
             "Client answers to server-to-client requests dropped: unknown id, or not from the client asked",
-            answers_dropped.clone(),
+            &answers_dropped,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_requests_limited",
             "Requests refused with 429 by [limits], by reason",
-            limited.clone(),
+            &limited,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_client_sessions_resumed",
             "Sealed sessions rebuilt from their id, by cause",
-            sessions_resumed.clone(),
+            &sessions_resumed,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_revocations_dropped",
             "Revoked sealed ids forgotten early because the revocation set was full",
-            revocations_dropped.clone(),
+            &revocations_dropped,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_cluster_up",
             "1 while Redis (cluster mode) answers",
-            cluster_up.clone(),
+            &cluster_up,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_connections_open",
             "Client TCP connections open",
-            connections_open.clone(),
+            &connections_open,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "sluice_connections_refused",
             "Client connections refused with 503 at max_connections",
-            connections_refused.clone(),
+            &connections_refused,
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut names,
             "process_resident_memory_bytes",
             "Resident set size of the gateway process",
-            rss.clone(),
+            &rss,
         );
         Metrics {
             registry,
@@ -328,7 +383,13 @@ impl Metrics {
             cluster_up,
             rss,
             window: Window::default(),
+            names,
         }
+    }
+
+    /// Every metric this gateway exports, by the name scrapers see.
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 
     pub fn limited(&self, reason: LimitReason) {

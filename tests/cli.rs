@@ -4,6 +4,7 @@ mod support;
 
 use std::process::Command;
 
+use serde_json::json;
 use support::*;
 
 fn check(file: &str, text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
@@ -170,4 +171,37 @@ fn serve_refuses_a_bad_config_with_exit_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `SLUICE_LOG_FORMAT=json` (issue 12, part 3): every log line is one JSON
+/// object with a level and a message, for log collectors; a session's id
+/// is in none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_a_line() {
+    let gw = Gateway::start_logged(&demo_backend("demo"), &[("SLUICE_LOG_FORMAT", "json")]);
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let r = http
+        .call(
+            &session,
+            2,
+            "tools/call",
+            json!({"name":"demo__echo","arguments":{"text":"hi"}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(http.delete(&session).await, 200);
+    let log = gw.log();
+    let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 2, "{log}");
+    for line in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["level"].is_string() && v["message"].is_string(), "{line}");
+        assert!(!line.contains(&session), "a session id was logged: {line}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("\"sluice listening\"")),
+        "{log}"
+    );
 }

@@ -18,6 +18,8 @@ mod duration;
 mod env;
 mod error;
 mod file;
+#[doc(hidden)]
+pub mod keys;
 mod names;
 mod overrides;
 mod tools;
