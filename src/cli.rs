@@ -1,4 +1,4 @@
-//! The command line (contract: `sluice serve | check | keygen | demo-server`).
+//! The command line (contract: `sluice serve | check | keygen | demo-server | probe`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,4 +36,48 @@ pub enum Command {
     Keygen,
     /// A small stdio MCP server: the built-in default and a test backend.
     DemoServer,
+    /// Session hygiene of any Streamable HTTP MCP server: which eras it
+    /// speaks, what an abandoned session costs, whether DELETE, unknown ids
+    /// and idle sessions are handled as clients need.
+    Probe {
+        /// The server's MCP endpoint, e.g. http://127.0.0.1:3001/mcp.
+        url: String,
+        /// Sessions to open and abandon (no DELETE).
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=sluice_max_sessions()))]
+        sessions: u64,
+        /// Sessions opened at once.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
+        concurrency: u64,
+        /// The server's process: its RSS and its children's are sampled.
+        #[arg(long, conflicts_with = "metrics")]
+        pid: Option<u32>,
+        /// A Prometheus endpoint exporting process_resident_memory_bytes.
+        #[arg(long)]
+        metrics: Option<String>,
+        /// How long to leave the sessions idle before presenting one again
+        /// (longer than the server's idle timeout): "90s", "5m". 0: skip.
+        #[arg(long, default_value = "0s", value_parser = probe_wait)]
+        wait: std::time::Duration,
+        /// A header for every request, "Name: value" (repeatable).
+        #[arg(long = "header")]
+        headers: Vec<String>,
+        /// One JSON document instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+const fn sluice_max_sessions() -> u64 {
+    crate::probe::MAX_SESSIONS as u64
+}
+
+fn probe_wait(text: &str) -> Result<std::time::Duration, String> {
+    let d = crate::config::parse_duration(text)?;
+    if d > crate::probe::MAX_WAIT {
+        return Err(format!(
+            "at most {}",
+            crate::config::format_duration(crate::probe::MAX_WAIT)
+        ));
+    }
+    Ok(d)
 }

@@ -17,6 +17,7 @@ pub mod fuzzing;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mirror;
+pub mod probe;
 pub mod protocol;
 mod random;
 pub mod router;

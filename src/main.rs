@@ -27,6 +27,28 @@ fn main() -> ExitCode {
                 ExitCode::from(CONFIG_ERROR)
             }
         },
+        Command::Probe {
+            url,
+            sessions,
+            concurrency,
+            pid,
+            metrics,
+            wait,
+            headers,
+            json,
+        } => {
+            let opts = sluice::probe::Options {
+                url,
+                sessions: usize::try_from(sessions).unwrap_or(sluice::probe::MAX_SESSIONS),
+                concurrency: usize::try_from(concurrency).unwrap_or(1),
+                pid,
+                metrics,
+                wait,
+                headers,
+                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            };
+            probe(opts, json)
+        }
         Command::Keygen => {
             println!("{}", sluice::sessions::sealed::KeyRing::generate());
             ExitCode::SUCCESS
@@ -81,6 +103,37 @@ fn main() -> ExitCode {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Prints the probe's report; Ctrl-C stops it early with what it has.
+fn probe(opts: sluice::probe::Options, json: bool) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice probe: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let stop = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    match rt.block_on(sluice::probe::run(opts, stop)) {
+        Ok(report) => {
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.to_text());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice probe: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -205,3 +205,31 @@ async fn json_logs_are_one_object_a_line() {
         "{log}"
     );
 }
+
+/// `sluice probe`: a bad argument is a usage error (2); a server that
+/// does not answer is a failure (1) that says so.
+#[test]
+fn probe_usage_and_unreachable_server() {
+    let out = Command::new(BIN)
+        .args(["probe", "http://127.0.0.1:9/mcp", "--sessions", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(BIN)
+        .args(["probe", "ftp://127.0.0.1/mcp"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an http(s) URL"));
+    // Nothing listens on the discard port.
+    let out = Command::new(BIN)
+        .args(["probe", "http://127.0.0.1:9/mcp"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no answer from the server"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -15,6 +15,16 @@ mod build;
 mod describe;
 mod desktop;
 mod duration;
+
+/// A duration as the config writes it (`"30s"`, `"5m"`, `"250ms"`).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    duration::parse(text)
+}
+
+/// A duration in the config's own syntax.
+pub fn format_duration(d: std::time::Duration) -> String {
+    duration::format(d)
+}
 mod env;
 mod error;
 mod file;

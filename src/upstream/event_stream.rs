@@ -8,20 +8,20 @@ use futures_util::{Stream, StreamExt};
 const MAX_EVENT: usize = 64 * 1024 * 1024;
 
 /// A response body as events, with errors that never name the URL.
-pub(super) fn of_response(
+pub(crate) fn of_response(
     resp: super::http_client::Response,
 ) -> impl Stream<Item = Result<Event, EventError>> {
     events(Box::pin(resp.bytes_stream()))
 }
 
 #[derive(Debug, Default, PartialEq)]
-pub(super) struct Event {
-    pub(super) event: Option<String>,
-    pub(super) data: String,
+pub(crate) struct Event {
+    pub(crate) event: Option<String>,
+    pub(crate) data: String,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(super) enum EventError {
+pub(crate) enum EventError {
     #[error("event stream failed: {0}")]
     Body(String),
     #[error("event larger than {MAX_EVENT} bytes")]
@@ -30,7 +30,7 @@ pub(super) enum EventError {
 
 /// Turns a byte stream into events. Comments and ids are skipped: the
 /// gateway does not resume backend streams.
-pub(super) fn events<S, E>(body: S) -> impl Stream<Item = Result<Event, EventError>>
+pub(crate) fn events<S, E>(body: S) -> impl Stream<Item = Result<Event, EventError>>
 where
     S: Stream<Item = Result<bytes::Bytes, E>> + Unpin,
     E: std::fmt::Display,

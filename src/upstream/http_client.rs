@@ -19,12 +19,12 @@ type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
 /// One per backend: its pooled connections.
 #[derive(Clone, Debug)]
-pub(super) struct Client {
+pub(crate) struct Client {
     inner: Arc<hyper_util::client::legacy::Client<Connector, Full<Bytes>>>,
 }
 
 impl Client {
-    pub(super) fn new() -> Result<Client, String> {
+    pub(crate) fn new() -> Result<Client, String> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -44,7 +44,7 @@ impl Client {
         })
     }
 
-    pub(super) fn request(&self, method: Method, uri: &Uri) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, uri: &Uri) -> RequestBuilder {
         let mut req = http::Request::new(Full::new(Bytes::new()));
         *req.method_mut() = method;
         *req.uri_mut() = uri.clone();
@@ -59,14 +59,14 @@ impl Client {
 /// A request being built; like `http::request::Builder`, a bad header is
 /// kept as an error until `send`. Headers go straight into the request
 /// (the builder moves a large `Result` through every call).
-pub(super) struct RequestBuilder {
+pub(crate) struct RequestBuilder {
     client: Client,
     req: http::Request<Full<Bytes>>,
     bad: bool,
 }
 
 impl RequestBuilder {
-    pub(super) fn headers(mut self, headers: &HeaderMap) -> Self {
+    pub(crate) fn headers(mut self, headers: &HeaderMap) -> Self {
         let own = self.req.headers_mut();
         own.reserve(headers.len());
         for (k, v) in headers {
@@ -75,7 +75,7 @@ impl RequestBuilder {
         self
     }
 
-    pub(super) fn header<K, V>(mut self, name: K, value: V) -> Self
+    pub(crate) fn header<K, V>(mut self, name: K, value: V) -> Self
     where
         K: TryInto<HeaderName>,
         V: TryInto<HeaderValue>,
@@ -89,12 +89,12 @@ impl RequestBuilder {
         self
     }
 
-    pub(super) fn body(mut self, body: impl Into<Bytes>) -> Self {
+    pub(crate) fn body(mut self, body: impl Into<Bytes>) -> Self {
         *self.req.body_mut() = Full::new(body.into());
         self
     }
 
-    pub(super) async fn send(self) -> Result<Response, SendError> {
+    pub(crate) async fn send(self) -> Result<Response, SendError> {
         if self.bad {
             return Err(SendError::Builder);
         }
@@ -111,7 +111,7 @@ impl RequestBuilder {
 /// Why a request got no response. Never names the URL: a configured URL
 /// may carry credentials, and these reach clients, logs and /readyz.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum SendError {
+pub(crate) enum SendError {
     #[error("request could not be built")]
     Builder,
     #[error("{}", chain(.0))]
@@ -119,12 +119,12 @@ pub(super) enum SendError {
 }
 
 impl SendError {
-    pub(super) fn is_builder(&self) -> bool {
+    pub(crate) fn is_builder(&self) -> bool {
         matches!(self, SendError::Builder)
     }
 
     /// Nothing accepted the connection.
-    pub(super) fn is_connect(&self) -> bool {
+    pub(crate) fn is_connect(&self) -> bool {
         matches!(self, SendError::Http(e) if e.is_connect())
     }
 }
@@ -142,18 +142,18 @@ fn chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-pub(super) struct Response(http::Response<hyper::body::Incoming>);
+pub(crate) struct Response(http::Response<hyper::body::Incoming>);
 
 impl Response {
-    pub(super) fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         self.0.status()
     }
 
-    pub(super) fn headers(&self) -> &HeaderMap {
+    pub(crate) fn headers(&self) -> &HeaderMap {
         self.0.headers()
     }
 
-    pub(super) fn content_length(&self) -> Option<u64> {
+    pub(crate) fn content_length(&self) -> Option<u64> {
         self.0
             .headers()
             .get(CONTENT_LENGTH)?
@@ -164,7 +164,7 @@ impl Response {
     }
 
     /// The body as it arrives (trailers skipped).
-    pub(super) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, String>> + Send {
+    pub(crate) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, String>> + Send {
         self.0.into_body().into_data_stream().map_err(|e| chain(&e))
     }
 }

@@ -48,7 +48,7 @@ pub(super) fn strip_modern(params: Option<&RawValue>) -> Option<Cow<'_, RawValue
 /// For a modern backend: the request's own modern `_meta` (a modern
 /// client's, passed through), or the gateway's when the client is legacy.
 /// Also returns the value for `Mcp-Name`, when the method has one.
-pub(super) fn ensure_modern(
+pub(crate) fn ensure_modern(
     method: &str,
     params: Option<&RawValue>,
 ) -> (Box<RawValue>, Option<String>) {
