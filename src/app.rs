@@ -198,6 +198,7 @@ pub async fn serve(
         max_batch_items: config.server.max_batch_items,
         bridge: Default::default(),
         limits: front::Limits::new(config.limits),
+        status: Default::default(),
         sealed_ids,
         cluster: cluster.clone(),
         principal_cap: config.server.max_sessions_per_principal,
@@ -206,6 +207,7 @@ pub async fn serve(
     if let Some(cluster) = &cluster {
         join_cluster(cluster, &front, &config, stopping.clone());
     }
+    tokio::spawn(front::sample_status(front.clone(), stopping.clone()));
     let app = front::routes(front, &config.metrics.path);
 
     spawn_summary(

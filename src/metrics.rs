@@ -25,6 +25,18 @@ pub enum CloseReason {
     principal_cap,
 }
 
+impl CloseReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            CloseReason::delete => "delete",
+            CloseReason::idle => "idle",
+            CloseReason::capacity => "capacity",
+            CloseReason::shutdown => "shutdown",
+            CloseReason::principal_cap => "principal_cap",
+        }
+    }
+}
+
 /// Why a sealed session had to be rebuilt from its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
@@ -169,6 +181,36 @@ pub struct Metrics {
     window: Window,
     /// Every metric's name as scraped, in registration order.
     names: Vec<String>,
+    /// Requests and their latencies, for the status page's recent window.
+    recent: Recent,
+}
+
+/// Upper bounds (µs) of the status page's latency buckets; one more
+/// bucket holds the rest.
+pub const LATENCY_BOUNDS_US: [u64; 18] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
+];
+
+/// Counters that only grow; the status page keeps snapshots and reads
+/// rates and percentiles from their differences.
+#[derive(Default)]
+struct Recent {
+    requests: AtomicU64,
+    errors: AtomicU64,
+    latency: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
+}
+
+/// A snapshot of `Recent` and the session counts, for the status page.
+#[derive(Debug, Clone, Default)]
+pub struct Counts {
+    pub requests: u64,
+    pub errors: u64,
+    pub latency: [u64; LATENCY_BOUNDS_US.len() + 1],
+    pub sessions_live: i64,
+    pub sessions_opened: u64,
+    /// Client sessions closed, by reason label.
+    pub closed: Vec<(&'static str, u64)>,
 }
 
 /// Registers `metric` and remembers the name it is scraped under (a
@@ -384,6 +426,7 @@ impl Metrics {
             rss,
             window: Window::default(),
             names,
+            recent: Recent::default(),
         }
     }
 
@@ -511,6 +554,77 @@ impl Metrics {
         self.durations
             .get_or_create(&MethodLabel { method })
             .observe(seconds);
+        let r = &self.recent;
+        r.requests.fetch_add(1, Ordering::Relaxed);
+        if outcome != Outcome::ok {
+            r.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let us = (seconds * 1e6) as u64;
+        let bucket = LATENCY_BOUNDS_US.partition_point(|b| *b < us);
+        r.latency[bucket].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What the status page samples.
+    pub fn counts(&self) -> Counts {
+        let r = &self.recent;
+        let closed = [
+            CloseReason::delete,
+            CloseReason::idle,
+            CloseReason::capacity,
+            CloseReason::shutdown,
+            CloseReason::principal_cap,
+        ]
+        .into_iter()
+        .map(|reason| {
+            let n = self
+                .sessions_closed
+                .get(&ReasonLabel { reason })
+                .map_or(0, |c| c.get());
+            (reason.label(), n)
+        })
+        .collect();
+        Counts {
+            requests: r.requests.load(Ordering::Relaxed),
+            errors: r.errors.load(Ordering::Relaxed),
+            latency: std::array::from_fn(|i| r.latency[i].load(Ordering::Relaxed)),
+            sessions_live: self.sessions_live.get(),
+            sessions_opened: self.sessions_opened.get(),
+            closed,
+        }
+    }
+
+    /// A backend's sessions: (live, opened, closed).
+    pub fn backend_sessions(&self, backend: &BackendName) -> (i64, u64, u64) {
+        let label = BackendLabel {
+            backend: backend.as_str().to_owned(),
+        };
+        let live = self
+            .backend_sessions_live
+            .get(&label)
+            .map_or(0, |g| g.get());
+        let opened = self
+            .backend_sessions_opened
+            .get(&label)
+            .map_or(0, |c| c.get());
+        let closed = [
+            "client_closed",
+            "idle",
+            "probe",
+            "expired",
+            "exited",
+            "shutdown",
+        ]
+        .into_iter()
+        .map(|reason| {
+            self.backend_sessions_closed
+                .get(&BackendReasonLabel {
+                    backend: label.backend.clone(),
+                    reason: reason.to_owned(),
+                })
+                .map_or(0, |c| c.get())
+        })
+        .sum();
+        (live, opened, closed)
     }
 
     /// Prometheus text exposition.

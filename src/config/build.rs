@@ -375,7 +375,7 @@ impl Builder<'_> {
         let path = m.path.unwrap_or(d.path);
         if !path.starts_with('/') {
             self.setting("metrics.path", format!("`{path}` must start with `/`"));
-        } else if ["/mcp", "/healthz", "/readyz"].contains(&path.as_str())
+        } else if ["/mcp", "/healthz", "/readyz", "/status"].contains(&path.as_str())
             || path.starts_with("/ns/")
         {
             self.setting(

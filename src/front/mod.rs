@@ -14,6 +14,7 @@ mod post;
 mod replicas;
 mod reply;
 pub mod server;
+mod status;
 mod stream;
 
 use std::sync::Arc;
@@ -76,6 +77,8 @@ pub struct Front {
     pub cluster: Option<std::sync::Arc<crate::cluster::Cluster>>,
     /// `max_sessions_per_principal`, held across replicas in cluster mode.
     pub principal_cap: usize,
+    /// The status page's last hour of samples.
+    pub(crate) status: status::History,
     /// `[limits]`: requests in flight and per second, per principal.
     pub(crate) limits: Arc<Limits>,
     /// 2026-07-28 calls waiting for the client's answers (see `bridge`).
@@ -130,6 +133,7 @@ fn router(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
         .route("/ns/{namespace}/mcp", any(named_namespace))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
+        .route("/status", get(status::page))
         .route(metrics_path, get(ops::metrics))
         .layer(axum::middleware::from_fn_with_state(front.clone(), guard))
         .with_state(front)
@@ -171,7 +175,27 @@ async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Response
     result.unwrap_or_else(|reject| front.refuse(&method, reject))
 }
 
+/// Samples what the status page shows until `stop` (one task).
+pub(crate) async fn sample_status(front: Arc<Front>, stop: CancellationToken) {
+    status::sample_until(front, stop).await;
+}
+
 impl Front {
+    /// `/metrics` and `/status` need `[metrics] token_env`'s token when set.
+    fn operator_access(&self, headers: &axum::http::HeaderMap) -> Result<(), Reject> {
+        let Some(token) = &self.metrics_token else {
+            return Ok(());
+        };
+        let presented = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match presented {
+            Some(p) if token.matches(p) => Ok(()),
+            _ => Err(Reject::Unauthorized),
+        }
+    }
+
     /// The session a request names: from memory, or rebuilt from its sealed
     /// id (in cluster mode after Redis's say).
     async fn begin(

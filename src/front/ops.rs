@@ -50,19 +50,8 @@ pub(super) async fn readyz(State(front): State<Arc<Front>>) -> Response {
 }
 
 pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
-    if let Some(token) = &front.metrics_token {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !presented.is_some_and(|p| token.matches(p)) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "",
-            )
-                .into_response();
-        }
+    if let Err(refused) = front.operator_access(&headers) {
+        return refused.into_response();
     }
     // The bounded maps are counted when asked, not on every change.
     for b in &front.backends {

@@ -329,6 +329,18 @@ enum Health {
     Stopped,
 }
 
+impl Health {
+    /// What went wrong, for the status page's history (starting and
+    /// stopping are not problems).
+    fn problem(&self) -> Option<&'static str> {
+        match self {
+            Health::Restarting => Some("restarting"),
+            Health::Down(why) => Some(why),
+            Health::Up(..) | Health::Starting | Health::Stopped => None,
+        }
+    }
+}
+
 pub struct Backend {
     pub name: BackendName,
     /// Itself, for opens that run on their own task (see `pool`).
@@ -338,6 +350,8 @@ pub struct Backend {
     pool: Pool,
     cache: cache::ListCache,
     health: Mutex<Health>,
+    /// What the status page shows of the backend's past.
+    history: Mutex<HealthHistory>,
     /// False until the first start attempt has ended, either way.
     settled: watch::Sender<bool>,
     /// When requests stop waiting for `settled` (see `settle`).
@@ -410,6 +424,7 @@ impl Backend {
                 },
                 cache: cache::ListCache::default(),
                 health: Mutex::new(Health::Starting),
+                history: Mutex::default(),
                 settled: watch::channel(false).0,
                 settle_until,
                 health_changed: watch::channel(()).0,
@@ -432,10 +447,24 @@ impl Backend {
 
     fn set_health(&self, health: Health) {
         let up = matches!(health, Health::Up(..));
-        let was_up = matches!(
-            std::mem::replace(&mut *self.health.lock(), health),
-            Health::Up(..)
-        );
+        let problem = health.problem();
+        let old = std::mem::replace(&mut *self.health.lock(), health);
+        let was_up = matches!(old, Health::Up(..));
+        {
+            // A problem is dated from when it began, not from each retry.
+            let mut history = self.history.lock();
+            if let Some(p) = problem
+                && old.problem() != Some(p)
+            {
+                history.last_problem = Some((p, std::time::SystemTime::now()));
+            }
+            if up && !was_up {
+                if history.ever_up {
+                    history.restarts += 1;
+                }
+                history.ever_up = true;
+            }
+        }
         self.ctx.metrics.backend_up(&self.name, up);
         self.settled.send_replace(true);
         self.health_changed.send_replace(());
@@ -500,12 +529,11 @@ impl Backend {
 
     /// Why the backend is not healthy, as a reason class (None when it is).
     pub fn problem(&self) -> Option<&'static str> {
-        match &*self.health.lock() {
-            Health::Up(..) => None,
+        let health = self.health.lock();
+        match &*health {
             Health::Starting => Some("starting"),
-            Health::Restarting => Some("restarting"),
-            Health::Down(why) => Some(why),
             Health::Stopped => Some("stopped"),
+            other => other.problem(),
         }
     }
 
@@ -965,6 +993,30 @@ impl Backend {
     pub fn is_shared(&self) -> bool {
         matches!(self.pool, Pool::Shared(_)) || self.modern_link().is_some()
     }
+
+    /// How the backend is reached: `stdio`, `http` or `sse`.
+    pub fn transport(&self) -> &'static str {
+        match self.transport {
+            TransportSpec::Stdio(_) => "stdio",
+            TransportSpec::Http(_) => "http",
+            TransportSpec::Sse(_) => "sse",
+        }
+    }
+
+    /// (the last problem and when it began, the times it came back up).
+    pub fn history(&self) -> (Option<(&'static str, std::time::SystemTime)>, u64) {
+        let h = self.history.lock();
+        (h.last_problem, h.restarts)
+    }
+}
+
+/// A backend's health over its life, for the status page.
+#[derive(Default)]
+struct HealthHistory {
+    ever_up: bool,
+    /// Came back up after having been up.
+    restarts: u64,
+    last_problem: Option<(&'static str, std::time::SystemTime)>,
 }
 
 /// A modern result's `ttlMs` (missing or negative: 0, per the spec).
