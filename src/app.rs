@@ -168,7 +168,7 @@ pub async fn serve(
         None => Ids::Table,
     };
     let sealed_ids = matches!(ids, Ids::Sealed(_));
-    let sessions = Sessions::new(
+    let sessions = Sessions::with_namespaces(
         Limits {
             max_sessions: config.server.max_sessions,
             max_per_principal: config.server.max_sessions_per_principal,
@@ -176,6 +176,7 @@ pub async fn serve(
         },
         ids,
         metrics.clone(),
+        config.namespaces.len(),
     );
     sessions.spawn_reaper(stopping.clone());
     // front: HTTP in.

@@ -205,11 +205,12 @@ impl Front {
         namespace: &str,
     ) -> Result<crate::sessions::Active, Reject> {
         let bound = self.binding(principal, namespace);
-        match self.sessions.begin(id, principal, &bound) {
+        let tag = self.router.namespace(namespace).map_or(0, |ns| ns.tag);
+        match self.sessions.begin_in(id, principal, &bound, tag) {
             Ok(active) => Ok(active),
-            Err(_) if self.resume_elsewhere(id, principal, &bound).await => self
+            Err(_) if self.resume_elsewhere(id, principal, &bound, tag).await => self
                 .sessions
-                .begin(id, principal, &bound)
+                .begin_in(id, principal, &bound, tag)
                 .map_err(|_| Reject::SessionNotFound),
             Err(_) => Err(Reject::SessionNotFound),
         }

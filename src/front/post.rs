@@ -238,11 +238,12 @@ async fn initialize(
         Some(
             front
                 .sessions
-                .open(
+                .open_in(
                     principal.clone(),
                     version,
                     caps,
                     &front.binding(&principal, ns.name.as_str()),
+                    ns.tag,
                 )
                 .map_err(|_| Reject::Busy)?,
         )

@@ -22,6 +22,7 @@ impl Front {
         id: &SessionId,
         principal: &Principal,
         bound: &[u8],
+        namespace: u16,
     ) -> bool {
         let Some(cluster) = &self.cluster else {
             return false;
@@ -39,7 +40,8 @@ impl Front {
         } else {
             ResumeCause::restart
         };
-        self.sessions.resume(id, principal, bound, &contents, cause);
+        self.sessions
+            .resume(id, principal, bound, &contents, cause, namespace);
         true
     }
 

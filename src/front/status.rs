@@ -138,6 +138,25 @@ fn render(front: &Front) -> String {
             .collect::<String>(),
     );
 
+    // By namespace.
+    out.push_str("<table><tr><th>namespace</th><th>endpoint</th><th>live</th><th>opened</th></tr>");
+    let counts = front.sessions.by_namespace();
+    for ns in front.router.namespaces() {
+        let (live, opened) = counts.get(usize::from(ns.tag)).copied().unwrap_or_default();
+        let endpoint = if ns.name.as_str() == "default" {
+            "/mcp".to_owned()
+        } else {
+            format!("/ns/{}/mcp", ns.name.as_str())
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{live}</td><td>{opened}</td></tr>",
+            escape(ns.name.as_str()),
+            escape(&endpoint),
+        );
+    }
+    out.push_str("</table>");
+
     // Requests over the recent window.
     let base = ring
         .iter()

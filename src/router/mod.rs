@@ -28,7 +28,8 @@ impl Router {
         let namespaces = config
             .namespaces
             .iter()
-            .map(|ns| {
+            .enumerate()
+            .map(|(tag, ns)| {
                 let members = ns
                     .backends
                     .iter()
@@ -42,6 +43,7 @@ impl Router {
                     ns.name.clone(),
                     Arc::new(Namespace::new(
                         ns.name.clone(),
+                        u16::try_from(tag).unwrap_or(u16::MAX),
                         members,
                         ns.prefix,
                         config.server.list_page_size,
@@ -54,6 +56,13 @@ impl Router {
 
     pub fn namespace(&self, name: &str) -> Option<&Arc<Namespace>> {
         self.namespaces.get(name)
+    }
+
+    /// Every namespace, in config order (by tag).
+    pub fn namespaces(&self) -> Vec<&Arc<Namespace>> {
+        let mut all: Vec<_> = self.namespaces.values().collect();
+        all.sort_by_key(|ns| ns.tag);
+        all
     }
 
     /// A client's answer relayed from another replica: to whichever

@@ -63,6 +63,8 @@ pub(super) struct Member {
 
 pub struct Namespace {
     pub name: NamespaceName,
+    /// Its position in the config, a small tag sessions are counted by.
+    pub tag: u16,
     pub(super) members: Vec<Member>,
     pub(super) prefix: Prefix,
     /// Items per page of a merged list.
@@ -142,12 +144,14 @@ pub(super) fn peek_string(raw: Option<&RawValue>, key: &str) -> Result<Option<St
 impl Namespace {
     pub(super) fn new(
         name: NamespaceName,
+        tag: u16,
         members: Vec<(Arc<Backend>, ToolFilter)>,
         prefix: Prefix,
         page_size: usize,
     ) -> Namespace {
         Namespace {
             name,
+            tag,
             members: members
                 .into_iter()
                 .enumerate()

@@ -46,6 +46,9 @@ pub struct Session {
     ended: CancellationToken,
     /// At most one standalone GET stream per session.
     streaming: AtomicBool,
+    /// The caller's tag for where the session was opened (the front's
+    /// namespace index), for counts by namespace.
+    namespace: u16,
     /// Requests in flight, by the client's raw id, so that the client's
     /// `notifications/cancelled` can reach them. Entries live exactly as
     /// long as their request.
@@ -76,8 +79,10 @@ impl Session {
         caps: ClientCaps,
         sealed: Option<(u64, [u8; 16])>,
         bound: &[u8],
+        namespace: u16,
     ) -> Arc<Session> {
         Arc::new(Session {
+            namespace,
             id,
             principal,
             version,
@@ -198,11 +203,20 @@ pub struct NotFound;
 
 pub struct Sessions {
     table: Mutex<Table>,
+    /// Live and opened sessions by namespace tag (see `open_in`); tags past
+    /// the end count in the last.
+    by_namespace: Vec<NamespaceCounts>,
     /// How ids are made: table keys, or sealed sessions.
     ids: Ids,
     freed_since_trim: std::sync::atomic::AtomicUsize,
     limits: Limits,
     metrics: Arc<Metrics>,
+}
+
+#[derive(Default)]
+struct NamespaceCounts {
+    live: std::sync::atomic::AtomicI64,
+    opened: std::sync::atomic::AtomicU64,
 }
 
 /// Largest number of sessions ended under one lock acquisition.
@@ -231,7 +245,20 @@ fn release_free_memory() {
 
 impl Sessions {
     pub fn new(limits: Limits, ids: Ids, metrics: Arc<Metrics>) -> Arc<Sessions> {
+        Self::with_namespaces(limits, ids, metrics, 1)
+    }
+
+    /// Sessions counted by `namespaces` tags (`open_in`, `begin_in`).
+    pub fn with_namespaces(
+        limits: Limits,
+        ids: Ids,
+        metrics: Arc<Metrics>,
+        namespaces: usize,
+    ) -> Arc<Sessions> {
         Arc::new(Sessions {
+            by_namespace: (0..namespaces.max(1))
+                .map(|_| NamespaceCounts::default())
+                .collect(),
             table: Mutex::new(Table::new(limits.max_sessions, limits.max_per_principal)),
             ids,
             freed_since_trim: std::sync::atomic::AtomicUsize::new(0),
@@ -249,6 +276,18 @@ impl Sessions {
         caps: ClientCaps,
         bound: &[u8],
     ) -> Result<Arc<Session>, Busy> {
+        self.open_in(principal, version, caps, bound, 0)
+    }
+
+    /// `open`, counted under `namespace`'s tag.
+    pub fn open_in(
+        &self,
+        principal: Principal,
+        version: LegacyVersion,
+        caps: ClientCaps,
+        bound: &[u8],
+        namespace: u16,
+    ) -> Result<Arc<Session>, Busy> {
         let (id, sealed) = match &self.ids {
             Ids::Table => (SessionId::random(), None),
             Ids::Sealed(sealer) => {
@@ -257,18 +296,40 @@ impl Sessions {
                 (sealer.ring.seal(&contents, bound), sealed)
             }
         };
-        let session = Session::new(id, principal, version, caps, sealed, bound);
+        let session = Session::new(id, principal, version, caps, sealed, bound, namespace);
         self.insert(session.clone())?;
         self.metrics.session_opened();
+        let counts = self.counts_of(namespace);
+        counts
+            .opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(session)
     }
 
+    fn counts_of(&self, namespace: u16) -> &NamespaceCounts {
+        let last = self.by_namespace.len() - 1;
+        &self.by_namespace[usize::from(namespace).min(last)]
+    }
+
+    /// (live, opened) sessions of each namespace tag, in tag order.
+    pub fn by_namespace(&self) -> Vec<(i64, u64)> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.by_namespace
+            .iter()
+            .map(|c| (c.live.load(Relaxed), c.opened.load(Relaxed)))
+            .collect()
+    }
+
     fn insert(&self, session: Arc<Session>) -> Result<(), Busy> {
+        let namespace = session.namespace;
         let evicted = self
             .table
             .lock()
             .insert(session, Instant::now())
             .map_err(|Full::AllBusy| Busy)?;
+        self.counts_of(namespace)
+            .live
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for (s, reason) in evicted {
             self.finish(&s, reason);
         }
@@ -284,6 +345,17 @@ impl Sessions {
         id: &SessionId,
         principal: &Principal,
         bound: &[u8],
+    ) -> Result<Active, NotFound> {
+        self.begin_in(id, principal, bound, 0)
+    }
+
+    /// `begin`; a sealed session rebuilt here is counted under `namespace`.
+    pub fn begin_in(
+        self: &Arc<Self>,
+        id: &SessionId,
+        principal: &Principal,
+        bound: &[u8],
+        namespace: u16,
     ) -> Result<Active, NotFound> {
         loop {
             {
@@ -327,7 +399,7 @@ impl Sessions {
             } else {
                 ResumeCause::restart
             };
-            self.resume(id, principal, bound, &contents, cause);
+            self.resume(id, principal, bound, &contents, cause, namespace);
         }
     }
 
@@ -358,6 +430,7 @@ impl Sessions {
         bound: &[u8],
         contents: &Contents,
         cause: ResumeCause,
+        namespace: u16,
     ) {
         let session = Session::new(
             id.clone(),
@@ -366,6 +439,7 @@ impl Sessions {
             contents.caps,
             Some((contents.expires, contents.serial)),
             bound,
+            namespace,
         );
         let absent = self.table.lock().owner(id).is_none();
         if absent && self.insert(session).is_ok() {
@@ -501,6 +575,9 @@ impl Sessions {
 
     fn finish(&self, session: &Session, reason: CloseReason) {
         session.ended.cancel();
+        self.counts_of(session.namespace)
+            .live
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         self.metrics.session_closed(reason);
         tracing::debug!(principal = %session.principal, ?reason, "client session closed");
     }

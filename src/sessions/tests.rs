@@ -218,3 +218,40 @@ async fn sealed_sessions_resume_until_revoked_or_expired() {
         "past its end"
     );
 }
+
+/// Sessions are counted by the namespace they were opened in, and every
+/// way out (DELETE, idle, capacity) takes them off that count.
+#[tokio::test(start_paused = true)]
+async fn sessions_are_counted_by_namespace() {
+    let metrics = Arc::new(Metrics::new());
+    let s = Sessions::with_namespaces(
+        Limits {
+            max_sessions: 3,
+            max_per_principal: 3,
+            idle_ttl: Duration::from_millis(1000),
+        },
+        Ids::Table,
+        metrics,
+        2,
+    );
+    let open = |ns: u16| {
+        s.open_in(Principal::Anonymous, V, ClientCaps::default(), b"", ns)
+            .unwrap()
+    };
+    let a = open(0);
+    let _b = open(1);
+    let _c = open(1);
+    assert_eq!(s.by_namespace(), [(1, 1), (2, 2)]);
+    // At capacity the least recently used (a, namespace 0) is evicted.
+    let _d = open(1);
+    assert!(a.ended().is_cancelled());
+    assert_eq!(s.by_namespace(), [(0, 1), (3, 3)]);
+    // A tag past the last counts in the last.
+    s.delete(&_d.id, &Principal::Anonymous, b"").unwrap();
+    let _e = open(7);
+    assert_eq!(s.by_namespace(), [(0, 1), (3, 4)]);
+    tokio::time::advance(Duration::from_millis(1500)).await;
+    assert_eq!(s.sweep(), 3);
+    assert_eq!(s.by_namespace(), [(0, 1), (0, 4)]);
+    s.assert_consistent();
+}

@@ -100,8 +100,10 @@ url = "http://user:secret-password@127.0.0.1:9/mcp"
     assert 'class="up">up<' in text, text
     assert 'class="down">down: unreachable<' in text, text
     assert "unreachable at " in text, text
-    # Three sessions live: the client-sessions table starts with them.
+    # Three sessions live: the client-sessions table starts with them, and
+    # the default namespace holds all three.
     assert "<tr><td>3</td>" in text, text
+    assert "<tr><td>default</td><td>/mcp</td><td>3</td><td>3</td></tr>" in text, text
     assert "<svg" in text and "polyline" in text, text
     for secret in [*sessions, "secret-password", "user:"]:
         assert secret not in text, f"{secret!r} is on the page"
