@@ -126,10 +126,13 @@ impl Running {
         }
     }
 
-    /// The rest of the request runs on its own task.
+    /// The rest of the request runs on its own task. (Dropped outside a
+    /// runtime, which only happens once it is gone, there is none to run on.)
     fn detach(&mut self) {
-        if let Some(work) = self.work.take() {
-            tokio::spawn(work);
+        if let Some(work) = self.work.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(work);
         }
     }
 
