@@ -674,17 +674,16 @@ impl Metrics {
 
 /// Resident set size from /proc (Linux); 0 elsewhere.
 pub fn resident_bytes() -> u64 {
-    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
-        return 0;
-    };
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    resident_of("self").unwrap_or(0)
+}
+
+/// The resident set of `/proc/{pid}` (`self` for this process), in bytes.
+pub(crate) fn resident_of(pid: &str) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
+    Some(pages * u64::try_from(page).unwrap_or(4096))
 }
 
 #[cfg(test)]

@@ -124,3 +124,72 @@ async fn shutdown_is_not_held_up_by_streams() {
     assert_eq!(gw.stop(), Some(0), "a GET stream must not hold up shutdown");
     drop(stream);
 }
+
+/// Sends one POST over a socket of its own; the caller closes the socket
+/// (the client goes away) without reading the answer.
+fn post_raw(base: &str, headers: &[(&str, &str)], body: &serde_json::Value) -> std::net::TcpStream {
+    use std::io::Write;
+    let body = body.to_string();
+    let mut request = String::from("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    let addr = base.strip_prefix("http://").unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    s
+}
+
+/// A legacy request whose client goes away runs on to its end (the legacy
+/// revisions do not take a closed connection for a cancellation); a
+/// 2026-07-28 one is cancelled. Each client leaves once its call is at the
+/// backend (a pending call there); a request is counted only when it ends:
+/// the legacy call ends ok, the modern one as an error, and neither is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_client_ends_a_modern_request_but_not_a_legacy_one() {
+    let gw = Gateway::start(&config(""));
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let sleep = |id: u64, meta: serde_json::Value| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":"demo__sleep_ms","arguments":{"ms":1500},"_meta":meta}})
+    };
+    let common = [
+        ("Content-Type", "application/json"),
+        ("Accept", ACCEPT_BOTH),
+    ];
+    let mut legacy = common.to_vec();
+    legacy.push(("Mcp-Session-Id", &sid));
+    let mut modern = common.to_vec();
+    modern.extend([
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "demo__sleep_ms"),
+    ]);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "sluice-test", "version": "0"}
+    });
+    let key = |era: &str, outcome: &str| {
+        format!(r#"sluice_requests_total{{era="{era}",method="tools/call",outcome="{outcome}"}}"#)
+    };
+    let pending = r#"sluice_bounded_entries{map="pending_calls",owner="demo"}"#;
+    for (headers, body, era, ends) in [
+        (&legacy, sleep(7, json!({})), "legacy", "ok"),
+        (&modern, sleep(8, meta), "modern", "error"),
+    ] {
+        let socket = post_raw(&gw.url(""), headers, &body);
+        wait_until(Duration::from_secs(10), || gw.metrics().get(pending) == 1.0);
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+        drop(socket);
+        wait_until(Duration::from_secs(10), || {
+            gw.metrics().get(&key(era, ends)) == 1.0
+        });
+        wait_until(Duration::from_secs(10), || gw.metrics().get(pending) == 0.0);
+    }
+    let m = gw.metrics();
+    assert_eq!(m.get(&key("legacy", "error")), 0.0);
+    assert_eq!(m.get(&key("modern", "ok")), 0.0);
+}

@@ -39,8 +39,7 @@ impl Memory {
 }
 
 fn tree_rss(root: u32) -> Option<u64> {
-    // SAFETY: sysconf only reads a system constant.
-    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+    let resident = |pid: u32| crate::metrics::resident_of(&pid.to_string());
     let mut parents: HashMap<u32, u32> = HashMap::new();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = entry
@@ -57,15 +56,11 @@ fn tree_rss(root: u32) -> Option<u64> {
             parents.insert(pid, ppid);
         }
     }
-    let resident = |pid: u32| -> Option<u64> {
-        let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
-        statm.split_whitespace().nth(1)?.parse::<u64>().ok()
-    };
-    let mut total = resident(root)? * page;
+    let mut total = resident(root)?;
     let mut frontier = vec![root];
     while let Some(p) = frontier.pop() {
         for (child, _) in parents.iter().filter(|(_, pp)| **pp == p) {
-            total += resident(*child).unwrap_or(0) * page;
+            total += resident(*child).unwrap_or(0);
             frontier.push(*child);
         }
     }
@@ -79,12 +74,17 @@ fn parent_of(stat: &str) -> Option<u32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// One scrape, headers and body within `SCRAPE`.
 async fn scrape(client: &Client, uri: &Uri) -> Option<u64> {
-    let send = client.request(Method::GET, uri).send();
-    let resp = tokio::time::timeout(Duration::from_secs(5), send)
+    tokio::time::timeout(SCRAPE, scrape_unbounded(client, uri))
         .await
         .ok()?
-        .ok()?;
+}
+
+const SCRAPE: Duration = Duration::from_secs(5);
+
+async fn scrape_unbounded(client: &Client, uri: &Uri) -> Option<u64> {
+    let resp = client.request(Method::GET, uri).send().await.ok()?;
     let mut body = Vec::new();
     let mut chunks = std::pin::pin!(resp.bytes_stream());
     while let Some(Ok(chunk)) = chunks.next().await {

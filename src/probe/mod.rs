@@ -250,6 +250,7 @@ impl Probe {
                             "{growth}; pass --wait longer than the server's idle timeout to see whether it is given back"
                         ),
                     ),
+                    Expiry::Unknown(_) => (Verdict::Inconclusive, growth),
                     Expiry::Kept(_) => (
                         Verdict::LeakSuspected,
                         format!("{growth}, all of it held while the sessions sit idle"),
@@ -286,6 +287,7 @@ impl Probe {
             ),
             Expiry::Expired(e) => (Verdict::Ok, e),
             Expiry::Kept(e) => (Verdict::LeakSuspected, e),
+            Expiry::Unknown(e) => (Verdict::Inconclusive, e),
         };
         report.add("idle expiry", verdict, evidence);
     }
@@ -294,7 +296,7 @@ impl Probe {
     async fn batch(&self, what: &'static str) -> Batch {
         let n = self.opts.sessions;
         let before = self.sample().await;
-        let bar = self.opts.progress.then(|| progress(n as u64, what));
+        let bar = self.progress(n as u64, what);
         let started = Instant::now();
         let mut batch = Batch::default();
         let mut opened = stream::iter(0..n)
@@ -323,10 +325,7 @@ impl Probe {
         let (Some(first), false) = (first, self.opts.wait.is_zero()) else {
             return Expiry::NotChecked;
         };
-        let bar = self
-            .opts
-            .progress
-            .then(|| progress(self.opts.wait.as_secs(), "waiting, idle"));
+        let bar = self.progress(self.opts.wait.as_secs(), "waiting idle, seconds");
         let deadline = Instant::now() + self.opts.wait;
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_secs(1).min(deadline - Instant::now())).await;
@@ -349,8 +348,18 @@ impl Probe {
                 a.error_code()
                     .map_or_else(String::new, |c| format!(", {c}"))
             )),
-            Err(e) => Expiry::Kept(format!("after {wait}: {e}")),
+            Err(e) => Expiry::Unknown(format!("after {wait}: {e}")),
         }
+    }
+
+    /// A bar on a terminal; elsewhere one line on stderr as each step
+    /// begins (scripts, and the tests, see where the probe is).
+    fn progress(&self, len: u64, what: &'static str) -> Option<indicatif::ProgressBar> {
+        if !self.opts.progress {
+            eprintln!("sluice probe: {what} ({len})");
+            return None;
+        }
+        Some(progress(len, what))
     }
 
     async fn sample(&self) -> Option<u64> {
@@ -398,6 +407,8 @@ enum Expiry {
     NotChecked,
     Expired(String),
     Kept(String),
+    /// The server did not answer when the id was presented again.
+    Unknown(String),
 }
 
 /// An id the server does not hold must get 404 (clients re-initialize on

@@ -332,6 +332,11 @@ def toml_str(value: str) -> str:
     return json.dumps(value)
 
 
+def demo_backend(sluice_bin: Path, name: str = "demo") -> str:
+    """A `[backends.NAME]` table running the binary's own demo server."""
+    return f"[backends.{name}]\ncommand = {toml_str(str(sluice_bin))}\nargs = [\"demo-server\"]\n"
+
+
 def locate_everything_js() -> Path:
     if not EVERYTHING_JS.is_file():
         pytest.fail(f"{EVERYTHING_JS} is missing: run `npm ci` in tests/interop (scripts/test does)")

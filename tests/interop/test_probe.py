@@ -17,12 +17,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from harness import REPO_ROOT, NodePeer
+from harness import REPO_ROOT, NodePeer, demo_backend
 
 PY_ONE_TOOL = REPO_ROOT / "bench" / "peers" / "py_one_tool.py"
 
@@ -112,16 +111,7 @@ def test_probe_of_a_stateless_python_sdk_server_skips_session_checks(sluice_bin:
 
 
 def test_probe_finds_sluice_clean(sluice_bin: Path, gateway_factory) -> None:
-    gw = gateway_factory(
-        f"""
-[server]
-session_idle_ttl = "2s"
-
-[backends.demo]
-command = {json.dumps(str(sluice_bin))}
-args = ["demo-server"]
-"""
-    )
+    gw = gateway_factory(f'[server]\nsession_idle_ttl = "2s"\n{demo_backend(sluice_bin)}')
     report = probe(sluice_bin, gw.mcp_url, "--sessions", "200", "--metrics", f"{gw.base_url}/metrics", "--wait", "4s")
     v = verdicts(report)
     assert all(x == "ok" for x in v.values()), report
@@ -138,9 +128,15 @@ def test_probe_stops_cleanly_on_ctrl_c(sluice_bin: Path, everything_http: NodePe
         stdin=subprocess.DEVNULL,
         text=True,
     )
-    # The session checks take well under a second; the wait is then under way.
-    time.sleep(3)
-    assert proc.poll() is None, "the probe ended before its 10 minute wait"
+    # Off a terminal the probe says on stderr as each step begins.
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("sluice probe: waiting idle"):
+            break
+    else:
+        pytest.fail(f"the probe never began its wait: {seen}")
     os.kill(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err

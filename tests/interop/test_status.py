@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from harness import REPO_ROOT
+from harness import REPO_ROOT, demo_backend
 
 OUTPUT = REPO_ROOT / "target" / "test-output"
 TOKEN = "status-page-token"
@@ -74,11 +74,8 @@ def initialize(base_url: str) -> str:
 
 def test_status_page_in_a_browser(sluice_bin: Path, gateway_factory) -> None:
     gw = gateway_factory(
-        f"""
-[backends.demo]
-command = {json.dumps(str(sluice_bin))}
-args = ["demo-server"]
-
+        demo_backend(sluice_bin)
+        + """
 [backends.gone]
 transport = "http"
 url = "http://user:secret-password@127.0.0.1:9/mcp"
@@ -118,16 +115,7 @@ url = "http://user:secret-password@127.0.0.1:9/mcp"
 
 def test_status_page_needs_the_metrics_token(sluice_bin: Path, gateway_factory, monkeypatch) -> None:
     monkeypatch.setenv("STATUS_TOKEN", TOKEN)
-    gw = gateway_factory(
-        f"""
-[metrics]
-token_env = "STATUS_TOKEN"
-
-[backends.demo]
-command = {json.dumps(str(sluice_bin))}
-args = ["demo-server"]
-"""
-    )
+    gw = gateway_factory(f'[metrics]\ntoken_env = "STATUS_TOKEN"\n{demo_backend(sluice_bin)}')
     status = gw.base_url + "/status"
     assert httpx.get(status, timeout=10).status_code == 401
     assert httpx.get(status, headers={"authorization": "Bearer wrong"}, timeout=10).status_code == 401
