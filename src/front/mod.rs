@@ -168,8 +168,8 @@ async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Response
     let method = req.method().clone();
     let result = match method {
         Method::POST => post::handle(&front, namespace, req).await,
-        Method::GET => stream::open(&front, namespace, req.headers()).await,
-        Method::DELETE => delete(&front, namespace, req.headers()).await,
+        Method::GET => Box::pin(stream::open(&front, namespace, req.headers())).await,
+        Method::DELETE => Box::pin(delete(&front, namespace, req.headers())).await,
         _ => Err(Reject::MethodNotAllowed),
     };
     result.unwrap_or_else(|reject| front.refuse(&method, reject))

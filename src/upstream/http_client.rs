@@ -1,26 +1,87 @@
-//! The HTTP client to backends: hyper-util's pooled HTTP/1.1 client, TLS by
-//! rustls with the platform's verifier. Not reqwest: its per-request URL
-//! handling (a parse for its redirect policy, another for the URI, IDNA
-//! included) was a sixth of the gateway's instructions per forwarded call
-//! (bench/RESULTS.md). The shape below is the little the backends need.
+//! The HTTP client to backends: HTTP/1.1 connections of hyper's own
+//! `client::conn`, pooled per backend, TLS by rustls with the platform's
+//! verifier. A connection is driven by the task that uses it (the call's
+//! own task while it waits for the head, then whoever reads the body), so a
+//! call is not handed to a connection task and back; an idle connection is
+//! driven by no one and is checked when it is taken.
+//!
+//! Not reqwest: its per-request URL handling (a parse for its redirect
+//! policy, another for the URI, IDNA included) was a sixth of the gateway's
+//! instructions per forwarded call. Not hyper-util's pooled client: its
+//! pool key hash, checkout guard and connection task were another 11,500
+//! (bench/analysis.md). The shape below is the little the backends need.
 
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use bytes::Bytes;
-use futures_util::{Stream, TryStreamExt};
-use http::header::{CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue};
+use futures_util::Stream;
+use http::header::{CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, Scheme};
 use http::{Method, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::client::conn::http1;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use tower::Service;
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+type Io = hyper_rustls::MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>;
+type Driver = http1::Connection<Io, Full<Bytes>>;
+
+/// Idle connections kept per backend: as many as calls a link may have in
+/// flight (`conn::MAX_POSTS`), so a steady load reuses every one.
+const MAX_IDLE: usize = 256;
+/// An idle connection older than this is closed rather than reused.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// One per backend: its pooled connections.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Client {
-    inner: Arc<hyper_util::client::legacy::Client<Connector, Full<Bytes>>>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    connector: Connector,
+    idle: Mutex<Idle>,
+}
+
+#[derive(Default)]
+struct Idle {
+    /// Oldest first: expired ones are a prefix, the warmest is at the end.
+    conns: Vec<IdleConn>,
+    /// A task closes expired connections while any are idle, so a backend
+    /// that gets no more calls is not left holding sockets.
+    reaping: bool,
+}
+
+impl Idle {
+    fn expire(&mut self, now: Instant) {
+        let expired = self
+            .conns
+            .partition_point(|i| now.duration_since(i.since) >= IDLE_TIMEOUT);
+        drop(self.conns.drain(..expired));
+    }
+}
+
+struct IdleConn {
+    conn: Conn,
+    since: Instant,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("idle", &self.shared.idle.lock().conns.len())
+            .finish()
+    }
 }
 
 impl Client {
@@ -29,18 +90,17 @@ impl Client {
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(Duration::from_secs(5)));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .try_with_platform_verifier()
             .map_err(|e| format!("TLS: {e}"))?
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        let inner = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_timer(TokioTimer::new())
-            .build(https);
         Ok(Client {
-            inner: Arc::new(inner),
+            shared: Arc::new(Shared {
+                connector,
+                idle: Mutex::default(),
+            }),
         })
     }
 
@@ -53,6 +113,137 @@ impl Client {
             req,
             bad: false,
         }
+    }
+
+    /// Connections open and idle, for tests.
+    #[cfg(test)]
+    fn idle(&self) -> usize {
+        self.shared.idle.lock().conns.len()
+    }
+}
+
+impl Shared {
+    /// The warmest idle connection to `origin` that can take a request.
+    fn checkout(&self, origin: &Origin) -> Option<Conn> {
+        loop {
+            let mut conn = {
+                let mut idle = self.idle.lock();
+                idle.expire(Instant::now());
+                let at = idle.conns.iter().rposition(|i| i.conn.origin == *origin)?;
+                idle.conns.remove(at).conn
+            };
+            // Closed sockets are dropped outside the lock.
+            if conn.reusable() {
+                return Some(conn);
+            }
+        }
+    }
+
+    fn checkin(self: &Arc<Self>, conn: Conn) {
+        let mut idle = self.idle.lock();
+        if idle.conns.len() >= MAX_IDLE {
+            return;
+        }
+        if !idle.reaping {
+            // Outside a runtime (dropped at exit) nothing could reap it.
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            idle.reaping = true;
+            runtime.spawn(reap(Arc::downgrade(self)));
+        }
+        idle.conns.push(IdleConn {
+            conn,
+            since: Instant::now(),
+        });
+    }
+
+    async fn connect(&self, uri: &Uri, origin: Origin) -> Result<Conn, SendError> {
+        let mut connector = self.connector.clone();
+        poll_fn(|cx| connector.poll_ready(cx))
+            .await
+            .map_err(SendError::Connect)?;
+        let io = connector
+            .call(uri.clone())
+            .await
+            .map_err(SendError::Connect)?;
+        let (sender, driver) = http1::handshake(io).await.map_err(SendError::Http)?;
+        Ok(Conn {
+            origin,
+            sender,
+            driver: Some(Box::pin(driver)),
+        })
+    }
+}
+
+/// Closes idle connections as they expire; ends when none is idle or the
+/// client is gone.
+async fn reap(shared: std::sync::Weak<Shared>) {
+    loop {
+        tokio::time::sleep(IDLE_TIMEOUT / 4).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let mut idle = shared.idle.lock();
+        idle.expire(Instant::now());
+        if idle.conns.is_empty() {
+            idle.reaping = false;
+            return;
+        }
+    }
+}
+
+/// Where a connection goes: scheme and authority.
+#[derive(PartialEq)]
+struct Origin {
+    scheme: Option<Scheme>,
+    authority: Option<Authority>,
+}
+
+/// One HTTP/1.1 connection: the half that sends requests and the future
+/// that does its I/O, polled by whoever waits on the connection.
+struct Conn {
+    origin: Origin,
+    sender: http1::SendRequest<Full<Bytes>>,
+    /// `None` once the connection has ended.
+    driver: Option<Pin<Box<Driver>>>,
+}
+
+impl Conn {
+    /// Does the connection's I/O; false once it has ended.
+    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
+        if let Some(driver) = &mut self.driver
+            && driver.as_mut().poll(cx).is_ready()
+        {
+            self.driver = None;
+        }
+        self.driver.is_some()
+    }
+
+    /// Open and waiting for a request. The last response may not have been
+    /// followed up by the connection yet (it reads the end of the message,
+    /// then asks for the next request), so it is driven once, with no one
+    /// to wake: a closed socket is noticed here too.
+    fn reusable(&mut self) -> bool {
+        if !self.sender.is_ready() && !self.drive(&mut Context::from_waker(Waker::noop())) {
+            return false;
+        }
+        self.driver.is_some() && self.sender.is_ready()
+    }
+
+    async fn send(
+        &mut self,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<
+        http::Response<Incoming>,
+        hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>,
+    > {
+        let mut answer = std::pin::pin!(self.sender.try_send_request(req));
+        poll_fn(|cx| {
+            self.drive(cx);
+            answer.as_mut().poll(cx)
+        })
+        .await
     }
 }
 
@@ -94,17 +285,86 @@ impl RequestBuilder {
         self
     }
 
+    /// Sends on an idle connection to the same origin, or a new one. A
+    /// request that an idle connection refused before writing a byte (it
+    /// had closed meanwhile) is sent again on the next.
     pub(crate) async fn send(self) -> Result<Response, SendError> {
         if self.bad {
             return Err(SendError::Builder);
         }
-        let resp = self
-            .client
-            .inner
-            .request(self.req)
-            .await
-            .map_err(SendError::Http)?;
-        Ok(Response(resp))
+        let shared = self.client.shared;
+        let mut req = self.req;
+        let uri = req.uri().clone();
+        let origin = origin_form(&mut req)?;
+        loop {
+            let (mut conn, reused) = match shared.checkout(&origin) {
+                Some(conn) => (conn, true),
+                // Boxed: the rare arm would make every call's future as big as a
+                // TLS handshake's.
+                None => (
+                    Box::pin(shared.connect(&uri, origin_of(&uri))).await?,
+                    false,
+                ),
+            };
+            match conn.send(req).await {
+                Ok(resp) => {
+                    let (head, body) = resp.into_parts();
+                    return Ok(Response {
+                        head,
+                        body: ResponseBody {
+                            body,
+                            ended: false,
+                            conn: Some(conn),
+                            shared,
+                        },
+                    });
+                }
+                Err(mut e) => match e.take_message() {
+                    Some(again) if reused => req = again,
+                    _ => return Err(SendError::Http(e.into_error())),
+                },
+            }
+        }
+    }
+}
+
+fn origin_of(uri: &Uri) -> Origin {
+    Origin {
+        scheme: uri.scheme().cloned(),
+        authority: uri.authority().cloned(),
+    }
+}
+
+/// What a request on a connection carries (RFC 9112 §3.2): the path in
+/// the request line, the host in `Host`. Returns where it goes.
+fn origin_form(req: &mut http::Request<Full<Bytes>>) -> Result<Origin, SendError> {
+    let uri = req.uri();
+    let origin = origin_of(uri);
+    let host = uri.host().ok_or(SendError::Builder)?;
+    if !req.headers().contains_key(HOST) {
+        let value = match uri.port_u16() {
+            Some(port) if Some(port) != default_port(uri.scheme()) => {
+                HeaderValue::try_from(format!("{host}:{port}"))
+            }
+            _ => HeaderValue::from_str(host),
+        }
+        .map_err(|_| SendError::Builder)?;
+        req.headers_mut().insert(HOST, value);
+    }
+    let path = req
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    *req.uri_mut() = Uri::from(path);
+    Ok(origin)
+}
+
+fn default_port(scheme: Option<&Scheme>) -> Option<u16> {
+    match scheme?.as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
     }
 }
 
@@ -114,8 +374,10 @@ impl RequestBuilder {
 pub(crate) enum SendError {
     #[error("request could not be built")]
     Builder,
+    #[error("connect error: {}", chain(.0.as_ref()))]
+    Connect(tower::BoxError),
     #[error("{}", chain(.0))]
-    Http(hyper_util::client::legacy::Error),
+    Http(hyper::Error),
 }
 
 impl SendError {
@@ -125,12 +387,12 @@ impl SendError {
 
     /// Nothing accepted the connection.
     pub(crate) fn is_connect(&self) -> bool {
-        matches!(self, SendError::Http(e) if e.is_connect())
+        matches!(self, SendError::Connect(_))
     }
 }
 
-/// "client error (Connect): tcp connect error: Connection refused": the
-/// cause is what an operator needs.
+/// "connect error: tcp connect error: Connection refused": the cause is
+/// what an operator needs.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
@@ -142,20 +404,23 @@ fn chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-pub(crate) struct Response(http::Response<hyper::body::Incoming>);
+pub(crate) struct Response {
+    head: http::response::Parts,
+    body: ResponseBody,
+}
 
 impl Response {
     pub(crate) fn status(&self) -> StatusCode {
-        self.0.status()
+        self.head.status
     }
 
     pub(crate) fn headers(&self) -> &HeaderMap {
-        self.0.headers()
+        &self.head.headers
     }
 
     pub(crate) fn content_length(&self) -> Option<u64> {
-        self.0
-            .headers()
+        self.head
+            .headers
             .get(CONTENT_LENGTH)?
             .to_str()
             .ok()?
@@ -165,6 +430,70 @@ impl Response {
 
     /// The body as it arrives (trailers skipped).
     pub(crate) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, String>> + Send {
-        self.0.into_body().into_data_stream().map_err(|e| chain(&e))
+        self.body
     }
 }
+
+/// A response's body and the connection it arrives on, which reading the
+/// body drives. Read to its end (or empty), the connection goes back to
+/// the pool when this is dropped; dropped earlier, it is closed.
+struct ResponseBody {
+    body: Incoming,
+    ended: bool,
+    conn: Option<Conn>,
+    shared: Arc<Shared>,
+}
+
+impl ResponseBody {
+    fn frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, String>>> {
+        loop {
+            return match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => Poll::Ready(Some(Ok(data))),
+                    Err(_trailers) => continue,
+                },
+                Poll::Ready(Some(Err(e))) => {
+                    self.conn = None;
+                    Poll::Ready(Some(Err(chain(&e))))
+                }
+                Poll::Ready(None) => {
+                    self.ended = true;
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+}
+
+impl Stream for ResponseBody {
+    type Item = Result<Bytes, String>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Poll::Ready(item) = this.frame(cx) {
+            return Poll::Ready(item);
+        }
+        // The body waits on its connection: read what has come, look again.
+        match &mut this.conn {
+            Some(conn) => {
+                conn.drive(cx);
+                this.frame(cx)
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take()
+            && (self.ended || self.body.is_end_stream())
+        {
+            self.shared.checkin(conn);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
