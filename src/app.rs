@@ -2,6 +2,7 @@
 //! runs it until a signal, then shuts down in order.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{BackendSessions, BusMessage, Close, Cluster};
 use crate::config::{Config, SessionMode};
-use crate::front::{self, Front, Policy};
+use crate::front::{self, Front, Layout, Policy};
 use crate::metrics::Metrics;
+use crate::reload::{self, Join};
 use crate::router::Router;
 use crate::sessions::sealed::KeyRing;
 use crate::sessions::{Ids, Limits, Sealer, Sessions};
@@ -51,10 +53,11 @@ fn join_cluster(
     front: &Arc<Front>,
     config: &Config,
     stop: CancellationToken,
-) {
+) -> Join {
     let records = Arc::new(BackendSessions::new(cluster.clone()));
-    for backend in &front.backends {
-        let (cluster, name) = (cluster.clone(), backend.name.to_string());
+    let joiner = cluster.clone();
+    let join: Join = Arc::new(move |backend: &Arc<Backend>| {
+        let (cluster, name) = (joiner.clone(), backend.name.to_string());
         let relay = Arc::new(move |notice: &Notice| {
             // List changes for every replica's caches; per-session notices
             // for the client's GET stream, wherever it is open.
@@ -74,11 +77,17 @@ fn join_cluster(
             }
         });
         backend.join_cluster(relay, records.clone());
+    });
+    for backend in &front.layout.load().backends {
+        join(backend);
     }
     front.clone().serve_inbox(cluster.bus(stop.clone()));
-    let backends = front.backends.clone();
+    let current = front.clone();
     let close: Close = Arc::new(move |backend: String, session: String| {
-        let backend = backends
+        let backend = current
+            .layout
+            .load()
+            .backends
             .iter()
             .find(|b| b.name.as_str() == backend)
             .cloned();
@@ -98,15 +107,18 @@ fn join_cluster(
         .unwrap_or(Duration::from_secs(30))
         .clamp(Duration::from_secs(1), Duration::from_secs(30));
     tokio::spawn(BackendSessions::new(cluster.clone()).sweep(close, period, stop));
+    join
 }
 
 /// Past the grace period, how long requests get to write their error.
 const ABORT_FLUSH: Duration = Duration::from_secs(2);
 
-/// Runs the gateway until SIGINT/SIGTERM. `on_listening` gets the bound
-/// address once connections are accepted.
+/// Runs the gateway until SIGINT/SIGTERM; SIGHUP reloads `config` from
+/// `source` (the file it was read from; none for the built-in default).
+/// `on_listening` gets the bound address once connections are accepted.
 pub async fn serve(
     config: Config,
+    source: Option<PathBuf>,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     let metrics = Arc::new(Metrics::new());
@@ -122,23 +134,17 @@ pub async fn serve(
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr()?;
     // upstream: one supervised backend per configured server.
-    let mut supervisors = Vec::new();
-    let mut backends: Vec<Arc<Backend>> = Vec::new();
-    let settle_until = tokio::time::Instant::now() + config.server.settle_timeout;
+    let mut started = Vec::new();
     for b in &config.backends {
-        let (backend, task) = Backend::start(
-            b,
-            metrics.clone(),
-            settle_until,
-            stop_backends.child_token(),
-        )
-        .map_err(|why| ServeError::Backend {
-            backend: b.name.to_string(),
-            why,
-        })?;
-        supervisors.push(task);
-        backends.push(backend);
+        let s = reload::start(b, &metrics, config.server.settle_timeout, &stop_backends).map_err(
+            |why| ServeError::Backend {
+                backend: b.name.to_string(),
+                why,
+            },
+        )?;
+        started.push(s);
     }
+    let backends: Vec<Arc<Backend>> = started.iter().map(|s| s.backend.clone()).collect();
     // router: namespaces over those backends.
     let router = Router::new(&config, &backends);
     // cluster: what replicas share, in Redis (none: one node).
@@ -176,21 +182,24 @@ pub async fn serve(
         },
         ids,
         metrics.clone(),
-        config.namespaces.len(),
+        crate::router::MAX_TAGS,
     );
     sessions.spawn_reaper(stopping.clone());
     // front: HTTP in.
     let front = Arc::new(Front {
-        policy: Policy {
-            tokens: config.auth.as_ref().map(|a| a.tokens.clone()),
-            allowed_origins: config.server.allowed_origins.clone(),
-            loopback_host_only: config.server.listen.ip().is_loopback(),
-            max_body_bytes: config.server.max_body_bytes,
-            stateless: config.server.sessions == SessionMode::Stateless,
-        },
+        layout: arc_swap::ArcSwap::from_pointee(Layout {
+            policy: Policy {
+                tokens: config.auth.as_ref().map(|a| a.tokens.clone()),
+                allowed_origins: config.server.allowed_origins.clone(),
+                loopback_host_only: config.server.listen.ip().is_loopback(),
+                max_body_bytes: config.server.max_body_bytes,
+                stateless: config.server.sessions == SessionMode::Stateless,
+            },
+            router,
+            backends: backends.clone(),
+            limits: front::Limits::new(config.limits),
+        }),
         sessions: sessions.clone(),
-        router,
-        backends: backends.clone(),
         metrics: metrics.clone(),
         metrics_token: config.metrics.token.clone(),
         stopping: stopping.clone(),
@@ -198,18 +207,18 @@ pub async fn serve(
         body_read_timeout: config.server.body_read_timeout,
         max_batch_items: config.server.max_batch_items,
         bridge: Default::default(),
-        limits: front::Limits::new(config.limits),
         status: Default::default(),
+        reloads: tokio::sync::watch::channel(()).0,
         sealed_ids,
         cluster: cluster.clone(),
         principal_cap: config.server.max_sessions_per_principal,
         stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
     });
-    if let Some(cluster) = &cluster {
-        join_cluster(cluster, &front, &config, stopping.clone());
-    }
+    let join = cluster
+        .as_ref()
+        .map(|cluster| join_cluster(cluster, &front, &config, stopping.clone()));
     tokio::spawn(front::sample_status(front.clone(), stopping.clone()));
-    let app = front::routes(front, &config.metrics.path);
+    let app = front::routes(front.clone(), &config.metrics.path);
 
     spawn_summary(
         metrics.clone(),
@@ -249,15 +258,24 @@ pub async fn serve(
         metrics.clone(),
         stopping.clone(),
     ));
-    wait_for_signal().await;
+    let grace = config.server.shutdown_grace;
+    let mut gateway =
+        reload::Gateway::new(config, source, started, stop_backends.clone(), front, join);
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let stop = wait_for_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            Some(()) = hangups.recv() => gateway.reload(),
+        }
+    }
     tracing::info!("shutting down");
     stopping.cancel();
     // In-flight requests get the grace period; streams end on `stopping`.
     match accepting.await {
         Ok(connections) => {
-            let drained = connections
-                .drain(config.server.shutdown_grace, ABORT_FLUSH, &aborting)
-                .await;
+            let drained = connections.drain(grace, ABORT_FLUSH, &aborting).await;
             if !drained {
                 tracing::warn!("some connections were still open when the gateway stopped");
             }
@@ -266,7 +284,7 @@ pub async fn serve(
     }
     sessions.close_all();
     stop_backends.cancel();
-    let all = futures_util::future::join_all(supervisors);
+    let all = futures_util::future::join_all(gateway.tasks());
     if tokio::time::timeout(Duration::from_secs(10), all)
         .await
         .is_err()

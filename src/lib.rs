@@ -3,7 +3,8 @@
 //! Data flows one way:
 //! `front` (HTTP, era, auth) -> `sessions` (bounded table) -> `router`
 //! (namespaces, names, merging) -> `upstream` (backends and their sessions).
-//! `config`, `metrics` and `cli` sit beside them; `app` wires them together.
+//! `config`, `metrics` and `cli` sit beside them; `app` wires them together
+//! and `reload` applies a new config to them while they run.
 
 pub mod app;
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod mirror;
 pub mod probe;
 pub mod protocol;
 mod random;
+pub(crate) mod reload;
 pub mod router;
 pub mod sessions;
 pub mod upstream;

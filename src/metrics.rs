@@ -115,6 +115,11 @@ struct LimitLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RefreshLabels {
     backend: String,
     result: &'static str,
@@ -171,6 +176,7 @@ pub struct Metrics {
     entries: Family<EntriesLabels, Gauge>,
     answers_dropped: Family<DroppedLabels, Counter>,
     limited: Family<LimitLabel, Counter>,
+    reloads: Family<ResultLabel, Counter>,
     connections_open: Gauge,
     connections_refused: Counter,
     sessions_resumed: Family<CauseLabel, Counter>,
@@ -262,6 +268,7 @@ impl Metrics {
         let entries = Family::<EntriesLabels, Gauge>::default();
         let answers_dropped = Family::<DroppedLabels, Counter>::default();
         let limited = Family::<LimitLabel, Counter>::default();
+        let reloads = Family::<ResultLabel, Counter>::default();
         let connections_open = Gauge::default();
         let connections_refused = Counter::default();
         let sessions_resumed = Family::<CauseLabel, Counter>::default();
@@ -364,6 +371,13 @@ impl Metrics {
         register(
             &mut registry,
             &mut names,
+            "sluice_config_reloads",
+            "Config reloads (SIGHUP), by result: ok, or error (the old config kept)",
+            &reloads,
+        );
+        register(
+            &mut registry,
+            &mut names,
             "sluice_client_sessions_resumed",
             "Sealed sessions rebuilt from their id, by cause",
             &sessions_resumed,
@@ -418,6 +432,7 @@ impl Metrics {
             entries,
             answers_dropped,
             limited,
+            reloads,
             connections_open,
             connections_refused,
             sessions_resumed,
@@ -433,6 +448,18 @@ impl Metrics {
     /// Every metric this gateway exports, by the name scrapers see.
     pub fn names(&self) -> &[String] {
         &self.names
+    }
+
+    pub fn reloaded(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.reloads.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// A backend a reload removed: no longer reported up or down.
+    pub fn backend_removed(&self, backend: &BackendName) {
+        self.backend_up.remove(&BackendLabel {
+            backend: backend.to_string(),
+        });
     }
 
     pub fn limited(&self, reason: LimitReason) {

@@ -7,7 +7,8 @@ use super::error::Reject;
 use crate::config::Secret;
 use crate::sessions::{Principal, SessionId};
 
-/// What the front admits, fixed at startup.
+/// What the front admits (a reload replaces it).
+#[derive(Clone)]
 pub struct Policy {
     pub tokens: Option<Vec<Secret>>,
     pub allowed_origins: Vec<String>,

@@ -99,6 +99,8 @@ impl Limits {
         };
         if let Some(cluster) = &front.cluster {
             let who = front
+                .layout
+                .load()
                 .policy
                 .principal_digest(principal)
                 .unwrap_or_else(|| "anonymous".to_owned());

@@ -56,8 +56,7 @@ pub(super) fn open(
             &json!({ "notifications": honoured, "_meta": meta }),
         )),
     );
-    let changes = ns
-        .notices(caller)
+    let changes = super::follow::notices(front, ns, caller)
         .filter_map(move |n| {
             std::future::ready(match n {
                 ClientNotice::ListChanged(method) if wanted.contains(&method) => Some(method),

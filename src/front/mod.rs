@@ -6,6 +6,7 @@ mod authority;
 mod bridge;
 mod checks;
 mod error;
+mod follow;
 mod limits;
 mod listen;
 mod modern;
@@ -54,12 +55,20 @@ use crate::router::Router;
 use crate::sessions::Sessions;
 use crate::upstream::Backend;
 
-/// Everything the front needs, shared by all connections.
-pub struct Front {
+/// What a config reload replaces whole (`app::reload`). A request uses
+/// the one it began with, start to end.
+pub struct Layout {
     pub policy: Policy,
-    pub sessions: Arc<Sessions>,
     pub router: Router,
     pub backends: Vec<Arc<Backend>>,
+    /// `[limits]`: requests in flight and per second, per principal.
+    pub(crate) limits: Arc<Limits>,
+}
+
+/// Everything the front needs, shared by all connections.
+pub struct Front {
+    pub layout: arc_swap::ArcSwap<Layout>,
+    pub sessions: Arc<Sessions>,
     pub metrics: Arc<Metrics>,
     pub metrics_token: Option<Secret>,
     /// Cancelled when the gateway begins to shut down.
@@ -79,8 +88,8 @@ pub struct Front {
     pub principal_cap: usize,
     /// The status page's last hour of samples.
     pub(crate) status: status::History,
-    /// `[limits]`: requests in flight and per second, per principal.
-    pub(crate) limits: Arc<Limits>,
+    /// Sent after each reload swaps the layout (see `follow`).
+    pub reloads: tokio::sync::watch::Sender<()>,
     /// 2026-07-28 calls waiting for the client's answers (see `bridge`).
     pub(crate) bridge: bridge::Bridge,
     /// How often a GET stream writes a keep-alive comment (and so refreshes
@@ -116,10 +125,12 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
             let front = self.front.clone();
             Box::pin(async move {
                 // The same guard as every route below.
-                Ok(match front.policy.guard(req.headers(), req.uri()) {
-                    Ok(()) => mcp(front, "default", req).await,
-                    Err(reject) => front.refuse(req.method(), reject),
-                })
+                Ok(
+                    match front.layout.load().policy.guard(req.headers(), req.uri()) {
+                        Ok(()) => mcp(front, "default", req).await,
+                        Err(reject) => front.refuse(req.method(), reject),
+                    },
+                )
             })
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
@@ -146,7 +157,8 @@ async fn guard(
     req: Request<Body>,
     next: axum::middleware::Next,
 ) -> Response {
-    match front.policy.guard(req.headers(), req.uri()) {
+    let guarded = front.layout.load().policy.guard(req.headers(), req.uri());
+    match guarded {
         Ok(()) => next.run(req).await,
         Err(reject) => front.refuse(req.method(), reject),
     }
@@ -205,7 +217,12 @@ impl Front {
         namespace: &str,
     ) -> Result<crate::sessions::Active, Reject> {
         let bound = self.binding(principal, namespace);
-        let tag = self.router.namespace(namespace).map_or(0, |ns| ns.tag);
+        let tag = self
+            .layout
+            .load()
+            .router
+            .namespace(namespace)
+            .map_or(0, |ns| ns.tag);
         match self.sessions.begin_in(id, principal, &bound, tag) {
             Ok(active) => Ok(active),
             Err(_) if self.resume_elsewhere(id, principal, &bound, tag).await => self
@@ -220,7 +237,7 @@ impl Front {
     /// namespace (empty with table ids, which need no binding).
     fn binding(&self, principal: &crate::sessions::Principal, namespace: &str) -> Vec<u8> {
         if self.sealed_ids {
-            self.policy.binding(principal, namespace)
+            self.layout.load().policy.binding(principal, namespace)
         } else {
             Vec::new()
         }
@@ -248,8 +265,9 @@ async fn delete(
     namespace: &str,
     headers: &axum::http::HeaderMap,
 ) -> Result<Response, Reject> {
-    let principal = front.policy.authenticate(headers)?;
-    if front.policy.stateless {
+    let layout = front.layout.load_full();
+    let principal = layout.policy.authenticate(headers)?;
+    if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;

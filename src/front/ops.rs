@@ -21,6 +21,8 @@ pub(super) async fn healthz() -> Response {
 /// 200 when every backend is healthy, else 503 naming the unhealthy ones.
 pub(super) async fn readyz(State(front): State<Arc<Front>>) -> Response {
     let mut unhealthy: Vec<_> = front
+        .layout
+        .load()
         .backends
         .iter()
         .filter_map(|b| {
@@ -54,10 +56,11 @@ pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap)
         return refused.into_response();
     }
     // The bounded maps are counted when asked, not on every change.
-    for b in &front.backends {
+    let layout = front.layout.load();
+    for b in &layout.backends {
         b.census();
     }
-    front.router.census(&front.metrics);
+    layout.router.census(&front.metrics);
     front
         .metrics
         .entries("parked_calls", "gateway", front.bridge.len());

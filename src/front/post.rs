@@ -29,11 +29,12 @@ pub(super) async fn handle(
     }
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
-    let principal = front.policy.authenticate(headers)?;
-    let admitted = front.limits.admit(front, &principal).await?;
+    let layout = front.layout.load_full();
+    let principal = layout.policy.authenticate(headers)?;
+    let admitted = layout.limits.admit(front, &principal).await?;
     checks::json_content(headers)?;
     checks::accepts(headers, &["application/json", "text/event-stream"])?;
-    let ns = front
+    let ns = layout
         .router
         .namespace(namespace)
         .ok_or(Reject::UnknownNamespace)?
@@ -41,7 +42,7 @@ pub(super) async fn handle(
     let bytes = read_body(
         body,
         headers,
-        front.policy.max_body_bytes,
+        layout.policy.max_body_bytes,
         front.body_read_timeout,
     )
     .await?;
@@ -132,7 +133,7 @@ async fn begin(
     headers: &HeaderMap,
     principal: &Principal,
 ) -> Result<Option<Active>, Reject> {
-    if front.policy.stateless {
+    if front.layout.load().policy.stateless {
         return Ok(None);
     }
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
@@ -238,7 +239,7 @@ async fn initialize(
     }
     let body = jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result)));
     // The session exists only once everything above has succeeded.
-    let session = if front.policy.stateless {
+    let session = if front.layout.load().policy.stateless {
         None
     } else {
         Some(

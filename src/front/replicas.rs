@@ -59,7 +59,8 @@ impl Front {
     /// replica opened them.
     async fn end_shared_backend_sessions(&self, id: &SessionId) {
         let client = crate::upstream::ClientKey::Session(id.clone());
-        futures_util::future::join_all(self.backends.iter().map(|b| b.end_shared(&client))).await;
+        let backends = self.layout.load_full().backends.clone();
+        futures_util::future::join_all(backends.iter().map(|b| b.end_shared(&client))).await;
     }
 
     /// The per-principal cap across replicas: a new session past it ends
@@ -73,7 +74,7 @@ impl Front {
         let (Some(cluster), Some((expires, serial))) = (&self.cluster, sealed) else {
             return;
         };
-        let Some(digest) = self.policy.principal_digest(principal) else {
+        let Some(digest) = self.layout.load().policy.principal_digest(principal) else {
             return;
         };
         let member = format!("{}:{expires}:{}", cluster::hex(&serial), id.as_str());
@@ -127,7 +128,9 @@ impl Front {
                 match message {
                     BusMessage::Ended { session } => self.sessions.forget(&session),
                     BusMessage::Notice { backend, notice } => {
-                        if let Some(b) = self.backends.iter().find(|b| b.name.as_str() == backend) {
+                        let layout = self.layout.load();
+                        if let Some(b) = layout.backends.iter().find(|b| b.name.as_str() == backend)
+                        {
                             b.announce_here(notice);
                         }
                     }
@@ -141,7 +144,7 @@ impl Front {
                         // Unknown here is normal (the asker is another
                         // replica); from the wrong client it is not.
                         if let Some(outcome) = relayed_outcome(&outcome)
-                            && self.router.answer_any(&caller, &id, &outcome)
+                            && self.layout.load().router.answer_any(&caller, &id, &outcome)
                                 == crate::upstream::Answered::NotYours
                         {
                             self.metrics.answer_dropped("not_yours");

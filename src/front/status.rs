@@ -96,7 +96,8 @@ fn render(front: &Front) -> String {
 
     // Backends.
     out.push_str("<h2>Backends</h2><table><tr><th>backend</th><th>transport</th><th>isolation</th><th>state</th><th>last problem</th><th>sessions live</th><th>opened</th><th>closed</th><th>restarts</th></tr>");
-    for b in &front.backends {
+    let layout = front.layout.load_full();
+    for b in &layout.backends {
         let (live, opened, closed) = front.metrics.backend_sessions(&b.name);
         let (last, restarts) = b.history();
         let state = match b.problem() {
@@ -141,7 +142,7 @@ fn render(front: &Front) -> String {
     // By namespace.
     out.push_str("<table><tr><th>namespace</th><th>endpoint</th><th>live</th><th>opened</th></tr>");
     let counts = front.sessions.by_namespace();
-    for ns in front.router.namespaces() {
+    for ns in layout.router.namespaces() {
         let (live, opened) = counts.get(usize::from(ns.tag)).copied().unwrap_or_default();
         let endpoint = if ns.name.as_str() == "default" {
             "/mcp".to_owned()

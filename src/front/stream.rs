@@ -25,12 +25,13 @@ pub(super) async fn open(
     namespace: &str,
     headers: &HeaderMap,
 ) -> Result<Response, Reject> {
-    let principal = front.policy.authenticate(headers)?;
+    let layout = front.layout.load_full();
+    let principal = layout.policy.authenticate(headers)?;
     checks::accepts(headers, &["text/event-stream"])?;
-    if front.policy.stateless {
+    if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }
-    let ns = front
+    let ns = layout
         .router
         .namespace(namespace)
         .ok_or(Reject::UnknownNamespace)?;
@@ -47,7 +48,7 @@ pub(super) async fn open(
     let caller = Caller::session(session.id.clone(), session.ended().clone(), session.caps);
     let subscriber = session.clone();
     // Resource updates only for what this session subscribed to.
-    let changes = ns.notices(caller).filter(move |n| {
+    let changes = super::follow::notices(front, ns, caller).filter(move |n| {
         std::future::ready(match n {
             ClientNotice::ListChanged(_) => true,
             ClientNotice::ResourceUpdated(uri) => subscriber.is_subscribed(uri),

@@ -21,16 +21,34 @@ use crate::upstream::Backend;
 
 pub struct Router {
     namespaces: FastMap<NamespaceName, Arc<Namespace>>,
+    /// The tag the next new namespace gets.
+    next_tag: u16,
 }
+
+/// Namespace tags that sessions are counted by: one per namespace ever
+/// configured in this process; past this, they share the last.
+pub const MAX_TAGS: usize = 256;
 
 impl Router {
     pub fn new(config: &Config, backends: &[Arc<Backend>]) -> Router {
+        Router::build(config, backends, None)
+    }
+
+    /// The router for a reloaded config. A namespace whose settings and
+    /// backends are unchanged is kept as it is (its name index, tasks and
+    /// pending questions with it); the others are built anew. A namespace
+    /// keeps its tag; a new one takes the next.
+    pub fn rebuild(&self, config: &Config, backends: &[Arc<Backend>]) -> Router {
+        Router::build(config, backends, Some(self))
+    }
+
+    fn build(config: &Config, backends: &[Arc<Backend>], old: Option<&Router>) -> Router {
+        let mut next_tag = old.map_or(0, |r| r.next_tag);
         let namespaces = config
             .namespaces
             .iter()
-            .enumerate()
-            .map(|(tag, ns)| {
-                let members = ns
+            .map(|ns| {
+                let members: Vec<_> = ns
                     .backends
                     .iter()
                     .filter_map(|name| {
@@ -39,19 +57,28 @@ impl Router {
                         Some((backend.clone(), cfg.tools.clone()))
                     })
                     .collect();
-                (
-                    ns.name.clone(),
-                    Arc::new(Namespace::new(
-                        ns.name.clone(),
-                        u16::try_from(tag).unwrap_or(u16::MAX),
-                        members,
-                        ns.prefix,
-                        config.server.list_page_size,
-                    )),
-                )
+                let page_size = config.server.list_page_size;
+                let before = old.and_then(|r| r.namespaces.get(&ns.name));
+                if let Some(kept) = before
+                    && kept.is_built_of(&members, ns.prefix, page_size)
+                {
+                    return (ns.name.clone(), kept.clone());
+                }
+                let tag = before.map_or_else(
+                    || {
+                        next_tag = next_tag.saturating_add(1);
+                        next_tag - 1
+                    },
+                    |b| b.tag,
+                );
+                let built = Namespace::new(ns.name.clone(), tag, members, ns.prefix, page_size);
+                (ns.name.clone(), Arc::new(built))
             })
             .collect();
-        Router { namespaces }
+        Router {
+            namespaces,
+            next_tag,
+        }
     }
 
     pub fn namespace(&self, name: &str) -> Option<&Arc<Namespace>> {
@@ -93,5 +120,77 @@ impl Router {
             metrics.entries("task_index", name.as_str(), tasks);
             metrics.entries("questions_waiting", name.as_str(), questions);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use super::Router;
+    use crate::config::{Config, parse_toml};
+    use crate::metrics::Metrics;
+    use crate::upstream::Backend;
+
+    fn config(text: &str) -> Config {
+        parse_toml(text, "test", &HashMap::<String, String>::new())
+            .unwrap()
+            .config
+    }
+
+    fn start(config: &Config) -> Vec<Arc<Backend>> {
+        let metrics = Arc::new(Metrics::new());
+        let stop = tokio_util::sync::CancellationToken::new();
+        stop.cancel();
+        config
+            .backends
+            .iter()
+            .map(|b| {
+                let until = tokio::time::Instant::now();
+                Backend::start(b, metrics.clone(), until, stop.clone())
+                    .unwrap()
+                    .0
+            })
+            .collect()
+    }
+
+    const A: &str = "[backends.a]\ntransport = \"stdio\"\ncommand = \"true\"\n";
+    const B: &str = "[backends.b]\ntransport = \"stdio\"\ncommand = \"true\"\n";
+
+    /// A reload keeps a namespace it does not change (the same object,
+    /// its indexes with it) and every namespace's tag; a new one gets a
+    /// tag of its own.
+    #[tokio::test]
+    async fn a_rebuild_keeps_what_did_not_change() {
+        let first = config(&format!(
+            "{A}{B}[namespaces.one]\nbackends = [\"a\"]\n[namespaces.two]\nbackends = [\"b\"]\n"
+        ));
+        let backends = start(&first);
+        let old = Router::new(&first, &backends);
+        let (one, two) = (old.namespace("one").unwrap(), old.namespace("two").unwrap());
+        assert_ne!(one.tag, two.tag);
+
+        // `two` gains `a`; `three` is new; `one` is as it was.
+        let second = config(&format!(
+            "{A}{B}[namespaces.one]\nbackends = [\"a\"]\n[namespaces.two]\nbackends = [\"a\", \"b\"]\n[namespaces.three]\nbackends = [\"b\"]\n"
+        ));
+        let new = old.rebuild(&second, &backends);
+        assert!(Arc::ptr_eq(one, new.namespace("one").unwrap()));
+        let two_now = new.namespace("two").unwrap();
+        assert!(!Arc::ptr_eq(two, two_now));
+        assert_eq!(two_now.tag, two.tag);
+        let three = new.namespace("three").unwrap();
+        assert!(three.tag != one.tag && three.tag != two.tag);
+
+        // The same backend names, started anew (a changed backend): every
+        // namespace of theirs is rebuilt.
+        let restarted = start(&second);
+        let again = new.rebuild(&second, &restarted);
+        assert!(!Arc::ptr_eq(
+            new.namespace("one").unwrap(),
+            again.namespace("one").unwrap()
+        ));
+        assert_eq!(again.namespace("three").unwrap().tag, three.tag);
     }
 }

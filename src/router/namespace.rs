@@ -35,6 +35,15 @@ pub enum ClientNotice {
 }
 
 impl ClientNotice {
+    /// What a client is told when its namespace's members change.
+    pub fn all_lists_changed() -> [ClientNotice; 3] {
+        [
+            ClientNotice::ListChanged("notifications/tools/list_changed"),
+            ClientNotice::ListChanged("notifications/prompts/list_changed"),
+            ClientNotice::ListChanged("notifications/resources/list_changed"),
+        ]
+    }
+
     /// The JSON-RPC notification a legacy client gets.
     pub fn line(&self) -> String {
         match self {
@@ -167,6 +176,24 @@ impl Namespace {
             tasks: Mutex::new(TaskIndex::default()),
             rounds: Rounds::default(),
         }
+    }
+
+    /// Would `new` with these build the same namespace? Members are the
+    /// same when they are the same running backends.
+    pub(super) fn is_built_of(
+        &self,
+        members: &[(Arc<Backend>, ToolFilter)],
+        prefix: Prefix,
+        page_size: usize,
+    ) -> bool {
+        self.prefix == prefix
+            && self.page_size == page_size
+            && self.members.len() == members.len()
+            && self
+                .members
+                .iter()
+                .zip(members)
+                .all(|(m, (backend, tools))| Arc::ptr_eq(&m.backend, backend) && m.tools == *tools)
     }
 
     /// Waits for backends still on their first start, only while the

@@ -23,7 +23,8 @@ pub enum Ids {
 }
 
 pub struct Sealer {
-    pub(super) ring: KeyRing,
+    /// Swapped whole by a config reload (`Sessions::set_keys`).
+    pub(super) ring: arc_swap::ArcSwap<KeyRing>,
     lifetime: Duration,
     /// This process's own id, sealed into what it issues: an id of ours
     /// that is not in the table was evicted; one of another boot is back
@@ -47,7 +48,7 @@ impl Sealer {
     /// `boot` names this process (see `new_boot`); `local`: one node.
     pub fn new(ring: KeyRing, lifetime: Duration, boot: u32, local: bool) -> Sealer {
         Sealer {
-            ring,
+            ring: arc_swap::ArcSwap::from_pointee(ring),
             lifetime,
             boot,
             revoked: Mutex::new(HashMap::new()),
@@ -79,7 +80,7 @@ impl Sealer {
 
     /// An id's contents if it opens, is unexpired and is not revoked.
     pub(super) fn reopen(&self, id: &SessionId, bound: &[u8]) -> Option<Contents> {
-        let contents = self.ring.open(id.as_str(), bound)?;
+        let contents = self.ring.load().open(id.as_str(), bound)?;
         let now = unix_now();
         if now >= contents.expires {
             return None;
@@ -112,7 +113,7 @@ impl Sealer {
     }
 
     pub fn keys(&self) -> usize {
-        self.ring.len()
+        self.ring.load().len()
     }
 
     pub(super) fn revoked(&self) -> usize {

@@ -1033,6 +1033,12 @@ fn ttl_of(page: &RawValue) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
+/// Whether `start` would accept this backend (a reload checks every new
+/// one before it starts any).
+pub fn check(config: &BackendConfig) -> Result<(), String> {
+    transport_spec(config).map(drop)
+}
+
 fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {
     Ok(match &config.transport {
         Transport::Stdio {

@@ -461,6 +461,12 @@ impl Http {
         .await
     }
 
+    /// `tools/call` of `name`: the JSON-RPC reply.
+    pub async fn tool(&self, session: &str, id: u64, name: &str, arguments: Value) -> Value {
+        let params = json!({"name": name, "arguments": arguments});
+        self.call(session, id, "tools/call", params).await.json()
+    }
+
     /// Opens the session's GET stream; the caller checks the status.
     pub async fn get_stream(&self, session: &str) -> ::reqwest::Response {
         self.client

@@ -1,0 +1,282 @@
+//! Config reload (SIGHUP): the file read again, checked whole, then applied
+//! to the running gateway without ending a client session. Backends that
+//! did not change keep running (their sessions with them); added ones
+//! start; removed or changed ones are drained (their backend sessions
+//! closed, children ended). Namespaces, filters, limits, auth tokens,
+//! allowed origins and the key ring take effect for the next request: a
+//! request in flight finishes with the layout it began with.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, BackendConfig, BackendName, Config, ProcessEnv};
+use crate::front::{self, Front, Layout, Policy};
+use crate::metrics::Metrics;
+use crate::sessions::sealed::KeyRing;
+use crate::upstream::Backend;
+
+/// How long a drained backend gets to close its sessions.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running backend and what stops it.
+pub(crate) struct Started {
+    pub(crate) backend: Arc<Backend>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Starts one backend under `parent` (the gateway's stop).
+pub(crate) fn start(
+    cfg: &BackendConfig,
+    metrics: &Arc<Metrics>,
+    settle: Duration,
+    parent: &CancellationToken,
+) -> Result<Started, String> {
+    let stop = parent.child_token();
+    let settle_until = tokio::time::Instant::now() + settle;
+    let (backend, task) = Backend::start(cfg, metrics.clone(), settle_until, stop.clone())?;
+    Ok(Started {
+        backend,
+        stop,
+        task,
+    })
+}
+
+/// What a new backend must be given in cluster mode before it serves.
+pub(crate) type Join = Arc<dyn Fn(&Arc<Backend>) + Send + Sync>;
+
+/// What a reload changes, owned by the serve loop.
+pub(crate) struct Gateway {
+    pub(crate) config: Config,
+    /// Where the config came from; none for the built-in default.
+    source: Option<PathBuf>,
+    started: Vec<Started>,
+    draining: Vec<JoinHandle<()>>,
+    stop_backends: CancellationToken,
+    metrics: Arc<Metrics>,
+    front: Arc<Front>,
+    join: Option<Join>,
+}
+
+impl Gateway {
+    pub(crate) fn new(
+        config: Config,
+        source: Option<PathBuf>,
+        started: Vec<Started>,
+        stop_backends: CancellationToken,
+        front: Arc<Front>,
+        join: Option<Join>,
+    ) -> Gateway {
+        Gateway {
+            metrics: front.metrics.clone(),
+            config,
+            source,
+            started,
+            draining: Vec::new(),
+            stop_backends,
+            front,
+            join,
+        }
+    }
+
+    /// Reads the config again and applies it, or keeps the old one and
+    /// logs why (the errors `sluice check` prints).
+    pub(crate) fn reload(&mut self) {
+        let result = match &self.source {
+            None => Err("the gateway runs its built-in default: no config file to reload".into()),
+            Some(path) => config::load(path, &ProcessEnv)
+                .map_err(|e| e.to_string())
+                .and_then(|loaded| self.apply(loaded.config)),
+        };
+        self.metrics.reloaded(result.is_ok());
+        match result {
+            Ok(summary) => tracing::info!("config reloaded: {summary}"),
+            Err(e) => tracing::error!("config reload refused, the old config kept:\n{e}"),
+        }
+    }
+
+    /// Applies `new` whole, or changes nothing and says why.
+    pub(crate) fn apply(&mut self, mut new: Config) -> Result<String, String> {
+        let old = &self.config;
+        // Where it listens is the process's own (and `--listen` may have
+        // set it): kept, like everything below that needs a restart.
+        new.server.listen = old.server.listen;
+        let ring = match &new.server.session_keys {
+            Some(keys) if new.server.session_keys != old.server.session_keys => {
+                Some(KeyRing::parse(keys.expose()).map_err(|e| e.to_string())?)
+            }
+            _ => None,
+        };
+        for b in &new.backends {
+            if old.backend(b.name.as_str()) != Some(b) {
+                crate::upstream::check(b).map_err(|why| format!("backend `{}`: {why}", b.name))?;
+            }
+        }
+        let restart = needs_restart(old, &new);
+
+        // Start what is new or changed; keep what is not.
+        let mut kept: Vec<Started> = Vec::new();
+        let mut fresh: Vec<Started> = Vec::new();
+        let mut old_started = std::mem::take(&mut self.started);
+        for b in &new.backends {
+            let same = old.backend(b.name.as_str()) == Some(b);
+            let running = old_started.iter().position(|s| s.backend.name == b.name);
+            if same && let Some(at) = running {
+                kept.push(old_started.swap_remove(at));
+                continue;
+            }
+            match start(
+                b,
+                &self.metrics,
+                new.server.settle_timeout,
+                &self.stop_backends,
+            ) {
+                Ok(s) => fresh.push(s),
+                Err(why) => {
+                    // Nothing changes: what this reload started is stopped.
+                    for s in fresh {
+                        s.stop.cancel();
+                    }
+                    old_started.extend(kept);
+                    self.started = old_started;
+                    return Err(format!("backend `{}`: {why}", b.name));
+                }
+            }
+        }
+        if let Some(join) = &self.join {
+            for s in &fresh {
+                join(&s.backend);
+            }
+        }
+        let added: Vec<&BackendName> = fresh
+            .iter()
+            .filter(|s| old.backend(s.backend.name.as_str()).is_none())
+            .map(|s| &s.backend.name)
+            .collect();
+        let changed: Vec<&BackendName> = fresh
+            .iter()
+            .filter(|s| old.backend(s.backend.name.as_str()).is_some())
+            .map(|s| &s.backend.name)
+            .collect();
+        let removed: Vec<BackendName> = old_started
+            .iter()
+            .filter(|s| new.backend(s.backend.name.as_str()).is_none())
+            .map(|s| s.backend.name.clone())
+            .collect();
+        let summary = format!(
+            "backends added [{}], changed [{}], removed [{}], unchanged {}",
+            join_names(&added),
+            join_names(&changed),
+            join_names(&removed.iter().collect::<Vec<_>>()),
+            kept.len(),
+        );
+
+        // The new layout, in config order, swapped in whole.
+        let mut started: Vec<Started> = Vec::with_capacity(new.backends.len());
+        let mut pool = kept.into_iter().chain(fresh).collect::<Vec<_>>();
+        for b in &new.backends {
+            if let Some(at) = pool.iter().position(|s| s.backend.name == b.name) {
+                started.push(pool.swap_remove(at));
+            }
+        }
+        let backends: Vec<Arc<Backend>> = started.iter().map(|s| s.backend.clone()).collect();
+        let current = self.front.layout.load_full();
+        let layout = Layout {
+            policy: Policy {
+                tokens: new.auth.as_ref().map(|a| a.tokens.clone()),
+                allowed_origins: new.server.allowed_origins.clone(),
+                max_body_bytes: new.server.max_body_bytes,
+                ..current.policy.clone()
+            },
+            router: current.router.rebuild(&new, &backends),
+            limits: if new.limits == old.limits {
+                current.limits.clone()
+            } else {
+                front::Limits::new(new.limits)
+            },
+            backends,
+        };
+        self.front.layout.store(Arc::new(layout));
+        if let Some(ring) = ring {
+            self.front.sessions.set_keys(ring);
+        }
+        self.front.reloads.send_replace(());
+
+        // What left the layout is drained in the background.
+        for s in old_started {
+            let removed = new.backend(s.backend.name.as_str()).is_none();
+            let metrics = self.metrics.clone();
+            self.draining.push(tokio::spawn(async move {
+                s.stop.cancel();
+                if tokio::time::timeout(DRAIN_TIMEOUT, s.task).await.is_err() {
+                    tracing::warn!(backend = %s.backend.name, "backend did not stop in time after the reload");
+                }
+                if removed {
+                    metrics.backend_removed(&s.backend.name);
+                }
+                tracing::info!(backend = %s.backend.name, "backend drained after the reload");
+            }));
+        }
+        self.draining.retain(|d| !d.is_finished());
+        self.started = started;
+        self.config = new;
+        if !restart.is_empty() {
+            tracing::warn!(
+                "config reload: {} changed, which takes effect at restart",
+                restart.join(", ")
+            );
+        }
+        Ok(summary)
+    }
+
+    /// Every backend task, running or draining, for the shutdown to await.
+    pub(crate) fn tasks(self) -> Vec<JoinHandle<()>> {
+        self.started
+            .into_iter()
+            .map(|s| s.task)
+            .chain(self.draining)
+            .collect()
+    }
+}
+
+fn join_names(names: &[&BackendName]) -> String {
+    names
+        .iter()
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The settings a reload cannot apply to a running process.
+fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut server = new.server.clone();
+    // Applied by a reload:
+    server.allowed_origins = old.server.allowed_origins.clone();
+    server.max_body_bytes = old.server.max_body_bytes;
+    server.list_page_size = old.server.list_page_size;
+    server.session_keys = old.server.session_keys.clone();
+    // The backends' default: a change restarts the backends it reaches.
+    server.request_timeout = old.server.request_timeout;
+    // Only used while the gateway starts.
+    server.settle_timeout = old.server.settle_timeout;
+    let mut out = Vec::new();
+    if server != old.server {
+        out.push(
+            "[server] (other than allowed_origins, max_body_bytes, list_page_size, request_timeout and the session keys)",
+        );
+    }
+    if new.server.session_keys.is_some() != old.server.session_keys.is_some() {
+        out.push("the session id mode (sealed or table)");
+    }
+    if new.metrics != old.metrics {
+        out.push("[metrics]");
+    }
+    if new.cluster != old.cluster {
+        out.push("[cluster]");
+    }
+    out
+}

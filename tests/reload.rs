@@ -1,0 +1,227 @@
+//! Config reload on SIGHUP: backends added and removed under live client
+//! sessions, a bad config refused whole, calls to unchanged backends
+//! undisturbed.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+/// Writes the gateway's config file anew and sends it SIGHUP; waits until
+/// the reload has been counted under `result`.
+fn reload(gw: &Gateway, toml: &str, result: &str) {
+    let key = format!(r#"sluice_config_reloads_total{{result="{result}"}}"#);
+    let before = gw.metrics().0.get(&key).copied().unwrap_or(0.0);
+    tempdir::write(&gw.dir, "sluice.toml", toml);
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(gw.pid() as i32, libc::SIGHUP);
+    }
+    wait_until(Duration::from_secs(10), || {
+        gw.metrics().0.get(&key).copied().unwrap_or(0.0) > before
+    });
+}
+
+fn tool_names(reply: &Value) -> Vec<String> {
+    reply["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {reply}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn tools(http: &Http, session: &str) -> Vec<String> {
+    tool_names(&http.call(session, 90, "tools/list", json!({})).await.json())
+}
+
+async fn echo(http: &Http, session: &str, tool: &str, id: u64) -> Value {
+    http.tool(session, id, tool, json!({"text": "hi"})).await
+}
+
+/// Removing a per-session HTTP backend closes its backend sessions (the
+/// backend's own count falls to 0) while the client session and the other
+/// backend go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_removes_a_backend_closes_its_sessions() {
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let both = format!(
+        "{}{}",
+        demo_backend("demo"),
+        http_backend("web", &fx.url(), "isolation = \"per-session\"")
+    );
+    let gw = Gateway::start(&both);
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let r = http.tool(&session, 2, "web__counter", json!({})).await;
+    assert_eq!(text_of(&r), "1");
+    assert_eq!(fx.live(), 1);
+
+    reload(&gw, &demo_backend("demo"), "ok");
+    wait_until(Duration::from_secs(10), || fx.live() == 0);
+    wait_until(Duration::from_secs(10), || {
+        gw.metrics()
+            .0
+            .get(r#"sluice_backend_sessions_live{backend="web"}"#)
+            .copied()
+            == Some(0.0)
+    });
+    let names = tools(&http, &session).await;
+    assert!(names.iter().all(|n| !n.starts_with("web__")), "{names:?}");
+    let r = http.tool(&session, 3, "web__counter", json!({})).await;
+    assert!(
+        r["error"].is_object() || r["result"]["isError"] == true,
+        "{r}"
+    );
+    // The same client session still reaches the backend that stayed.
+    let r = echo(&http, &session, "demo__echo", 4).await;
+    assert_eq!(text_of(&r), "hi", "{r}");
+    assert!(
+        !gw.metrics()
+            .0
+            .contains_key(r#"sluice_backend_up{backend="web"}"#),
+        "a removed backend is no longer reported up or down"
+    );
+}
+
+/// A backend added by a reload is callable on a session opened before it,
+/// and a client's GET stream is told its tool list changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_adds_a_backend_makes_it_callable_on_live_sessions() {
+    let gw = Gateway::start(&demo_backend("demo"));
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    assert!(
+        tools(&http, &session)
+            .await
+            .contains(&"demo__echo".to_owned())
+    );
+    let mut stream = http.get_stream(&session).await;
+    assert_eq!(stream.status(), 200);
+
+    reload(
+        &gw,
+        &format!("{}{}", demo_backend("demo"), demo_backend("extra")),
+        "ok",
+    );
+    let mut seen = String::new();
+    let told = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("notifications/tools/list_changed") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(told.is_ok(), "no list_changed on the GET stream: {seen:?}");
+    // The new backend's tools are listed once it is up, and it answers.
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        names = tools(&http, &session).await;
+        if names.contains(&"extra__echo".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(names.contains(&"extra__echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"demo__echo".to_owned()), "{names:?}");
+    let r = echo(&http, &session, "extra__echo", 5).await;
+    assert_eq!(text_of(&r), "hi", "{r}");
+}
+
+/// A config that does not parse is refused whole, with the error `sluice
+/// check` gives; the gateway goes on with the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_a_syntax_error_changes_nothing() {
+    let good = demo_backend("demo");
+    let gw = Gateway::start_logged(&good, &[]);
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+
+    let bad = format!("{good}\n[backends.broken\ntransport = \"stdio\"\n");
+    reload(&gw, &bad, "error");
+    let checked = std::process::Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(gw.dir.path().join("sluice.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(checked.status.code(), Some(2));
+    let check_error = String::from_utf8_lossy(&checked.stderr);
+    let first = check_error
+        .lines()
+        .nth(1)
+        .expect("check names the error on its second line")
+        .trim();
+    let log = gw.log();
+    assert!(log.contains("config reload refused"), "{log}");
+    assert!(log.contains(first), "the log lacks {first:?}:\n{log}");
+    assert_eq!(
+        gw.metrics()
+            .0
+            .get(r#"sluice_config_reloads_total{result="ok"}"#)
+            .copied()
+            .unwrap_or(0.0),
+        0.0
+    );
+    let r = echo(&http, &session, "demo__echo", 2).await;
+    assert_eq!(text_of(&r), "hi", "{r}");
+
+    // A config that parses but does not hold together (a namespace of a
+    // backend that is not configured) is refused the same way.
+    let dangling = format!("{good}[namespaces.default]\nbackends = [\"missing\"]\n");
+    reload(&gw, &dangling, "error");
+    let r = echo(&http, &session, "demo__echo", 3).await;
+    assert_eq!(text_of(&r), "hi", "{r}");
+}
+
+/// 200 concurrent calls to a backend that no reload touches, each in
+/// flight across the reloads (a 1.5 s sleep, the reloads sent once they
+/// are all under way), while the reloads remove and add another backend:
+/// every call succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_during_reloads_see_no_error_on_unchanged_backends() {
+    let one = format!("{}{}", demo_backend("demo"), demo_backend("other"));
+    let two =
+        demo_backend("demo") + "[namespaces.default]\nbackends = [\"demo\"]\nprefix = \"always\"\n";
+    let gw = Gateway::start(&one);
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let calls = futures_util::future::join_all((0..200u64).map(|i| {
+        let (http, session) = (&http, &session);
+        async move {
+            let sleep = json!({"ms": 1500});
+            http.tool(session, 100 + i, "demo__sleep_ms", sleep).await
+        }
+    }));
+    let calls = async {
+        let replies = calls.await;
+        (replies, std::time::Instant::now())
+    };
+    let reloads = async {
+        // The calls are sent and sleeping (they take 1.5 s) before the first.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for n in 0..4 {
+            let toml = if n % 2 == 0 { two.clone() } else { one.clone() };
+            tokio::task::block_in_place(|| reload(&gw, &toml, "ok"));
+        }
+        std::time::Instant::now()
+    };
+    let ((replies, calls_done), reloads_done) = tokio::join!(calls, reloads);
+    assert!(
+        reloads_done < calls_done,
+        "the reloads ended while the calls were in flight"
+    );
+    let failed: Vec<&Value> = replies
+        .iter()
+        .filter(|r| r["result"]["content"][0]["text"] != "slept 1500ms")
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of 200 failed: {:?}",
+        failed.len(),
+        failed.first()
+    );
+}
