@@ -2,9 +2,9 @@
 //! to the running gateway without ending a client session. Backends that
 //! did not change keep running (their sessions with them); added ones
 //! start; removed or changed ones are drained (their backend sessions
-//! closed, children ended). Namespaces, filters, limits, auth tokens,
-//! allowed origins and the key ring take effect for the next request: a
-//! request in flight finishes with the layout it began with.
+//! closed, children ended). Namespaces, filters, limits, auth tokens and
+//! allowed origins take effect for the next request: a request in flight
+//! finishes with the layout it began with.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, BackendConfig, BackendName, Config, ProcessEnv};
 use crate::front::{self, Front, Layout, Policy};
 use crate::metrics::Metrics;
-use crate::sessions::sealed::KeyRing;
 use crate::upstream::Backend;
 
 /// How long a drained backend gets to close its sessions.
@@ -105,12 +104,6 @@ impl Gateway {
         // Where it listens is the process's own (and `--listen` may have
         // set it): kept, like everything below that needs a restart.
         new.server.listen = old.server.listen;
-        let ring = match &new.server.session_keys {
-            Some(keys) if new.server.session_keys != old.server.session_keys => {
-                Some(KeyRing::parse(keys.expose()).map_err(|e| e.to_string())?)
-            }
-            _ => None,
-        };
         for b in &new.backends {
             if old.backend(b.name.as_str()) != Some(b) {
                 crate::upstream::check(b).map_err(|why| format!("backend `{}`: {why}", b.name))?;
@@ -201,9 +194,6 @@ impl Gateway {
             backends,
         };
         self.front.layout.store(Arc::new(layout));
-        if let Some(ring) = ring {
-            self.front.sessions.set_keys(ring);
-        }
         self.front.reloads.send_replace(());
 
         // What left the layout is drained in the background.
@@ -258,7 +248,6 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     server.allowed_origins = old.server.allowed_origins.clone();
     server.max_body_bytes = old.server.max_body_bytes;
     server.list_page_size = old.server.list_page_size;
-    server.session_keys = old.server.session_keys.clone();
     // The backends' default: a change restarts the backends it reaches.
     server.request_timeout = old.server.request_timeout;
     // Only used while the gateway starts.
@@ -266,11 +255,8 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
     if server != old.server {
         out.push(
-            "[server] (other than allowed_origins, max_body_bytes, list_page_size, request_timeout and the session keys)",
+            "[server] (other than allowed_origins, max_body_bytes, list_page_size and request_timeout)",
         );
-    }
-    if new.server.session_keys.is_some() != old.server.session_keys.is_some() {
-        out.push("the session id mode (sealed or table)");
     }
     if new.metrics != old.metrics {
         out.push("[metrics]");

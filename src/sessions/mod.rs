@@ -293,7 +293,7 @@ impl Sessions {
             Ids::Sealed(sealer) => {
                 let contents = sealer.contents(version, caps);
                 let sealed = Some((contents.expires, contents.serial));
-                (sealer.ring.load().seal(&contents, bound), sealed)
+                (sealer.ring.seal(&contents, bound), sealed)
             }
         };
         let session = Session::new(id, principal, version, caps, sealed, bound, namespace);
@@ -309,18 +309,6 @@ impl Sessions {
     fn counts_of(&self, namespace: u16) -> &NamespaceCounts {
         let last = self.by_namespace.len() - 1;
         &self.by_namespace[usize::from(namespace).min(last)]
-    }
-
-    /// A reloaded key ring, for ids sealed and opened from now on; false
-    /// with table ids (which have none).
-    pub fn set_keys(&self, ring: sealed::KeyRing) -> bool {
-        match &self.ids {
-            Ids::Sealed(sealer) => {
-                sealer.ring.store(Arc::new(ring));
-                true
-            }
-            Ids::Table => false,
-        }
     }
 
     /// (live, opened) sessions of each namespace tag, in tag order.

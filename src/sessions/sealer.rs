@@ -23,8 +23,7 @@ pub enum Ids {
 }
 
 pub struct Sealer {
-    /// Swapped whole by a config reload (`Sessions::set_keys`).
-    pub(super) ring: arc_swap::ArcSwap<KeyRing>,
+    pub(super) ring: KeyRing,
     lifetime: Duration,
     /// This process's own id, sealed into what it issues: an id of ours
     /// that is not in the table was evicted; one of another boot is back
@@ -48,7 +47,7 @@ impl Sealer {
     /// `boot` names this process (see `new_boot`); `local`: one node.
     pub fn new(ring: KeyRing, lifetime: Duration, boot: u32, local: bool) -> Sealer {
         Sealer {
-            ring: arc_swap::ArcSwap::from_pointee(ring),
+            ring,
             lifetime,
             boot,
             revoked: Mutex::new(HashMap::new()),
@@ -80,7 +79,7 @@ impl Sealer {
 
     /// An id's contents if it opens, is unexpired and is not revoked.
     pub(super) fn reopen(&self, id: &SessionId, bound: &[u8]) -> Option<Contents> {
-        let contents = self.ring.load().open(id.as_str(), bound)?;
+        let contents = self.ring.open(id.as_str(), bound)?;
         let now = unix_now();
         if now >= contents.expires {
             return None;
@@ -113,7 +112,7 @@ impl Sealer {
     }
 
     pub fn keys(&self) -> usize {
-        self.ring.load().len()
+        self.ring.len()
     }
 
     pub(super) fn revoked(&self) -> usize {
