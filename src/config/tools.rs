@@ -128,6 +128,10 @@ pub(super) fn is_tool_name(name: &str) -> bool {
 /// `*` matches any run of characters (including none); everything else
 /// matches itself.
 pub(super) fn glob(pattern: &str, name: &str) -> bool {
+    // The default filter's one pattern, on every call.
+    if pattern == "*" {
+        return true;
+    }
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = name.strip_prefix(first) else {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use http::{Method, Uri};
 
-use crate::upstream::http_client::Client;
+use crate::upstream::http_client::{Client, Target};
 
 pub(super) enum Memory {
     Tree(u32),
@@ -84,7 +84,8 @@ async fn scrape(client: &Client, uri: &Uri) -> Option<u64> {
 const SCRAPE: Duration = Duration::from_secs(5);
 
 async fn scrape_unbounded(client: &Client, uri: &Uri) -> Option<u64> {
-    let resp = client.request(Method::GET, uri).send().await.ok()?;
+    let target = Target::new(uri).ok()?;
+    let resp = client.request(Method::GET, &target).send().await.ok()?;
     let mut body = Vec::new();
     let mut chunks = std::pin::pin!(resp.bytes_stream());
     while let Some(Ok(chunk)) = chunks.next().await {

@@ -10,7 +10,7 @@ use http::{Method, StatusCode, Uri};
 use serde_json::{Value, json};
 
 use crate::upstream::event_stream;
-use crate::upstream::http_client::{Client, Response};
+use crate::upstream::http_client::{Client, Response, Target};
 
 /// One exchange's deadline: a server that accepts and never answers costs
 /// this much, not the probe's whole run.
@@ -44,7 +44,7 @@ impl Answer {
 #[derive(Clone)]
 pub(super) struct Peer {
     client: Client,
-    uri: Uri,
+    target: Target,
     headers: HeaderMap,
 }
 
@@ -80,7 +80,7 @@ impl Peer {
         }
         Ok(Peer {
             client: Client::new().map_err(PeerError::Send)?,
-            uri,
+            target: Target::new(&uri).map_err(|e| PeerError::Header(format!("{e}: {url}")))?,
             headers: map,
         })
     }
@@ -94,7 +94,7 @@ impl Peer {
     ) -> Result<Answer, PeerError> {
         let mut req = self
             .client
-            .request(Method::POST, &self.uri)
+            .request(Method::POST, &self.target)
             .headers(&self.headers)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream");
@@ -121,7 +121,7 @@ impl Peer {
     pub(super) async fn delete(&self, session: &str) -> Result<StatusCode, PeerError> {
         let send = self
             .client
-            .request(Method::DELETE, &self.uri)
+            .request(Method::DELETE, &self.target)
             .headers(&self.headers)
             .header(VERSION, LEGACY_VERSION)
             .header(SESSION, session)

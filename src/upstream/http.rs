@@ -45,8 +45,8 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(super) struct HttpSpec {
     /// As configured (the legacy SSE transport resolves against it).
     pub(super) url: url::Url,
-    /// The same, as requests carry it.
-    pub(super) uri: ::http::Uri,
+    /// The same, prepared for requests.
+    pub(super) target: http_client::Target,
     /// Static headers from the config; never anything of the client's.
     pub(super) headers: HeaderMap,
     pub(super) client: http_client::Client,
@@ -221,7 +221,7 @@ async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, Up
     let body = jsonrpc::request(&id, "server/discover", Some(&params));
     let send = spec
         .client
-        .request(Method::POST, &spec.uri)
+        .request(Method::POST, &spec.target)
         .headers(&spec.headers)
         .header(CONTENT_TYPE, JSON)
         .header(ACCEPT, JSON_OR_SSE)
@@ -250,7 +250,7 @@ impl Endpoint {
         let mut req = self
             .spec
             .client
-            .request(method, &self.spec.uri)
+            .request(method, &self.spec.target)
             .headers(&self.spec.headers)
             .header(VERSION_HEADER, session.version.clone());
         if let Some(id) = &session.id {
@@ -271,7 +271,7 @@ impl Endpoint {
         let mut req = self
             .spec
             .client
-            .request(Method::POST, &self.spec.uri)
+            .request(Method::POST, &self.spec.target)
             .headers(&self.spec.headers)
             .header(CONTENT_TYPE, JSON)
             .header(ACCEPT, JSON_OR_SSE)
@@ -717,7 +717,7 @@ pub(super) async fn delete_session(spec: &HttpSpec, session: &str) {
     };
     let req = spec
         .client
-        .request(Method::DELETE, &spec.uri)
+        .request(Method::DELETE, &spec.target)
         .headers(&spec.headers)
         .header(SESSION_HEADER, id)
         .send();

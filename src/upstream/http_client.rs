@@ -104,12 +104,14 @@ impl Client {
         })
     }
 
-    pub(crate) fn request(&self, method: Method, uri: &Uri) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, target: &Target) -> RequestBuilder {
         let mut req = http::Request::new(Full::new(Bytes::new()));
         *req.method_mut() = method;
-        *req.uri_mut() = uri.clone();
+        *req.uri_mut() = target.0.path.clone();
+        req.headers_mut().insert(HOST, target.0.host.clone());
         RequestBuilder {
             client: self.clone(),
+            target: target.clone(),
             req,
             bad: false,
         }
@@ -158,18 +160,18 @@ impl Shared {
         });
     }
 
-    async fn connect(&self, uri: &Uri, origin: Origin) -> Result<Conn, SendError> {
+    async fn connect(&self, target: &Prepared) -> Result<Conn, SendError> {
         let mut connector = self.connector.clone();
         poll_fn(|cx| connector.poll_ready(cx))
             .await
             .map_err(SendError::Connect)?;
         let io = connector
-            .call(uri.clone())
+            .call(target.uri.clone())
             .await
             .map_err(SendError::Connect)?;
         let (sender, driver) = http1::handshake(io).await.map_err(SendError::Http)?;
         Ok(Conn {
-            origin,
+            origin: target.origin.clone(),
             sender,
             driver: Some(Box::pin(driver)),
         })
@@ -194,10 +196,56 @@ async fn reap(shared: std::sync::Weak<Shared>) {
 }
 
 /// Where a connection goes: scheme and authority.
-#[derive(PartialEq)]
+#[derive(Clone, PartialEq)]
 struct Origin {
     scheme: Option<Scheme>,
     authority: Option<Authority>,
+}
+
+/// A URL prepared once for the requests to it (a backend's, with its
+/// config): what a connection is opened to, and what each request carries
+/// (RFC 9112 §3.2: the path in the request line, the host in `Host`).
+#[derive(Clone)]
+pub(crate) struct Target(Arc<Prepared>);
+
+/// Never the URL: a configured one may carry credentials.
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Target")
+    }
+}
+
+struct Prepared {
+    uri: Uri,
+    origin: Origin,
+    path: Uri,
+    host: HeaderValue,
+}
+
+impl Target {
+    pub(crate) fn new(uri: &Uri) -> Result<Target, String> {
+        let host = uri.host().ok_or("the URL has no host")?;
+        let host = match uri.port_u16() {
+            Some(port) if Some(port) != default_port(uri.scheme()) => {
+                HeaderValue::try_from(format!("{host}:{port}"))
+            }
+            _ => HeaderValue::from_str(host),
+        }
+        .map_err(|_| "the URL's host is not a valid header value")?;
+        let path = uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        Ok(Target(Arc::new(Prepared {
+            uri: uri.clone(),
+            origin: Origin {
+                scheme: uri.scheme().cloned(),
+                authority: uri.authority().cloned(),
+            },
+            path: Uri::from(path),
+            host,
+        })))
+    }
 }
 
 /// One HTTP/1.1 connection: the half that sends requests and the future
@@ -252,6 +300,7 @@ impl Conn {
 /// (the builder moves a large `Result` through every call).
 pub(crate) struct RequestBuilder {
     client: Client,
+    target: Target,
     req: http::Request<Full<Bytes>>,
     bad: bool,
 }
@@ -292,19 +341,14 @@ impl RequestBuilder {
         if self.bad {
             return Err(SendError::Builder);
         }
-        let shared = self.client.shared;
+        let (shared, target) = (self.client.shared, &self.target.0);
         let mut req = self.req;
-        let uri = req.uri().clone();
-        let origin = origin_form(&mut req)?;
         loop {
-            let (mut conn, reused) = match shared.checkout(&origin) {
+            let (mut conn, reused) = match shared.checkout(&target.origin) {
                 Some(conn) => (conn, true),
                 // Boxed: the rare arm would make every call's future as big as a
                 // TLS handshake's.
-                None => (
-                    Box::pin(shared.connect(&uri, origin_of(&uri))).await?,
-                    false,
-                ),
+                None => (Box::pin(shared.connect(target)).await?, false),
             };
             match conn.send(req).await {
                 Ok(resp) => {
@@ -326,38 +370,6 @@ impl RequestBuilder {
             }
         }
     }
-}
-
-fn origin_of(uri: &Uri) -> Origin {
-    Origin {
-        scheme: uri.scheme().cloned(),
-        authority: uri.authority().cloned(),
-    }
-}
-
-/// What a request on a connection carries (RFC 9112 §3.2): the path in
-/// the request line, the host in `Host`. Returns where it goes.
-fn origin_form(req: &mut http::Request<Full<Bytes>>) -> Result<Origin, SendError> {
-    let uri = req.uri();
-    let origin = origin_of(uri);
-    let host = uri.host().ok_or(SendError::Builder)?;
-    if !req.headers().contains_key(HOST) {
-        let value = match uri.port_u16() {
-            Some(port) if Some(port) != default_port(uri.scheme()) => {
-                HeaderValue::try_from(format!("{host}:{port}"))
-            }
-            _ => HeaderValue::from_str(host),
-        }
-        .map_err(|_| SendError::Builder)?;
-        req.headers_mut().insert(HOST, value);
-    }
-    let path = req
-        .uri()
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-    *req.uri_mut() = Uri::from(path);
-    Ok(origin)
 }
 
 fn default_port(scheme: Option<&Scheme>) -> Option<u16> {

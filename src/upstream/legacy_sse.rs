@@ -15,6 +15,7 @@ use super::conn::{Conn, Frame, Writes};
 use super::deadline::Deadline;
 use super::event_stream;
 use super::http::HttpSpec;
+use super::http_client::Target;
 use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
 
@@ -28,7 +29,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     let deadline = Deadline::after(ctx.timeout);
     let get = spec
         .client
-        .request(Method::GET, &spec.uri)
+        .request(Method::GET, &spec.target)
         .headers(&spec.headers)
         .header(ACCEPT, "text/event-stream")
         .send();
@@ -44,6 +45,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     let endpoint = match deadline.run(&ctx.name, stream.next()).await? {
         Some(Ok(ev)) if ev.event.as_deref() == Some("endpoint") => {
             endpoint(&spec.url, ev.data.trim())
+                .and_then(|uri| Target::new(&uri).map_err(|_| "bad endpoint"))
                 .map_err(|why| UpstreamError::protocol(&ctx.name, why))?
         }
         _ => return Err(UpstreamError::protocol(&ctx.name, "no endpoint event")),
@@ -105,7 +107,7 @@ async fn own(
 
 async fn post_frames(
     spec: Arc<HttpSpec>,
-    endpoint: Uri,
+    endpoint: Target,
     conn: Arc<Conn>,
     mut rx: mpsc::Receiver<Frame>,
 ) {

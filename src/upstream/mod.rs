@@ -1092,9 +1092,10 @@ fn http_spec(
     // No redirects are followed: one would carry the configured secret
     // headers to wherever the backend points (a 3xx is an error, not a hop).
     let client = http_client::Client::new().map_err(|e| format!("http client: {e}"))?;
+    let target = http_client::Target::new(&uri).map_err(|e| format!("bad url: {e}"))?;
     Ok(http::HttpSpec {
         url,
-        uri,
+        target,
         headers: map,
         client,
     })

@@ -11,12 +11,12 @@ use hyper::body::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use super::Client;
+use super::{Client, Target};
 
 /// An HTTP/1.1 server answering every request with `body`; counts the
 /// connections it accepted. `keep_alive: false` closes each one after its
 /// response (`Connection: close`).
-async fn server(body: &'static str, keep_alive: bool) -> (Uri, Arc<AtomicUsize>) {
+async fn server(body: &'static str, keep_alive: bool) -> (Target, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
         .parse()
@@ -38,7 +38,7 @@ async fn server(body: &'static str, keep_alive: bool) -> (Uri, Arc<AtomicUsize>)
             );
         }
     });
-    (uri, accepted)
+    (Target::new(&uri).unwrap(), accepted)
 }
 
 /// A request's head (these requests have no body), read off a raw socket.
@@ -53,7 +53,7 @@ async fn read_head(tcp: &mut tokio::net::TcpStream) -> Vec<u8> {
     request
 }
 
-async fn get(client: &Client, uri: &Uri) -> String {
+async fn get(client: &Client, uri: &Target) -> String {
     let resp = client
         .request(Method::POST, uri)
         .body("{}")
@@ -130,6 +130,7 @@ async fn an_idle_connection_the_server_closed_costs_the_call_nothing() {
     let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
         .parse()
         .unwrap();
+    let uri = Target::new(&uri).unwrap();
     let (closed_tx, mut closed) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
         while let Ok((mut tcp, _)) = listener.accept().await {
@@ -153,6 +154,7 @@ async fn the_request_line_carries_the_path_and_host_the_authority() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let uri: Uri = format!("http://{addr}/mcp?x=1").parse().unwrap();
+    let uri = Target::new(&uri).unwrap();
     let head = tokio::spawn(async move {
         let (mut tcp, _) = listener.accept().await.unwrap();
         let request = read_head(&mut tcp).await;
@@ -175,6 +177,7 @@ async fn nothing_listening_is_a_connect_error() {
     let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
         .parse()
         .unwrap();
+    let uri = Target::new(&uri).unwrap();
     drop(listener);
     let err = Client::new()
         .unwrap()
