@@ -288,8 +288,15 @@ impl Conn {
     > {
         let mut answer = std::pin::pin!(self.sender.try_send_request(req));
         poll_fn(|cx| {
-            self.drive(cx);
-            answer.as_mut().poll(cx)
+            // The answer arrives only while this task drives the connection
+            // (or drops it): it needs no waker of its own. One would be
+            // woken from inside `drive`, and a task woken while it runs is
+            // queued again and may wake an idle worker thread for nothing.
+            if self.drive(cx) {
+                answer.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+            } else {
+                answer.as_mut().poll(cx)
+            }
         })
         .await
     }
