@@ -252,39 +252,10 @@ async fn subscriptions_listen_delivers_list_changes() {
     let http = Http::new(gw.url("/mcp"));
     let mut params = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": false, "resourceSubscriptions": ["demo://readme"]}});
     params["_meta"] = meta();
-    let mut stream = http
-        .client
-        .post(&http.url)
-        .header("content-type", "application/json")
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .body(
-            json!({"jsonrpc":"2.0","id":"sub-9","method":"subscriptions/listen","params":params})
-                .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let stream = http.listen("sub-9", params).await;
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
-    let mut seen = String::new();
-    let mut next_message = async || -> Value {
-        loop {
-            if let Some((line, rest)) = seen
-                .split_once("\n\n")
-                .map(|(a, b)| (a.to_owned(), b.to_owned()))
-            {
-                seen = rest;
-                if let Some(data) = line.lines().find_map(|l| l.strip_prefix("data:")) {
-                    return serde_json::from_str(data.trim()).unwrap();
-                }
-                continue;
-            }
-            let chunk = stream.chunk().await.unwrap().expect("listen stream ended");
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    };
-    let ack = tokio::time::timeout(Duration::from_secs(10), next_message())
+    let mut events = Events::new(stream);
+    let ack = tokio::time::timeout(Duration::from_secs(10), events.next())
         .await
         .unwrap();
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
@@ -305,7 +276,7 @@ async fn subscriptions_listen_delivers_list_changes() {
     )
     .await;
     assert_eq!(text_of(&r.json()), "changed");
-    let change = tokio::time::timeout(Duration::from_secs(10), next_message())
+    let change = tokio::time::timeout(Duration::from_secs(10), events.next())
         .await
         .unwrap();
     assert_eq!(change["method"], "notifications/tools/list_changed");

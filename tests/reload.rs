@@ -225,3 +225,38 @@ async fn calls_during_reloads_see_no_error_on_unchanged_backends() {
         failed.first()
     );
 }
+
+/// A 2026-07-28 client's `subscriptions/listen` stream follows its
+/// namespace across a reload: when a backend leaves (so none announces
+/// anything), the gateway itself tells it the tool list changed, under its
+/// subscription id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_is_told_when_a_reload_changes_its_namespace() {
+    let both = format!("{}{}", demo_backend("demo"), demo_backend("extra"));
+    let gw = Gateway::start(&both);
+    let http = Http::new(gw.url("/mcp"));
+    let params = json!({
+        "notifications": {"toolsListChanged": true},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }
+    });
+    let stream = http.listen("sub-1", params).await;
+    assert_eq!(stream.status(), 200);
+    let mut events = Events::new(stream);
+    let ack = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+
+    reload(&gw, &demo_backend("demo"), "ok");
+    let change = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("no list change on the listen stream");
+    assert_eq!(change["method"], "notifications/tools/list_changed");
+    assert_eq!(
+        change["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+}

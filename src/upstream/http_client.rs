@@ -293,7 +293,9 @@ impl Conn {
             // woken from inside `drive`, and a task woken while it runs is
             // queued again and may wake an idle worker thread for nothing.
             if self.drive(cx) {
-                answer.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+                answer
+                    .as_mut()
+                    .poll(&mut Context::from_waker(Waker::noop()))
             } else {
                 answer.as_mut().poll(cx)
             }

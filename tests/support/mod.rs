@@ -467,6 +467,24 @@ impl Http {
         self.call(session, id, "tools/call", params).await.json()
     }
 
+    /// A 2026-07-28 `subscriptions/listen` request (its `_meta` included in
+    /// `params` by the caller): the SSE response, status unchecked.
+    pub async fn listen(&self, id: &str, params: Value) -> ::reqwest::Response {
+        self.client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(
+                json!({"jsonrpc":"2.0","id":id,"method":"subscriptions/listen","params":params})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Opens the session's GET stream; the caller checks the status.
     pub async fn get_stream(&self, session: &str) -> ::reqwest::Response {
         self.client
@@ -879,4 +897,43 @@ pub async fn post_as(
         req = req.header("mcp-session-id", s);
     }
     req.body(body.to_string()).send().await.unwrap()
+}
+
+/// The JSON-RPC messages of an SSE response, one at a time.
+pub struct Events {
+    stream: ::reqwest::Response,
+    seen: String,
+}
+
+impl Events {
+    pub fn new(stream: ::reqwest::Response) -> Events {
+        Events {
+            stream,
+            seen: String::new(),
+        }
+    }
+
+    /// The next `data:` message; panics if the stream ends.
+    pub async fn next(&mut self) -> Value {
+        loop {
+            if let Some((event, rest)) = self
+                .seen
+                .split_once("\n\n")
+                .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            {
+                self.seen = rest;
+                if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) {
+                    return serde_json::from_str(data.trim()).unwrap();
+                }
+                continue;
+            }
+            let chunk = self
+                .stream
+                .chunk()
+                .await
+                .unwrap()
+                .expect("the stream ended");
+            self.seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
 }
