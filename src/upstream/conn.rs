@@ -17,7 +17,6 @@ use indexmap::IndexMap;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
 
 use super::deadline::Deadline;
 use super::notice::Notice;
@@ -121,13 +120,12 @@ pub(super) struct Frame {
 /// HTTP: a POST a request, its answer on that POST's response). No queue
 /// and no writer task stand between a call and the backend, so a call costs
 /// no hand-off between tasks. The link still ends every request in flight:
-/// a call stops waiting once `ended` is cancelled, dropping its request.
+/// its owner fails the waiting calls (`fail_all`) when it begins to close,
+/// and each drops its request.
 pub(super) trait Post: Send + Sync {
     /// Sends `frame` and delivers what comes back to `conn`; settles the
     /// call (answer or failure) before it returns.
     fn post<'a>(&'a self, conn: &'a Conn, frame: Frame) -> BoxFuture<'a, ()>;
-    /// Cancelled when the link begins to end.
-    fn ended(&self) -> &CancellationToken;
 }
 
 pub(super) struct Conn {
@@ -366,7 +364,6 @@ impl Conn {
             answer = &mut rx => answer,
             // The wire settled the call before it returned.
             () = send => rx.await,
-            () = post.ended().cancelled() => Ok(Err(UpstreamError::exited(&self.backend))),
         }
     }
 

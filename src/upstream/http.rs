@@ -89,10 +89,6 @@ impl super::conn::Post for Endpoint {
             send(self, conn, frame).await;
         })
     }
-
-    fn ended(&self) -> &CancellationToken {
-        &self.closing
-    }
 }
 
 /// Opens a link in the backend's era: probed on every open, so a backend
@@ -194,8 +190,10 @@ async fn own(
         }
     }
     wire.closing.cancel();
-    // Callers stop waiting on `closing` and drop their POSTs; dropping the
-    // writer drops the notifications and responses in flight.
+    // Callers waiting for answers are failed now (and drop their POSTs),
+    // not once the DELETE below is done; dropping the writer drops the
+    // notifications and responses in flight.
+    link.conn.fail_all();
     writer.abort();
     listener.abort();
     let _ = writer.await;
