@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, BackendConfig, BackendName, Config, ProcessEnv};
+use crate::config::{self, BackendConfig, BackendName, Config, ProcessEnv, ServerSettings};
 use crate::front::{self, Front, Layout, Policy};
 use crate::metrics::Metrics;
 use crate::upstream::Backend;
@@ -102,14 +102,14 @@ impl Gateway {
     pub(crate) fn apply(&mut self, mut new: Config) -> Result<String, String> {
         let old = &self.config;
         // Where it listens is the process's own (and `--listen` may have
-        // set it): kept, like everything below that needs a restart.
+        // set it): kept without a warning, like what else needs a restart.
         new.server.listen = old.server.listen;
+        let restart = keep_restart_only(old, &mut new);
         for b in &new.backends {
             if old.backend(b.name.as_str()) != Some(b) {
                 crate::upstream::check(b).map_err(|why| format!("backend `{}`: {why}", b.name))?;
             }
         }
-        let restart = needs_restart(old, &new);
 
         // Start what is new or changed; keep what is not.
         let mut kept: Vec<Started> = Vec::new();
@@ -198,15 +198,16 @@ impl Gateway {
 
         // What left the layout is drained in the background.
         for s in old_started {
-            let removed = new.backend(s.backend.name.as_str()).is_none();
-            let metrics = self.metrics.clone();
+            let front = self.front.clone();
             self.draining.push(tokio::spawn(async move {
                 s.stop.cancel();
                 if tokio::time::timeout(DRAIN_TIMEOUT, s.task).await.is_err() {
                     tracing::warn!(backend = %s.backend.name, "backend did not stop in time after the reload");
                 }
-                if removed {
-                    metrics.backend_removed(&s.backend.name);
+                // Unless a later reload has brought the name back meanwhile.
+                let name = &s.backend.name;
+                if !front.layout.load().backends.iter().any(|b| &b.name == name) {
+                    front.metrics.backend_removed(name);
                 }
                 tracing::info!(backend = %s.backend.name, "backend drained after the reload");
             }));
@@ -241,28 +242,38 @@ fn join_names(names: &[&BackendName]) -> String {
         .join(", ")
 }
 
-/// The settings a reload cannot apply to a running process.
-fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
-    let mut server = new.server.clone();
-    // Applied by a reload:
-    server.allowed_origins = old.server.allowed_origins.clone();
-    server.max_body_bytes = old.server.max_body_bytes;
-    server.list_page_size = old.server.list_page_size;
-    // The backends' default: a change restarts the backends it reaches.
-    server.request_timeout = old.server.request_timeout;
-    // Only used while the gateway starts.
-    server.settle_timeout = old.server.settle_timeout;
-    let mut out = Vec::new();
-    if server != old.server {
-        out.push(
+/// `old`'s server settings with those a reload applies taken from `new`.
+fn applied_server(old: &ServerSettings, new: &ServerSettings) -> ServerSettings {
+    ServerSettings {
+        allowed_origins: new.allowed_origins.clone(),
+        max_body_bytes: new.max_body_bytes,
+        list_page_size: new.list_page_size,
+        // The backends' default: a change restarts the backends it reaches.
+        request_timeout: new.request_timeout,
+        // For the backends a reload starts.
+        settle_timeout: new.settle_timeout,
+        ..old.clone()
+    }
+}
+
+/// Keeps in `new` what a reload cannot apply to a running process, so it
+/// is the config in force; names what was kept.
+fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
+    let mut kept = Vec::new();
+    let server = applied_server(&old.server, &new.server);
+    if server != new.server {
+        kept.push(
             "[server] (other than allowed_origins, max_body_bytes, list_page_size and request_timeout)",
         );
+        new.server = server;
     }
     if new.metrics != old.metrics {
-        out.push("[metrics]");
+        kept.push("[metrics]");
+        new.metrics = old.metrics.clone();
     }
     if new.cluster != old.cluster {
-        out.push("[cluster]");
+        kept.push("[cluster]");
+        new.cluster = old.cluster.clone();
     }
-    out
+    kept
 }

@@ -178,9 +178,9 @@ async fn a_reload_with_a_syntax_error_changes_nothing() {
 }
 
 /// 200 concurrent calls to a backend that no reload touches, each in
-/// flight across the reloads (a 1.5 s sleep, the reloads sent once they
-/// are all under way), while the reloads remove and add another backend:
-/// every call succeeds.
+/// flight across the reloads (a 1.5 s sleep; the reloads start once the
+/// gateway has all 200 pending at the backend), while the reloads remove
+/// and add another backend: every call succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_during_reloads_see_no_error_on_unchanged_backends() {
     let one = format!("{}{}", demo_backend("demo"), demo_backend("other"));
@@ -201,8 +201,15 @@ async fn calls_during_reloads_see_no_error_on_unchanged_backends() {
         (replies, std::time::Instant::now())
     };
     let reloads = async {
-        // The calls are sent and sleeping (they take 1.5 s) before the first.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Every call is at the backend before the first reload.
+        let pending = r#"sluice_bounded_entries{map="pending_calls",owner="demo"}"#;
+        // (Polled without blocking this task: it also drives the calls.)
+        let mut waited = 0;
+        while gw.metrics().0.get(pending).copied() != Some(200.0) {
+            assert!(waited < 200, "the 200 calls never were all pending");
+            waited += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         for n in 0..4 {
             let toml = if n % 2 == 0 { two.clone() } else { one.clone() };
             tokio::task::block_in_place(|| reload(&gw, &toml, "ok"));
@@ -259,4 +266,21 @@ async fn a_listen_stream_is_told_when_a_reload_changes_its_namespace() {
         change["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         "sub-1"
     );
+}
+
+/// A setting that needs a restart is kept as it was, and said so at every
+/// reload that asks for it, not only the first: the gateway runs the
+/// config in force, not the file's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_only_settings_are_kept_and_named_at_each_reload() {
+    let gw = Gateway::start_logged(&demo_backend("demo"), &[]);
+    let longer = format!(
+        "[server]\nsession_idle_ttl = \"45m\"\n{}",
+        demo_backend("demo")
+    );
+    reload(&gw, &longer, "ok");
+    reload(&gw, &longer, "ok");
+    let log = gw.log();
+    let warned = log.matches("which takes effect at restart").count();
+    assert_eq!(warned, 2, "{log}");
 }
