@@ -43,6 +43,7 @@ FORWARD = {
     "http": [
         ("http-direct", "fast backend, direct (physical limit)"),
         ("http-sluice", "through sluice"),
+        ("http-sluice-traced", "through sluice, `[tracing]` on (every request sampled, OTLP to a local sink)"),
     ],
     "stdio": [
         ("stdio-direct", "`sluice demo-server` over its own stdin/stdout (physical limit)"),

@@ -13,6 +13,9 @@
 //! `tools/call echo` normally; the misbehaviour is triggered by
 //! `tools/call fault` unless stated otherwise:
 //!
+//! The tool `meta` answers with the `params._meta` it received, as its
+//! `structuredContent` (`{}` without one).
+//!
 //! - `ok`: nothing odd; `fault` answers `fault-ok`.
 //! - `hang`: never writes anything (stdio) / never answers any request (http).
 //! - `exit-at-start`: exits with code 3 before reading (or binding) anything.
@@ -385,10 +388,12 @@ fn handle(mode: Mode, msg: Incoming) -> Outcome {
         "tools/list" => json!({"tools": [
             {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
             {"name": "fault", "inputSchema": {"type": "object"}},
+            {"name": "meta", "inputSchema": {"type": "object"}},
         ]}),
         "tools/call" => match params["name"].as_str() {
             // Always healthy, so a test can prove the link still works.
             Some("echo") => text_result(params["arguments"]["text"].as_str().unwrap_or_default()),
+            Some("meta") => meta_result(params),
             Some("fault") => {
                 FAULTS.fetch_add(1, SeqCst);
                 return Outcome::Fault(id);
@@ -402,6 +407,15 @@ fn handle(mode: Mode, msg: Incoming) -> Outcome {
 
 /// The one resource of `updates` mode, whose `fault` announces a change.
 const UPDATED_URI: &str = "faulty://thing";
+
+/// `meta`: what the request's `_meta` held, as the gateway sent it.
+fn meta_result(params: &Value) -> Value {
+    let meta = match &params["_meta"] {
+        Value::Null => json!({}),
+        m => m.clone(),
+    };
+    json!({"content": [{"type": "text", "text": meta.to_string()}], "structuredContent": meta})
+}
 
 fn text_result(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}]})
@@ -952,11 +966,13 @@ fn modern_post(msg: Incoming) -> Response {
             json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "public",
             "tools": [
                 {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
-                {"name": "fault", "inputSchema": {"type": "object"}}]}),
+                {"name": "fault", "inputSchema": {"type": "object"}},
+                {"name": "meta", "inputSchema": {"type": "object"}}]}),
         ),
         Some("tools/call") if msg.params["name"] == "echo" => ok(text_result(
             msg.params["arguments"]["text"].as_str().unwrap_or_default(),
         )),
+        Some("tools/call") if msg.params["name"] == "meta" => ok(meta_result(&msg.params)),
         Some("tools/call") if msg.params["name"] == "fault" => {
             FAULTS.fetch_add(1, SeqCst);
             match &msg.params["inputResponses"]["who"]["content"]["name"] {

@@ -17,6 +17,7 @@ use crate::reload::{self, Join};
 use crate::router::Router;
 use crate::sessions::sealed::KeyRing;
 use crate::sessions::{Ids, Limits, Sealer, Sessions};
+use crate::traces::Traces;
 use crate::upstream::Backend;
 use crate::upstream::Notice;
 
@@ -122,6 +123,13 @@ pub async fn serve(
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     let metrics = Arc::new(Metrics::new());
+    let traces = match &config.tracing {
+        Some(settings) => Traces::start(settings).map_err(|why| ServeError::Backend {
+            backend: "(tracing)".into(),
+            why,
+        })?,
+        None => Traces::off(),
+    };
     let stop_backends = CancellationToken::new();
     let stopping = CancellationToken::new();
     let aborting = CancellationToken::new();
@@ -213,6 +221,7 @@ pub async fn serve(
         cluster: cluster.clone(),
         principal_cap: config.server.max_sessions_per_principal,
         stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
+        traces,
     });
     let join = cluster
         .as_ref()
@@ -259,6 +268,7 @@ pub async fn serve(
         stopping.clone(),
     ));
     let grace = config.server.shutdown_grace;
+    let traced = front.clone();
     let mut gateway =
         reload::Gateway::new(config, source, started, stop_backends.clone(), front, join);
     let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -291,6 +301,7 @@ pub async fn serve(
     {
         tracing::warn!("some backends did not stop in time");
     }
+    traced.traces.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }

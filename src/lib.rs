@@ -24,4 +24,5 @@ mod random;
 pub(crate) mod reload;
 pub mod router;
 pub mod sessions;
+pub(crate) mod traces;
 pub mod upstream;

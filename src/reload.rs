@@ -275,5 +275,9 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
         kept.push("[cluster]");
         new.cluster = old.cluster.clone();
     }
+    if new.tracing != old.tracing {
+        kept.push("[tracing]");
+        new.tracing = old.tracing.clone();
+    }
     kept
 }

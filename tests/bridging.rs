@@ -25,19 +25,7 @@ async fn modern_call(http: &Http, id: u64, tool: &str, caps: Value, extra: Value
             params[k] = v;
         }
     }
-    let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":params});
-    let r = http
-        .post_raw(
-            &[
-                ("content-type", "application/json"),
-                ("accept", ACCEPT_BOTH),
-                ("mcp-protocol-version", "2026-07-28"),
-                ("mcp-method", "tools/call"),
-                ("mcp-name", tool),
-            ],
-            body.to_string(),
-        )
-        .await;
+    let r = http.modern_call(id, tool, params, &[]).await;
     assert_eq!(r.status, 200, "{}", r.body);
     r.messages().pop().unwrap()
 }

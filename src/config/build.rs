@@ -13,7 +13,7 @@ use super::error::{At, Issue, dotted};
 use super::file::{self, File, FileAuth, FileMetrics, FileServer};
 use super::{
     AuthSettings, BackendConfig, Config, LimitsSettings, MetricsSettings, Rate, Secret,
-    ServerSettings, SessionIdMode, SessionMode, Source,
+    ServerSettings, SessionIdMode, SessionMode, Source, TracingSettings,
 };
 
 mod backend;
@@ -86,6 +86,7 @@ pub(super) fn build(
     let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
 
     let cluster = file.cluster.and_then(|c| b.cluster(c, &server));
+    let tracing = file.tracing.and_then(|t| b.tracing(t));
     if b.issues.is_empty() {
         Ok(Config {
             server,
@@ -93,6 +94,7 @@ pub(super) fn build(
             metrics,
             cluster,
             limits,
+            tracing,
             backends,
             namespaces,
         })
@@ -351,6 +353,39 @@ impl Builder<'_> {
         Some(Secret::new(url))
     }
 
+    fn tracing(&mut self, t: file::FileTracing) -> Option<TracingSettings> {
+        let ratio = t.sampling_ratio.unwrap_or(1.0);
+        if !(0.0..=1.0).contains(&ratio) {
+            self.setting(
+                "tracing.sampling_ratio",
+                format!("{ratio} is not between 0 and 1"),
+            );
+        }
+        let service_name = t.service_name.unwrap_or_else(|| "sluice".to_owned());
+        if service_name.is_empty() {
+            self.setting("tracing.service_name", "must not be empty");
+        }
+        let Some(url) = t.otlp_endpoint else {
+            self.setting(
+                "tracing.otlp_endpoint",
+                "[tracing] needs an otlp_endpoint (the collector's OTLP/HTTP URL)",
+            );
+            return None;
+        };
+        let otlp_endpoint = match otlp_traces_url(&url) {
+            Ok(uri) => uri,
+            Err(why) => {
+                self.setting("tracing.otlp_endpoint", why);
+                return None;
+            }
+        };
+        Some(TracingSettings {
+            otlp_endpoint,
+            sampling_ratio: ratio,
+            service_name,
+        })
+    }
+
     fn limits(&mut self, l: file::FileLimits) -> LimitsSettings {
         use std::num::{NonZeroU32, NonZeroUsize};
         let per_second = l.requests_per_second.and_then(NonZeroU32::new);
@@ -421,4 +456,19 @@ fn is_origin(origin: &str) -> bool {
         return false;
     };
     !rest.is_empty() && !rest.contains(['/', '?', '#', ' '])
+}
+
+/// An OTLP/HTTP traces URL: `http(s)://host[:port][/path]`; a bare origin
+/// gets the standard `/v1/traces` (as `OTEL_EXPORTER_OTLP_ENDPOINT` does).
+fn otlp_traces_url(url: &str) -> Result<http::Uri, String> {
+    let uri: http::Uri = url.parse().map_err(|_| format!("`{url}` is not a URL"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(format!("`{url}` must be an http:// or https:// URL"));
+    }
+    if uri.path() != "/" {
+        return Ok(uri);
+    }
+    format!("{}/v1/traces", url.trim_end_matches('/'))
+        .parse()
+        .map_err(|_| format!("`{url}` is not a URL"))
 }

@@ -114,6 +114,25 @@ pub fn describe(loaded: &Loaded) -> String {
         .to_owned(),
     );
 
+    match &c.tracing {
+        // Without user info or query: the URL may carry credentials.
+        Some(t) => {
+            let at = format!(
+                "{}://{}{}{} (sampling {}, service {})",
+                t.otlp_endpoint.scheme_str().unwrap_or("http"),
+                t.otlp_endpoint.host().unwrap_or_default(),
+                t.otlp_endpoint
+                    .port()
+                    .map_or_else(String::new, |p| format!(":{p}")),
+                t.otlp_endpoint.path(),
+                t.sampling_ratio,
+                t.service_name
+            );
+            line("tracing.otlp_endpoint", at);
+        }
+        None => line("tracing.otlp_endpoint", "off".to_owned()),
+    }
+
     text.push_str("backends:\n");
     for b in &c.backends {
         let _ = writeln!(text, "  {}: {}", b.name, transport(&b.transport));

@@ -49,6 +49,7 @@ pub(super) struct File {
     pub(super) cluster: Option<FileCluster>,
     #[serde(default)]
     pub(super) limits: FileLimits,
+    pub(super) tracing: Option<FileTracing>,
     #[serde(default)]
     pub(super) backends: IndexMap<String, FileBackend>,
     #[serde(default)]
@@ -140,6 +141,14 @@ pub(super) struct FileLimits {
     pub(super) requests_per_second: Option<u32>,
     pub(super) burst: Option<u32>,
     pub(super) max_concurrent_requests: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileTracing {
+    pub(super) otlp_endpoint: Option<String>,
+    pub(super) sampling_ratio: Option<f64>,
+    pub(super) service_name: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -17,6 +17,7 @@ pub fn accepted() -> Vec<(&'static str, &'static [&'static str])> {
         ("metrics", fields::<file::FileMetrics>()),
         ("limits", fields::<file::FileLimits>()),
         ("cluster", fields::<file::FileCluster>()),
+        ("tracing", fields::<file::FileTracing>()),
         ("backends.NAME", fields::<file::FileBackend>()),
         ("backends.NAME.tools", fields::<file::FileTools>()),
         ("namespaces.NAME", fields::<file::FileNamespace>()),

@@ -62,6 +62,8 @@ pub struct Config {
     /// a password). None: one node.
     pub cluster: Option<Secret>,
     pub limits: LimitsSettings,
+    /// OpenTelemetry traces over OTLP; None: off.
+    pub tracing: Option<TracingSettings>,
     /// In file order.
     pub backends: Vec<BackendConfig>,
     /// Never empty: without configured namespaces there is one `default`
@@ -129,6 +131,18 @@ pub struct LimitsSettings {
     pub rate: Option<Rate>,
     /// Requests in flight at once (per replica).
     pub max_concurrent_requests: Option<std::num::NonZeroUsize>,
+}
+
+/// `[tracing]`: a span per request and per backend call, exported over
+/// OTLP/HTTP (protobuf).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracingSettings {
+    /// The collector's traces URL (`/v1/traces` added to a bare origin).
+    pub otlp_endpoint: http::Uri,
+    /// The share of traces a client did not sample itself that are
+    /// recorded (0 to 1); a client's own sampling decision is followed.
+    pub sampling_ratio: f64,
+    pub service_name: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -381,6 +395,7 @@ pub fn demo(exe: PathBuf) -> Config {
         metrics: MetricsSettings::default(),
         cluster: None,
         limits: LimitsSettings::default(),
+        tracing: None,
         backends: vec![BackendConfig {
             name: name.clone(),
             transport: Transport::Stdio {

@@ -1,6 +1,7 @@
 //! Environment overrides: `SLUICE_<SECTION>__<KEY>` sets a scalar key of
-//! [server], [auth] or [metrics], written in the file's own syntax (enum
-//! words, integers, durations; lists comma-separated). They are applied to
+//! [server], [auth], [metrics], [limits], [cluster] or [tracing], written in
+//! the file's own syntax (enum words, integers, durations; lists
+//! comma-separated). They are applied to
 //! the file-stage types, so the build stage validates an overridden value
 //! exactly like a written one. Any `SLUICE_*__*` variable that does not name
 //! such a key is an error: a misspelt override silently ignored is worse.
@@ -12,7 +13,7 @@ use serde::de::value::Error as ValueError;
 use super::Source;
 use super::env::Env;
 use super::error::{At, Issue};
-use super::file::{File, FileAuth, FileLimits, FileMetrics, FileServer};
+use super::file::{File, FileAuth, FileLimits, FileMetrics, FileServer, FileTracing};
 
 const PREFIX: &str = "SLUICE_";
 
@@ -83,6 +84,11 @@ pub(super) fn apply(
                 Ok(())
             }
             "cluster" => Err(Rejected::Key),
+            "tracing" => set_tracing(
+                file.tracing.get_or_insert_with(Default::default),
+                &key,
+                value,
+            ),
             _ => Err(Rejected::Section),
         };
         let message = match result {
@@ -92,7 +98,8 @@ pub(super) fn apply(
             }
             Err(Rejected::Section) => format!(
                 "environment variable `{var}`: no section [{section}]; only [server], [auth], \
-                 [metrics], [limits] and [cluster] keys can be set from the environment"
+                 [metrics], [limits], [cluster] and [tracing] keys can be set from the \
+                 environment"
             ),
             Err(Rejected::Key) => {
                 format!("environment variable `{var}`: unknown key `{key}` in [{section}]")
@@ -230,6 +237,21 @@ fn set_limits(l: &mut FileLimits, key: &str, v: &str) -> Result<(), Rejected> {
         "requests_per_second" => l.requests_per_second = Some(small(v)?),
         "burst" => l.burst = Some(small(v)?),
         "max_concurrent_requests" => l.max_concurrent_requests = Some(count(v)?),
+        _ => return Err(Rejected::Key),
+    }
+    Ok(())
+}
+
+fn set_tracing(t: &mut FileTracing, key: &str, v: &str) -> Result<(), Rejected> {
+    match key {
+        "otlp_endpoint" => t.otlp_endpoint = Some(v.to_owned()),
+        "service_name" => t.service_name = Some(v.to_owned()),
+        "sampling_ratio" => {
+            let ratio = v
+                .parse()
+                .map_err(|_| Rejected::Value(format!("expected a number, got `{v}`")))?;
+            t.sampling_ratio = Some(ratio);
+        }
         _ => return Err(Rejected::Key),
     }
     Ok(())

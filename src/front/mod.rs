@@ -96,6 +96,8 @@ pub struct Front {
     /// its session): 15 s, or a third of the idle TTL if that is shorter, so
     /// a writable stream always keeps its session alive.
     pub stream_keep_alive: std::time::Duration,
+    /// `[tracing]`: spans per request and backend call (or nothing).
+    pub(crate) traces: crate::traces::Traces,
 }
 
 /// Every endpoint. `POST /mcp`, nearly all the traffic, goes straight to

@@ -108,6 +108,7 @@ pub(super) async fn handle(
                 era: Era::Modern,
                 caps: client_caps(&fields),
                 _admitted: admitted,
+                trace: front.traces.parent(headers),
             };
             Ok(reply::serve(ctx, req, started).await)
         }

@@ -99,6 +99,7 @@ pub(super) async fn handle(
         era: crate::protocol::Era::Legacy,
         caps: crate::protocol::ClientCaps::ALL,
         _admitted: admitted,
+        trace: front.traces.parent(headers),
     };
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),

@@ -22,6 +22,7 @@ use crate::metrics::{self, method_label};
 use crate::protocol::{Era, LogLevel};
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
+use crate::traces;
 use crate::upstream::{Answered, Caller, Event as BackendEvent, EventSink};
 
 /// Messages a request may emit before its response; past this a slow
@@ -41,6 +42,8 @@ pub(super) struct Ctx {
     pub(super) caps: crate::protocol::ClientCaps,
     /// Counts against the principal's `[limits]` while the request runs.
     pub(super) _admitted: super::limits::Admitted,
+    /// The trace context the HTTP request came with (None: tracing off).
+    pub(super) trace: Option<traces::Parent>,
 }
 
 impl Ctx {
@@ -54,6 +57,22 @@ impl Ctx {
             (None, Era::Legacy) => Caller::principal(self.principal.clone()),
             (None, Era::Modern) => Caller::modern(self.principal.clone(), self.caps),
         }
+    }
+
+    /// The span of one of this context's requests (None: tracing off).
+    fn span(&self, req: &Request) -> Option<traces::RequestSpan> {
+        let session = match (&self.active, self.era) {
+            (Some(_), _) => traces::SessionKind::Session,
+            (None, Era::Legacy) => traces::SessionKind::Stateless,
+            (None, Era::Modern) => traces::SessionKind::Modern,
+        };
+        let about = traces::About {
+            method: &req.method,
+            params: req.params.as_deref(),
+            session,
+            namespace: self.ns.name.as_str(),
+        };
+        Some(self.trace.as_ref()?.request(about))
     }
 
     fn track(&self, req: &Request) -> CancellationToken {
@@ -339,8 +358,11 @@ async fn run(
                 .and_then(|p| LogLevel::of_params(p.get()))
         })
         .flatten();
+    let span = ctx.span(&req);
+    // Pinned where it is made: wrapped for tracing, it is not moved again.
+    let handled = std::pin::pin!(ctx.ns.handle(&caller, &req.method, req.params, events));
     let outcome = tokio::select! {
-        o = ctx.ns.handle(&caller, &req.method, req.params, events) => Some(o),
+        o = traces::RequestSpan::around(span.as_ref(), handled) => Some(o),
         _ = cancel.cancelled() => None,
         // Past the shutdown grace: an answer, not a stream cut mid-way.
         _ = ctx.front.aborting.cancelled() => Some(Outcome::Error(jsonrpc::error_object(
@@ -366,6 +388,9 @@ async fn run(
         if let Some(level) = log_level {
             a.session().set_log_level(level);
         }
+    }
+    if let Some(span) = span {
+        span.end(outcome.as_ref());
     }
     let label = match &outcome {
         Some(Outcome::Result(_)) => metrics::Outcome::ok,

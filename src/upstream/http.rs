@@ -463,7 +463,11 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
         let req = if wire.modern {
             wire.post_modern(&frame.line, &frame.headers)
         } else {
-            wire.post(&session, frame.line.clone())
+            let mut req = wire.post(&session, frame.line.clone());
+            for (k, v) in &frame.headers {
+                req = req.header(k.as_str(), v.as_str());
+            }
+            req
         };
         let resp = match req.send().await {
             Ok(r) => r,

@@ -45,6 +45,26 @@ pub(super) fn strip_modern(params: Option<&RawValue>) -> Option<Cow<'_, RawValue
     Some(Cow::Owned(jsonrpc::raw(&f)))
 }
 
+/// The params with `_meta` naming the gateway's span (`traceparent`, and
+/// `tracestate` when there is one): the client's own trace fields are
+/// replaced, everything else stays as it was, raw.
+pub(super) fn with_trace(
+    params: Option<&RawValue>,
+    trace: &[(&'static str, String)],
+) -> Option<Box<RawValue>> {
+    let mut f = fields(params)?;
+    let mut meta = f
+        .get("_meta")
+        .and_then(|m| fields(Some(m)))
+        .unwrap_or_default();
+    meta.shift_remove(crate::traces::TRACESTATE);
+    for (key, value) in trace {
+        meta.insert((*key).to_owned(), jsonrpc::raw(value));
+    }
+    f.insert("_meta".into(), jsonrpc::raw(&meta));
+    Some(jsonrpc::raw(&f))
+}
+
 /// For a modern backend: the request's own modern `_meta` (a modern
 /// client's, passed through), or the gateway's when the client is legacy.
 /// Also returns the value for `Mcp-Name`, when the method has one.
@@ -106,6 +126,25 @@ mod tests {
             strip_modern(Some(&raw(untouched))).unwrap().get(),
             untouched
         );
+    }
+
+    #[test]
+    fn trace_fields_replace_the_clients() {
+        let p = raw(
+            r#"{"name":"t","arguments":{"x":1.50},"_meta":{"traceparent":"client","tracestate":"a=b","baggage":"k=v","progressToken":7}}"#,
+        );
+        let trace = [("traceparent", "00-ours-01".to_owned())];
+        assert_eq!(
+            with_trace(Some(&p), &trace).unwrap().get(),
+            r#"{"name":"t","arguments":{"x":1.50},"_meta":{"traceparent":"00-ours-01","baggage":"k=v","progressToken":7}}"#
+        );
+        // No params: an object with the `_meta` alone.
+        assert_eq!(
+            with_trace(None, &trace).unwrap().get(),
+            r#"{"_meta":{"traceparent":"00-ours-01"}}"#
+        );
+        // Params that are not an object are left to the backend to refuse.
+        assert!(with_trace(Some(&raw("[1]")), &trace).is_none());
     }
 
     #[test]

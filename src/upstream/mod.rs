@@ -50,6 +50,7 @@ use crate::jsonrpc::{self, Outcome};
 use crate::metrics::Metrics;
 use crate::protocol::{ClientCaps, Era};
 use crate::sessions::{Principal, SessionId};
+use crate::traces;
 use link::{EndReason, Link};
 use pool::PerSession;
 
@@ -756,16 +757,41 @@ impl Backend {
             client: caller.key.clone(),
             caps: caller.caps,
         });
+        // Traced: the backend continues the trace from the gateway's span.
+        let span = traces::BackendSpan::start(&self.name, self.transport(), method);
+        let trace = span.as_ref().map(traces::BackendSpan::fields);
+        let params = match &trace {
+            Some(fields) => meta::with_trace(params.as_deref(), fields).or(params),
+            None => params,
+        };
+        let result = self.send(caller, method, params, to, trace).await;
+        if let Some(span) = span {
+            span.end(&result);
+        }
+        result
+    }
+
+    async fn send(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        to: Option<conn::Listener>,
+        trace: Option<Vec<(&'static str, String)>>,
+    ) -> Result<Outcome, UpstreamError> {
         let mut retried = false;
         loop {
             let link = self.link_for(caller).await?;
             let _in_use = link.begin();
-            let (sent, headers) = if link.info.is_modern() {
+            let (sent, mut headers) = if link.info.is_modern() {
                 let headers = self.param_headers(caller, method, params.as_deref()).await;
                 (params.as_deref().map(Cow::Borrowed), headers)
             } else {
                 (meta::strip_modern(params.as_deref()), Vec::new())
             };
+            if let Some(fields) = &trace {
+                headers.extend(fields.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+            }
             let result = link
                 .conn
                 .call_with(

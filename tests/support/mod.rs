@@ -420,6 +420,16 @@ impl Http {
 
     /// POST a JSON-RPC message with correct headers (and the session, if any).
     pub async fn post(&self, session: Option<&str>, msg: &Value) -> Reply {
+        self.post_with(session, &[], msg).await
+    }
+
+    /// `post`, with these headers too.
+    pub async fn post_with(
+        &self,
+        session: Option<&str>,
+        extra: &[(&str, &str)],
+        msg: &Value,
+    ) -> Reply {
         let mut headers = vec![
             ("content-type", "application/json"),
             ("accept", ACCEPT_BOTH),
@@ -427,7 +437,27 @@ impl Http {
         if let Some(s) = session {
             headers.push(("mcp-session-id", s));
         }
+        headers.extend_from_slice(extra);
         self.post_raw(&headers, msg.to_string()).await
+    }
+
+    /// A 2026-07-28 `tools/call` of `tool` (`params` whole, its `_meta`
+    /// included) with the headers that mirror it, and these too.
+    pub async fn modern_call(
+        &self,
+        id: u64,
+        tool: &str,
+        params: Value,
+        extra: &[(&str, &str)],
+    ) -> Reply {
+        let mut headers = vec![
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", tool),
+        ];
+        headers.extend_from_slice(extra);
+        let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":params});
+        self.post_with(None, &headers, &body).await
     }
 
     /// POST these exact bytes on a session, with the usual headers.

@@ -145,7 +145,7 @@ fn bad_environment_overrides_name_the_variable() {
     assert_eq!(
         lines,
         [
-            "sluice.toml: environment variable `SLUICE_BACKENDS__WEB__URL`: no section [backends]; only [server], [auth], [metrics], [limits] and [cluster] keys can be set from the environment",
+            "sluice.toml: environment variable `SLUICE_BACKENDS__WEB__URL`: no section [backends]; only [server], [auth], [metrics], [limits], [cluster] and [tracing] keys can be set from the environment",
             "sluice.toml: environment variable `SLUICE_SERVER__BOGUS`: unknown key `bogus` in [server]",
             "sluice.toml: environment variable `SLUICE_SERVER__MAX_SESSIONS`: `server.max_sessions`: expected a non-negative integer, got `many`",
             "sluice.toml: environment variable `SLUICE_SERVER__SESSIONS`: `server.sessions`: unknown value `sometimes`, expected `auto` or `stateless`",

@@ -233,3 +233,70 @@ fn demo_config() {
         }
     );
 }
+
+#[test]
+fn tracing_needs_an_http_endpoint_and_a_ratio_in_range() {
+    let with = |table: &str| format!("[tracing]\n{table}\n{MINIMAL}");
+    let t = ok(&with("otlp_endpoint = \"http://127.0.0.1:4318\""), &[])
+        .config
+        .tracing
+        .unwrap();
+    // A bare origin gets the standard path; a path is kept as written.
+    assert_eq!(
+        t.otlp_endpoint.to_string(),
+        "http://127.0.0.1:4318/v1/traces"
+    );
+    assert_eq!((t.sampling_ratio, t.service_name.as_str()), (1.0, "sluice"));
+    let t = ok(
+        &with("otlp_endpoint = \"https://otel.example/api/traces\"\nsampling_ratio = 0.25"),
+        &[],
+    )
+    .config
+    .tracing
+    .unwrap();
+    assert_eq!(
+        t.otlp_endpoint.to_string(),
+        "https://otel.example/api/traces"
+    );
+    assert_eq!(t.sampling_ratio, 0.25);
+    // From the environment alone.
+    let t = ok(
+        MINIMAL,
+        &[("SLUICE_TRACING__OTLP_ENDPOINT", "http://127.0.0.1:4318/")],
+    )
+    .config
+    .tracing
+    .unwrap();
+    assert_eq!(
+        t.otlp_endpoint.to_string(),
+        "http://127.0.0.1:4318/v1/traces"
+    );
+    assert!(ok(MINIMAL, &[]).config.tracing.is_none());
+
+    let lines = err(&with("sampling_ratio = 1.5"), &[]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("tracing.sampling_ratio")
+                && l.contains("1.5 is not between 0 and 1")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("[tracing] needs an otlp_endpoint")),
+        "{lines:?}"
+    );
+    let lines = err(&with("otlp_endpoint = \"grpc://collector:4317\""), &[]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("must be an http:// or https:// URL")),
+        "{lines:?}"
+    );
+    let lines = err(&with("otlp_endpoint = \"http://\""), &[]);
+    assert!(
+        lines.iter().any(|l| l.contains("tracing.otlp_endpoint")),
+        "{lines:?}"
+    );
+}
