@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Authenticator;
 use crate::cluster::{BackendSessions, BusMessage, Close, Cluster};
 use crate::config::{Config, SessionMode};
 use crate::front::{self, Front, Layout, Policy};
@@ -130,6 +131,15 @@ pub async fn serve(
         })?,
         None => Traces::off(),
     };
+    let auth = config
+        .auth
+        .as_ref()
+        .map(Authenticator::new)
+        .transpose()
+        .map_err(|why| ServeError::Backend {
+            backend: "(auth)".into(),
+            why,
+        })?;
     let stop_backends = CancellationToken::new();
     let stopping = CancellationToken::new();
     let aborting = CancellationToken::new();
@@ -197,7 +207,7 @@ pub async fn serve(
     let front = Arc::new(Front {
         layout: arc_swap::ArcSwap::from_pointee(Layout {
             policy: Policy {
-                tokens: config.auth.as_ref().map(|a| a.tokens.clone()),
+                auth,
                 allowed_origins: config.server.allowed_origins.clone(),
                 loopback_host_only: config.server.listen.ip().is_loopback(),
                 max_body_bytes: config.server.max_body_bytes,

@@ -7,6 +7,7 @@
 //! and `reload` applies a new config to them while they run.
 
 pub mod app;
+pub(crate) mod auth;
 pub mod cli;
 pub mod cluster;
 pub mod config;

@@ -6,6 +6,7 @@
 //! allowed origins take effect for the next request: a request in flight
 //! finishes with the layout it began with.
 
+use crate::auth::Authenticator;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,6 +111,16 @@ impl Gateway {
                 crate::upstream::check(b).map_err(|why| format!("backend `{}`: {why}", b.name))?;
             }
         }
+        // Unchanged, it keeps what it learnt (the issuer's keys).
+        let auth = if new.auth == old.auth {
+            self.front.layout.load().policy.auth.clone()
+        } else {
+            new.auth
+                .as_ref()
+                .map(Authenticator::new)
+                .transpose()
+                .map_err(|why| format!("[auth]: {why}"))?
+        };
 
         // Start what is new or changed; keep what is not.
         let mut kept: Vec<Started> = Vec::new();
@@ -180,7 +191,7 @@ impl Gateway {
         let current = self.front.layout.load_full();
         let layout = Layout {
             policy: Policy {
-                tokens: new.auth.as_ref().map(|a| a.tokens.clone()),
+                auth,
                 allowed_origins: new.server.allowed_origins.clone(),
                 max_body_bytes: new.server.max_body_bytes,
                 ..current.policy.clone()

@@ -31,7 +31,11 @@ fn every_config_key_is_documented_under_its_table() {
                     .iter()
                     .any(|h| text.contains(h.as_str())),
                 _ => {
-                    let home = table.strip_suffix(".tools").unwrap_or(table);
+                    // Inline tables are documented in their parent's section.
+                    let home = table
+                        .strip_suffix(".tools")
+                        .or_else(|| table.strip_suffix(".oauth"))
+                        .unwrap_or(table);
                     section(&text, home).is_some_and(|s| s.contains(&format!("`{key}`")))
                 }
             };

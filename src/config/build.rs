@@ -12,8 +12,8 @@ use super::env::Env;
 use super::error::{At, Issue, dotted};
 use super::file::{self, File, FileAuth, FileMetrics, FileServer};
 use super::{
-    AuthSettings, BackendConfig, Config, LimitsSettings, MetricsSettings, Rate, Secret,
-    ServerSettings, SessionIdMode, SessionMode, Source, TracingSettings,
+    AuthSettings, BackendConfig, Config, LimitsSettings, MetricsSettings, OAuthSettings, Rate,
+    Secret, ServerSettings, SessionIdMode, SessionMode, Source, TracingSettings,
 };
 
 mod backend;
@@ -296,12 +296,21 @@ impl Builder<'_> {
     }
 
     fn auth(&mut self, a: FileAuth) -> Option<AuthSettings> {
-        let Some(var) = a.bearer_tokens_env.filter(|v| !v.trim().is_empty()) else {
-            self.setting(
-                "auth.bearer_tokens_env",
-                "[auth] needs the name of the environment variable holding the bearer tokens",
-            );
-            return None;
+        let oauth = a.oauth.and_then(|o| self.oauth(o));
+        let var = a.bearer_tokens_env.filter(|v| !v.trim().is_empty());
+        let Some(var) = var else {
+            if oauth.is_none() {
+                self.setting(
+                    "auth.bearer_tokens_env",
+                    "[auth] needs bearer_tokens_env (the environment variable holding the \
+                     bearer tokens), oauth, or both",
+                );
+                return None;
+            }
+            return Some(AuthSettings {
+                tokens: Vec::new(),
+                oauth,
+            });
         };
         let Some(value) = self.env.var(&var) else {
             self.setting(
@@ -323,7 +332,61 @@ impl Builder<'_> {
             );
             return None;
         }
-        Some(AuthSettings { tokens })
+        Some(AuthSettings { tokens, oauth })
+    }
+
+    fn oauth(&mut self, o: file::FileOAuth) -> Option<OAuthSettings> {
+        let issuer = o.issuer.filter(|i| !i.trim().is_empty());
+        let audience = o.audience.filter(|a| !a.trim().is_empty());
+        let (Some(issuer), Some(audience)) = (issuer, audience) else {
+            self.setting(
+                "auth.oauth",
+                "needs an issuer (the authorization server's issuer URL) and an audience \
+                 (this gateway's resource URL, e.g. https://mcp.example.com/mcp)",
+            );
+            return None;
+        };
+        let mut ok = true;
+        if absolute_url(&issuer).is_err() {
+            self.setting(
+                "auth.oauth.issuer",
+                format!("`{issuer}` must be an http:// or https:// URL"),
+            );
+            ok = false;
+        }
+        let audience = match absolute_url(&audience) {
+            Ok(_) => Some(audience),
+            Err(why) => {
+                self.setting("auth.oauth.audience", why);
+                None
+            }
+        };
+        let jwks_url = match o.jwks_url.as_deref().map(absolute_url) {
+            None => None,
+            Some(Ok(uri)) => Some(uri),
+            Some(Err(why)) => {
+                self.setting("auth.oauth.jwks_url", why);
+                ok = false;
+                None
+            }
+        };
+        let required_scopes = o.required_scopes.unwrap_or_default();
+        if let Some(bad) = required_scopes
+            .iter()
+            .find(|s| s.is_empty() || s.contains([' ', '"', '\\']))
+        {
+            self.setting(
+                "auth.oauth.required_scopes",
+                format!("`{bad}` is not a scope (no spaces, quotes or backslashes)"),
+            );
+            ok = false;
+        }
+        Some(OAuthSettings {
+            issuer,
+            audience: audience.filter(|_| ok)?,
+            jwks_url,
+            required_scopes,
+        })
     }
 
     fn cluster(&mut self, c: file::FileCluster, server: &ServerSettings) -> Option<Secret> {
@@ -471,4 +534,13 @@ fn otlp_traces_url(url: &str) -> Result<http::Uri, String> {
     format!("{}/v1/traces", url.trim_end_matches('/'))
         .parse()
         .map_err(|_| format!("`{url}` is not a URL"))
+}
+
+/// An `http://` or `https://` URL with a host.
+fn absolute_url(url: &str) -> Result<http::Uri, String> {
+    let uri: http::Uri = url.parse().map_err(|_| format!("`{url}` is not a URL"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(format!("`{url}` must be an http:// or https:// URL"));
+    }
+    Ok(uri)
 }

@@ -63,7 +63,19 @@ pub fn describe(loaded: &Loaded) -> String {
     line("server.max_connections", s.max_connections.to_string());
     line("server.header_read_timeout", dur(s.header_read_timeout));
     line("server.body_read_timeout", dur(s.body_read_timeout));
+    if let Some(o) = c.auth.as_ref().and_then(|a| a.oauth.as_ref()) {
+        let scopes = if o.required_scopes.is_empty() {
+            String::new()
+        } else {
+            format!(", scopes {}", o.required_scopes.join(" "))
+        };
+        line(
+            "auth.oauth",
+            format!("issuer {}, audience {}{scopes}", o.issuer, o.audience),
+        );
+    }
     match &c.auth {
+        Some(a) if a.tokens.is_empty() => {}
         Some(a) => line(
             "auth.bearer_tokens_env",
             format!("{} token(s)", a.tokens.len()),

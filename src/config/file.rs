@@ -127,6 +127,17 @@ pub(super) struct FileServer {
 #[serde(deny_unknown_fields)]
 pub(super) struct FileAuth {
     pub(super) bearer_tokens_env: Option<String>,
+    pub(super) oauth: Option<FileOAuth>,
+}
+
+/// `[auth] oauth = { ... }`: the gateway as an OAuth 2.1 resource server.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileOAuth {
+    pub(super) issuer: Option<String>,
+    pub(super) audience: Option<String>,
+    pub(super) jwks_url: Option<String>,
+    pub(super) required_scopes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

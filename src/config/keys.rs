@@ -14,6 +14,7 @@ pub fn accepted() -> Vec<(&'static str, &'static [&'static str])> {
         ("", fields::<file::File>()),
         ("server", fields::<file::FileServer>()),
         ("auth", fields::<file::FileAuth>()),
+        ("auth.oauth", fields::<file::FileOAuth>()),
         ("metrics", fields::<file::FileMetrics>()),
         ("limits", fields::<file::FileLimits>()),
         ("cluster", fields::<file::FileCluster>()),

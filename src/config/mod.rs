@@ -45,6 +45,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use describe::describe;
+
+/// The namespace of `/mcp` when none are configured.
+pub const DEFAULT_NAMESPACE: &str = file::DEFAULT_NAMESPACE;
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
 pub use names::{BackendName, InvalidName, NamespaceName};
@@ -118,8 +121,24 @@ pub enum SessionIdMode {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthSettings {
-    /// Never empty; each token is one principal.
+    /// Static bearer tokens, each one principal (empty with `oauth` alone).
     pub tokens: Vec<Secret>,
+    /// OAuth 2.1 access tokens (JWTs) from one issuer.
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// `[auth] oauth`: JWT access tokens, checked against the issuer's keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthSettings {
+    /// Exactly the `iss` tokens must carry.
+    pub issuer: String,
+    /// The gateway's resource identifier (RFC 8707), an absolute URL: what
+    /// `aud` must name, and the `resource` of its metadata (RFC 9728).
+    pub audience: String,
+    /// The issuer's JWKS; None: from its metadata (RFC 8414 / OIDC).
+    pub jwks_url: Option<http::Uri>,
+    /// Scopes every token must hold.
+    pub required_scopes: Vec<String>,
 }
 
 /// What one principal may ask of the gateway (`[limits]`; all off by

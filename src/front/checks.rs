@@ -4,13 +4,14 @@ use axum::http::{HeaderMap, Uri, header};
 
 use super::authority;
 use super::error::Reject;
-use crate::config::Secret;
+use crate::auth::{Authenticator, Refusal};
 use crate::sessions::{Principal, SessionId};
 
 /// What the front admits (a reload replaces it).
 #[derive(Clone)]
 pub struct Policy {
-    pub tokens: Option<Vec<Secret>>,
+    /// `[auth]` (None: every client is the anonymous principal).
+    pub(crate) auth: Option<std::sync::Arc<Authenticator>>,
     pub allowed_origins: Vec<String>,
     /// A gateway on a loopback address accepts only loopback Host names
     /// (DNS-rebinding defence: a browser page cannot reach it by a name).
@@ -70,13 +71,20 @@ impl Policy {
     /// sealed for one token cannot open for another, whatever their order
     /// in the config) and the namespace.
     pub(crate) fn binding(&self, principal: &Principal, namespace: &str) -> Vec<u8> {
-        let who = match (principal, &self.tokens) {
-            (Principal::Token(i), Some(tokens)) => tokens.get(*i).map_or("", Secret::expose),
-            _ => "",
+        let who: &[u8] = match (principal, &self.auth) {
+            (Principal::Token(i), Some(auth)) => {
+                auth.token(*i).map_or(&[][..], |t| t.expose().as_bytes())
+            }
+            (Principal::Subject(digest), _) => digest,
+            _ => &[],
         };
-        let mut out = Vec::with_capacity(who.len() + namespace.len() + 16);
+        let mut out = Vec::with_capacity(who.len() + namespace.len() + 24);
         out.extend_from_slice(b"sluice-session\0");
-        out.extend_from_slice(who.as_bytes());
+        if matches!(principal, Principal::Subject(_)) {
+            // Never equal to a static token's bytes.
+            out.extend_from_slice(b"subject\0");
+        }
+        out.extend_from_slice(who);
         out.push(0);
         out.extend_from_slice(namespace.as_bytes());
         out
@@ -86,34 +94,36 @@ impl Policy {
     /// reveals nothing of its token (None: anonymous, no tenant to count).
     pub(crate) fn principal_digest(&self, principal: &Principal) -> Option<String> {
         use sha2::Digest as _;
-        let Principal::Token(i) = principal else {
-            return None;
-        };
-        let token = self.tokens.as_ref()?.get(*i)?;
-        let mut h = sha2::Sha256::new();
-        h.update(b"sluice-principal\0");
-        h.update(token.expose().as_bytes());
-        Some(crate::cluster::hex(&h.finalize()[..16]))
+        match principal {
+            Principal::Anonymous => None,
+            Principal::Token(i) => {
+                let token = self.auth.as_ref()?.token(*i)?;
+                let mut h = sha2::Sha256::new();
+                h.update(b"sluice-principal\0");
+                h.update(token.expose().as_bytes());
+                Some(crate::cluster::hex(&h.finalize()[..16]))
+            }
+            // Already a digest of issuer and subject.
+            Principal::Subject(digest) => Some(format!("sub-{}", crate::cluster::hex(digest))),
+        }
     }
 
-    /// Who is calling: a configured bearer token, or anonymous without `[auth]`.
-    pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Reject> {
-        let Some(tokens) = &self.tokens else {
+    /// Who is calling `namespace`'s endpoint: a static token or OAuth
+    /// subject, or anonymous without `[auth]`.
+    pub(crate) async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        namespace: &str,
+    ) -> Result<Principal, Reject> {
+        let Some(auth) = &self.auth else {
             return Ok(Principal::Anonymous);
         };
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
+        auth.authenticate(headers, namespace)
+            .await
+            .map_err(|refusal| match refusal {
+                Refusal::Unauthorized(challenge) => Reject::Unauthorized(challenge),
+                Refusal::InsufficientScope(challenge) => Reject::InsufficientScope(challenge),
             })
-            .ok_or(Reject::Unauthorized)?;
-        tokens
-            .iter()
-            .position(|t| t.matches(presented.trim()))
-            .map(Principal::Token)
-            .ok_or(Reject::Unauthorized)
     }
 }
 
@@ -191,7 +201,7 @@ mod tests {
 
     fn policy() -> Policy {
         Policy {
-            tokens: None,
+            auth: None,
             allowed_origins: vec![],
             loopback_host_only: true,
             max_body_bytes: 1024,

@@ -24,7 +24,10 @@ pub enum ModernError {
 
 #[derive(Debug)]
 pub enum Reject {
-    Unauthorized,
+    /// No valid credential; the `WWW-Authenticate` challenge to send.
+    Unauthorized(HeaderValue),
+    /// A valid OAuth token without a required scope (its challenge).
+    InsufficientScope(HeaderValue),
     ForbiddenOrigin,
     ForbiddenHost,
     /// Host missing its form, repeated, or disagreeing with the target.
@@ -71,10 +74,15 @@ impl Reject {
     fn parts(&self) -> (StatusCode, i64, String) {
         use Reject::*;
         match self {
-            Unauthorized => (
+            Unauthorized(_) => (
                 StatusCode::UNAUTHORIZED,
                 jsonrpc::TRANSPORT_ERROR,
                 "Unauthorized: a valid bearer token is required".into(),
+            ),
+            InsufficientScope(_) => (
+                StatusCode::FORBIDDEN,
+                jsonrpc::TRANSPORT_ERROR,
+                "Forbidden: the access token lacks a scope this endpoint requires".into(),
             ),
             ForbiddenOrigin => (
                 StatusCode::FORBIDDEN,
@@ -238,8 +246,8 @@ impl IntoResponse for Reject {
             (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         let headers = response.headers_mut();
         match self {
-            Reject::Unauthorized => {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            Reject::Unauthorized(challenge) | Reject::InsufficientScope(challenge) => {
+                headers.insert(header::WWW_AUTHENTICATE, challenge.clone());
             }
             Reject::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));

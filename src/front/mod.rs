@@ -23,7 +23,7 @@ use std::sync::Arc;
 use axum::Router as HttpRouter;
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{Method, Request};
+use axum::http::{HeaderValue, Method, Request};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use tokio_util::sync::CancellationToken;
@@ -144,6 +144,11 @@ fn router(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
     HttpRouter::new()
         .route("/mcp", any(default_namespace))
         .route("/ns/{namespace}/mcp", any(named_namespace))
+        .route(crate::auth::WELL_KNOWN, get(ops::resource_metadata))
+        .route(
+            &format!("{}/{{*endpoint}}", crate::auth::WELL_KNOWN),
+            get(ops::resource_metadata),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/status", get(status::page))
@@ -206,7 +211,7 @@ impl Front {
             .and_then(|v| v.strip_prefix("Bearer "));
         match presented {
             Some(p) if token.matches(p) => Ok(()),
-            _ => Err(Reject::Unauthorized),
+            _ => Err(Reject::Unauthorized(HeaderValue::from_static("Bearer"))),
         }
     }
 
@@ -268,7 +273,7 @@ async fn delete(
     headers: &axum::http::HeaderMap,
 ) -> Result<Response, Reject> {
     let layout = front.layout.load_full();
-    let principal = layout.policy.authenticate(headers)?;
+    let principal = layout.policy.authenticate(headers, namespace).await?;
     if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }

@@ -9,6 +9,38 @@ use serde_json::json;
 
 use super::Front;
 
+/// OAuth 2.0 Protected Resource Metadata (RFC 9728) of the endpoint whose
+/// path follows the well-known prefix; 404 without `[auth] oauth`.
+pub(super) async fn resource_metadata(
+    State(front): State<Arc<Front>>,
+    uri: axum::http::Uri,
+) -> Response {
+    let suffix = uri
+        .path()
+        .strip_prefix(crate::auth::WELL_KNOWN)
+        .unwrap_or_default();
+    let layout = front.layout.load();
+    let namespaces = layout.router.namespaces();
+    let names: Vec<&str> = namespaces.iter().map(|ns| ns.name.as_str()).collect();
+    match layout
+        .policy
+        .auth
+        .as_ref()
+        .and_then(|a| a.metadata(suffix, &names))
+    {
+        Some(doc) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CACHE_CONTROL, "max-age=300"),
+            ],
+            doc,
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 pub(super) async fn healthz() -> Response {
     (
         StatusCode::OK,

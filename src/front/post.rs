@@ -30,7 +30,7 @@ pub(super) async fn handle(
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     let layout = front.layout.load_full();
-    let principal = layout.policy.authenticate(headers)?;
+    let principal = layout.policy.authenticate(headers, namespace).await?;
     let admitted = layout.limits.admit(front, &principal).await?;
     checks::json_content(headers)?;
     checks::accepts(headers, &["application/json", "text/event-stream"])?;

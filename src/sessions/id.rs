@@ -31,11 +31,28 @@ impl fmt::Debug for SessionId {
 }
 
 /// Who is calling: a configured bearer token (by position, never its value),
-/// or anonymous when the gateway runs without `[auth]`.
+/// an OAuth subject (a digest of its issuer and `sub`, never the claims
+/// themselves), or anonymous when the gateway runs without `[auth]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Principal {
     Anonymous,
     Token(usize),
+    Subject([u8; 16]),
+}
+
+impl Principal {
+    /// The principal of an access token's `iss` and `sub`.
+    pub fn subject(issuer: &str, subject: &str) -> Principal {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        h.update(b"sluice-subject\0");
+        h.update(issuer.as_bytes());
+        h.update(b"\0");
+        h.update(subject.as_bytes());
+        let mut out = [0; 16];
+        out.copy_from_slice(&h.finalize()[..16]);
+        Principal::Subject(out)
+    }
 }
 
 impl fmt::Display for Principal {
@@ -43,6 +60,7 @@ impl fmt::Display for Principal {
         match self {
             Principal::Anonymous => f.write_str("anonymous"),
             Principal::Token(i) => write!(f, "token#{i}"),
+            Principal::Subject(d) => write!(f, "subject#{}", crate::cluster::hex(&d[..4])),
         }
     }
 }

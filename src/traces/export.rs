@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use http::{Request, Response};
 use opentelemetry_http::{HttpClient, HttpError};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
@@ -89,16 +88,8 @@ async fn send(client: &Client, request: Request<Bytes>) -> Result<Response<Bytes
         .await
         .map_err(|e| HttpError::from(e.to_string()))?;
     let status = answer.status();
-    let mut body = Vec::new();
-    let mut chunks = std::pin::pin!(answer.bytes_stream());
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(HttpError::from)?;
-        if body.len() + chunk.len() > MAX_ANSWER {
-            return Err("the collector's answer is too large".into());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    let mut response = Response::new(Bytes::from(body));
+    let body = answer.bytes(MAX_ANSWER).await.map_err(HttpError::from)?;
+    let mut response = Response::new(body);
     *response.status_mut() = status;
     Ok(response)
 }

@@ -453,6 +453,21 @@ impl Response {
     pub(crate) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, String>> + Send {
         self.body
     }
+
+    /// The whole body; one larger than `limit` bytes is refused.
+    pub(crate) async fn bytes(self, limit: usize) -> Result<Bytes, String> {
+        use futures_util::StreamExt as _;
+        let mut body = Vec::new();
+        let mut chunks = self.body;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk?;
+            if body.len() + chunk.len() > limit {
+                return Err(format!("a body larger than {limit} bytes"));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(body))
+    }
 }
 
 /// A response's body and the connection it arrives on, which reading the

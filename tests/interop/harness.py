@@ -208,10 +208,11 @@ def start_gateway(
     config_name: str = "sluice.toml",
     extra_args: list[str] | None = None,
     env: dict[str, str] | None = None,
+    listen: str = "127.0.0.1:0",
 ) -> Gateway:
     """Start `sluice serve` and wait (bounded) for its readiness line."""
     config_path = None
-    args = [str(sluice_bin), "serve", "--listen", "127.0.0.1:0"]
+    args = [str(sluice_bin), "serve", "--listen", listen]
     if config is not None:
         config_path = tmp_path / config_name
         config_path.write_text(config)

@@ -300,3 +300,73 @@ fn tracing_needs_an_http_endpoint_and_a_ratio_in_range() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn oauth_needs_an_issuer_and_an_audience_url() {
+    let with = |table: &str| format!("[auth]\noauth = {{ {table} }}\n{MINIMAL}");
+    let auth = ok(
+        &with(
+            "issuer = \"https://auth.example.com\", audience = \"https://mcp.example.com/mcp\", required_scopes = [\"mcp:tools\"]",
+        ),
+        &[],
+    )
+    .config
+    .auth
+    .unwrap();
+    // OAuth alone: no static tokens needed.
+    assert!(auth.tokens.is_empty());
+    let o = auth.oauth.unwrap();
+    assert_eq!(o.issuer, "https://auth.example.com");
+    assert_eq!(o.audience, "https://mcp.example.com/mcp");
+    assert_eq!(o.jwks_url, None);
+    assert_eq!(o.required_scopes, ["mcp:tools"]);
+    // Both kinds at once.
+    let both = ok(
+        &format!(
+            "[auth]\nbearer_tokens_env = \"T\"\noauth = {{ issuer = \"https://a.example\", audience = \"https://g.example/mcp\", jwks_url = \"https://a.example/jwks\" }}\n{MINIMAL}"
+        ),
+        &[("T", "one,two")],
+    )
+    .config
+    .auth
+    .unwrap();
+    assert_eq!(both.tokens.len(), 2);
+    assert_eq!(
+        both.oauth.unwrap().jwks_url.unwrap().to_string(),
+        "https://a.example/jwks"
+    );
+
+    let lines = err(&with("issuer = \"https://a.example\""), &[]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("needs an issuer") && l.contains("audience")),
+        "{lines:?}"
+    );
+    let lines = err(&with("issuer = \"a.example\", audience = \"mcp\""), &[]);
+    assert!(
+        lines.iter().any(|l| l.contains("auth.oauth.issuer")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("auth.oauth.audience")),
+        "{lines:?}"
+    );
+    let lines = err(
+        &with(
+            "issuer = \"https://a.example\", audience = \"https://g.example/mcp\", required_scopes = [\"a b\"]",
+        ),
+        &[],
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("`a b` is not a scope")),
+        "{lines:?}"
+    );
+    let lines = err(&format!("[auth]\n{MINIMAL}"), &[]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("bearer_tokens_env") && l.contains("oauth")),
+        "{lines:?}"
+    );
+}

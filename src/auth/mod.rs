@@ -1,0 +1,216 @@
+//! Who is calling (`[auth]`): a static bearer token, or an OAuth 2.1
+//! access token (a JWT from the configured issuer) checked against the
+//! issuer's published keys. The gateway is a resource server only: it
+//! never sees a password, issues nothing, and passes no client token on.
+//! The front turns a [`Refusal`] into its 401 or 403.
+
+mod keys;
+mod metadata;
+
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderValue, header};
+use jsonwebtoken::Validation;
+
+use crate::config::{AuthSettings, OAuthSettings, Secret};
+use crate::sessions::Principal;
+use crate::upstream::http_client::Client;
+
+pub(crate) use metadata::WELL_KNOWN;
+use metadata::metadata_path;
+
+/// Clock skew allowed on `exp` and `nbf`, in seconds.
+const LEEWAY: u64 = 30;
+
+/// The configured ways in, built once per config.
+pub(crate) struct Authenticator {
+    tokens: Vec<Secret>,
+    oauth: Option<OAuth>,
+}
+
+struct OAuth {
+    settings: OAuthSettings,
+    keys: keys::Keys,
+    /// `scheme://authority` of the audience: where the metadata lives.
+    origin: String,
+}
+
+/// Why a request was not let in, with the `WWW-Authenticate` it gets.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// 401: no token, or one that is not valid here.
+    Unauthorized(HeaderValue),
+    /// 403: a valid token without the scopes this needs.
+    InsufficientScope(HeaderValue),
+}
+
+impl Authenticator {
+    pub(crate) fn new(settings: &AuthSettings) -> Result<Arc<Authenticator>, String> {
+        let oauth = match &settings.oauth {
+            None => None,
+            Some(o) => {
+                let client = Client::new()?;
+                Some(OAuth {
+                    keys: keys::Keys::new(o, client),
+                    origin: metadata::origin(&o.audience),
+                    settings: o.clone(),
+                })
+            }
+        };
+        Ok(Arc::new(Authenticator {
+            tokens: settings.tokens.clone(),
+            oauth,
+        }))
+    }
+
+    /// The principal of a request to `namespace`'s endpoint.
+    pub(crate) async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        namespace: &str,
+    ) -> Result<Principal, Refusal> {
+        let Some(presented) = bearer(headers) else {
+            return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
+        };
+        if let Some(i) = self.tokens.iter().position(|t| t.matches(presented)) {
+            return Ok(Principal::Token(i));
+        }
+        let Some(oauth) = &self.oauth else {
+            return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
+        };
+        match oauth.check(presented, namespace).await {
+            Ok(principal) => Ok(principal),
+            Err(Failure::Invalid) => Err(Refusal::Unauthorized(
+                self.challenge(namespace, Some("invalid_token")),
+            )),
+            Err(Failure::Scope) => Err(Refusal::InsufficientScope(
+                self.challenge(namespace, Some("insufficient_scope")),
+            )),
+        }
+    }
+
+    /// The static token a principal presented (for sealing its ids).
+    pub(crate) fn token(&self, i: usize) -> Option<&Secret> {
+        self.tokens.get(i)
+    }
+
+    /// The protected resource metadata (RFC 9728) for a request path
+    /// under `/.well-known/oauth-protected-resource`, if OAuth is on and
+    /// the path names one of the gateway's endpoints.
+    pub(crate) fn metadata(&self, suffix: &str, namespaces: &[&str]) -> Option<String> {
+        let oauth = self.oauth.as_ref()?;
+        let namespace = metadata::namespace_of(&oauth.settings.audience, suffix, namespaces)?;
+        Some(metadata::document(
+            &oauth.settings,
+            &oauth.resource(namespace),
+        ))
+    }
+
+    /// `Bearer` with, under OAuth, where the metadata is and which scopes
+    /// to ask for (RFC 6750 section 3, RFC 9728 section 5.1).
+    fn challenge(&self, namespace: &str, error: Option<&str>) -> HeaderValue {
+        let Some(oauth) = &self.oauth else {
+            return HeaderValue::from_static("Bearer");
+        };
+        let mut value = format!(
+            "Bearer resource_metadata=\"{}{}\"",
+            oauth.origin,
+            metadata_path(&oauth.settings.audience, namespace)
+        );
+        if !oauth.settings.required_scopes.is_empty() {
+            value.push_str(&format!(
+                ", scope=\"{}\"",
+                oauth.settings.required_scopes.join(" ")
+            ));
+        }
+        if let Some(error) = error {
+            value.push_str(&format!(", error=\"{error}\""));
+        }
+        // Built from validated config values (no quotes or controls).
+        HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
+    }
+}
+
+enum Failure {
+    Invalid,
+    Scope,
+}
+
+/// The claims the gateway reads; the rest stays unread.
+#[derive(serde::Deserialize)]
+struct Claims {
+    iss: String,
+    sub: String,
+    /// RFC 9068: space-separated.
+    #[serde(default)]
+    scope: Option<String>,
+    /// What some issuers send instead: a list (or a string).
+    #[serde(default)]
+    scp: Option<serde_json::Value>,
+}
+
+impl Claims {
+    fn has_scope(&self, wanted: &str) -> bool {
+        let listed = self
+            .scope
+            .as_deref()
+            .is_some_and(|s| s.split(' ').any(|s| s == wanted));
+        let scp = match &self.scp {
+            Some(serde_json::Value::String(s)) => s.split(' ').any(|s| s == wanted),
+            Some(serde_json::Value::Array(a)) => a.iter().any(|s| s.as_str() == Some(wanted)),
+            _ => false,
+        };
+        listed || scp
+    }
+}
+
+impl OAuth {
+    /// The resource identifier of a namespace's endpoint: the audience for
+    /// the default one, `{origin}/ns/{name}/mcp` for the others.
+    fn resource(&self, namespace: &str) -> String {
+        if namespace == crate::config::DEFAULT_NAMESPACE {
+            self.settings.audience.clone()
+        } else {
+            format!("{}/ns/{namespace}/mcp", self.origin)
+        }
+    }
+
+    async fn check(&self, token: &str, namespace: &str) -> Result<Principal, Failure> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| Failure::Invalid)?;
+        if !keys::accepted(header.alg) {
+            return Err(Failure::Invalid);
+        }
+        let key = self
+            .keys
+            .key(header.kid.as_deref(), header.alg)
+            .await
+            .ok_or(Failure::Invalid)?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.settings.issuer]);
+        // A token for the gateway, or for this namespace's endpoint.
+        validation.set_audience(&[self.settings.audience.clone(), self.resource(namespace)]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
+        validation.leeway = LEEWAY;
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|_| Failure::Invalid)?
+            .claims;
+        if !self
+            .settings
+            .required_scopes
+            .iter()
+            .all(|s| claims.has_scope(s))
+        {
+            return Err(Failure::Scope);
+        }
+        Ok(Principal::subject(&claims.iss, &claims.sub))
+    }
+}
+
+/// `Authorization: Bearer <token>` (the scheme in any case).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}

@@ -1,0 +1,84 @@
+// A real OAuth 2.1 authorization server for the tests: oauth2-mock-server
+// (npm) on 127.0.0.1 with an RS256 key. Its access tokens carry `sub`
+// and, as RFC 8707 asks, the `resource` the client requested as `aud`;
+// an authorization code grants the scope asked for at /authorize.
+//
+// Beside it, on another loopback port, a control endpoint for the tests:
+//   POST /mint   {"claims": {...}, "expiresIn": 3600, "kid": "..."}
+//                -> {"token": "..."}: a token signed by the issuer, its
+//                   claims (iss, iat, exp, nbf) overridden by `claims`
+//                   (a null value removes a claim)
+//   POST /rotate -> {"kid": "..."}: a new key, served in the JWKS from now
+//                   on and used by /token; the old one stays listed.
+//
+// Prints `oauth issuer URL control URL` once both listen. Exits when its
+// stdin closes or after 300 s.
+import http from 'node:http';
+import { OAuth2Server } from 'oauth2-mock-server';
+
+const server = new OAuth2Server();
+let current = (await server.issuer.keys.generate('RS256')).kid;
+await server.start(0, '127.0.0.1');
+
+// The scope a client asked for at /authorize is granted with its code.
+const granted = new Map();
+server.service.on('beforeAuthorizeRedirect', (redirect, req) => {
+  const scope = new URL(req.url, 'http://x').searchParams.get('scope');
+  const code = redirect.url.searchParams.get('code');
+  if (code && scope) granted.set(code, scope);
+});
+server.service.on('beforeTokenSigning', (token, req) => {
+  const body = req.body || {};
+  if (body.resource) token.payload.aud = body.resource;
+  const scope = body.scope || granted.get(body.code);
+  if (scope) token.payload.scope = scope;
+  token.payload.sub = 'alice';
+});
+
+async function mint(spec) {
+  return server.issuer.buildToken({
+    kid: spec.kid || current,
+    expiresIn: spec.expiresIn ?? 3600,
+    scopesOrTransform: (_header, payload) => {
+      for (const [k, v] of Object.entries(spec.claims || {})) {
+        if (v === null) delete payload[k];
+        else payload[k] = v;
+      }
+    },
+  });
+}
+
+const control = http.createServer((req, res) => {
+  let body = '';
+  req.on('data', (c) => (body += c));
+  req.on('end', async () => {
+    try {
+      const spec = body ? JSON.parse(body) : {};
+      let out;
+      if (req.url === '/mint') out = { token: await mint(spec) };
+      else if (req.url === '/rotate') {
+        current = (await server.issuer.keys.generate('RS256')).kid;
+        out = { kid: current };
+      } else {
+        res.writeHead(404).end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(out));
+    } catch (e) {
+      res.writeHead(500).end(String(e));
+    }
+  });
+});
+control.listen(0, '127.0.0.1', () => {
+  const { port } = control.address();
+  console.log(`oauth issuer ${server.issuer.url} control http://127.0.0.1:${port}`);
+});
+
+const stop = async () => {
+  control.close();
+  await server.stop();
+  process.exit(0);
+};
+process.stdin.on('end', stop);
+process.stdin.resume();
+setTimeout(stop, 300_000).unref();

@@ -1,0 +1,344 @@
+"""sluice as an OAuth 2.1 resource server, against an authorization server
+no one here wrote: oauth2-mock-server (npm), on loopback, with real RS256
+keys (tests/interop/oauth_server.mjs). The official Python SDK client runs
+its whole OAuth flow against the gateway (401, protected resource
+metadata, authorization server metadata, authorization code with PKCE,
+token with the RFC 8707 resource) and calls a tool; tokens that are
+expired, for another audience or issuer, unsigned, HMAC-signed, signed by
+an unknown key or short of a scope are each refused with their status.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from harness import Gateway, node_bin, start_gateway, stop_gateway, toml_str
+
+pytestmark = pytest.mark.anyio
+
+HERE = Path(__file__).resolve().parent
+SCOPE = "mcp:tools"
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+
+
+@dataclass
+class AuthServer:
+    proc: subprocess.Popen[str]
+    issuer: str
+    control: str
+
+    def mint(self, claims: dict | None = None, expires_in: int = 3600, kid: str | None = None) -> str:
+        spec = {"claims": claims or {}, "expiresIn": expires_in}
+        if kid:
+            spec["kid"] = kid
+        return self._post("/mint", spec)["token"]
+
+    def rotate(self) -> str:
+        return self._post("/rotate", {})["kid"]
+
+    def _post(self, path: str, body: dict) -> dict:
+        req = urllib.request.Request(self.control + path, data=json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+
+def start_auth_server() -> AuthServer:
+    proc = subprocess.Popen(
+        [node_bin(), str(HERE / "oauth_server.mjs")],
+        cwd=HERE,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(30)
+    if not line or not line[0].startswith("oauth issuer "):
+        proc.kill()
+        pytest.fail(f"the authorization server did not start: {line!r} {proc.stderr.read()[-2000:]}")
+    _, _, issuer, _, control = line[0].split()
+    return AuthServer(proc=proc, issuer=issuer, control=control)
+
+
+def stop_auth_server(server: AuthServer) -> None:
+    if server.proc.poll() is None:
+        os.kill(server.proc.pid, signal.SIGTERM)
+        try:
+            server.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+
+
+@pytest.fixture
+def auth_server() -> Iterator[AuthServer]:
+    server = start_auth_server()
+    yield server
+    stop_auth_server(server)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def recorder(sluice_bin) -> Iterator[str]:
+    """An HTTP MCP backend (our fault-injection fixture, `ok` mode) whose
+    `/seen` lists the headers of every request it got."""
+    binary = Path(sluice_bin).parent / "examples" / "faulty_backend"
+    proc = subprocess.Popen(
+        [str(binary), "--transport", "http", "--listen", "127.0.0.1:0", "--mode", "ok", "--max-lifetime", "300"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, FIXTURE_LOG="off"),
+        start_new_session=True,
+    )
+    line = proc.stdout.readline().strip()
+    assert line.startswith("faulty_backend listening on "), line
+    yield "http://" + line.rsplit(" ", 1)[1]
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def gateway(sluice_bin, tmp_path, auth_server, recorder) -> Iterator[tuple[Gateway, str]]:
+    port = free_port()
+    audience = f"http://127.0.0.1:{port}/mcp"
+    config = (
+        "[auth]\n"
+        f"oauth = {{ issuer = {toml_str(auth_server.issuer)}, audience = {toml_str(audience)}, "
+        f"required_scopes = [{toml_str(SCOPE)}] }}\n"
+        f"[backends.demo]\ncommand = {toml_str(str(sluice_bin))}\nargs = [\"demo-server\"]\n"
+        f"[backends.web]\ntransport = \"http\"\nurl = {toml_str(recorder + '/mcp')}\n"
+    )
+    gw = start_gateway(sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}")
+    yield gw, audience
+    stop_gateway(gw)
+
+
+def post(url: str, token: str | None, body: dict = INIT) -> httpx2.Response:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    return httpx2.post(url, headers=headers, json=body, timeout=10)
+
+
+def good_claims(audience: str) -> dict:
+    return {"aud": audience, "sub": "alice", "scope": SCOPE}
+
+
+def b64(data: dict | bytes) -> str:
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+async def test_metadata_and_the_challenge_point_clients_to_the_issuer(gateway, auth_server):
+    gw, audience = gateway
+    for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]:
+        r = httpx2.get(gw.base_url + path, timeout=10)
+        assert r.status_code == 200, (path, r.text)
+        doc = r.json()
+        assert doc["resource"] == audience
+        assert doc["authorization_servers"] == [auth_server.issuer]
+        assert doc["scopes_supported"] == [SCOPE]
+        assert doc["bearer_methods_supported"] == ["header"]
+    assert httpx2.get(gw.base_url + "/.well-known/oauth-protected-resource/elsewhere").status_code == 404
+
+    r = post(gw.mcp_url, None)
+    assert r.status_code == 401
+    challenge = r.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert f'resource_metadata="http://{gw.addr}/.well-known/oauth-protected-resource/mcp"' in challenge
+    assert f'scope="{SCOPE}"' in challenge
+    assert "error=" not in challenge  # no token was presented
+
+
+async def test_each_bad_token_is_refused_with_its_status(gateway, auth_server):
+    gw, audience = gateway
+    ok = auth_server.mint(good_claims(audience))
+    r = post(gw.mcp_url, ok)
+    assert r.status_code == 200, r.text
+    assert r.headers.get("mcp-session-id")
+
+    unsigned = f"{b64({'alg': 'none', 'typ': 'JWT'})}.{b64(dict(good_claims(audience), iss=auth_server.issuer, exp=int(time.time()) + 600))}."
+    header, payload, _ = ok.split(".")
+    hmac_header = b64({"alg": "HS256", "typ": "JWT", "kid": json.loads(base64.urlsafe_b64decode(header + "=="))["kid"]})
+    hs256 = f"{hmac_header}.{payload}."
+    hs256 += b64(hmac.new(b"guessed", hs256[:-1].encode(), hashlib.sha256).digest())
+    bad = {
+        "expired": auth_server.mint(good_claims(audience), expires_in=-300),
+        "not yet valid": auth_server.mint(dict(good_claims(audience), nbf=int(time.time()) + 3600)),
+        "another audience": auth_server.mint(dict(good_claims(audience), aud="https://elsewhere.example/mcp")),
+        "no audience": auth_server.mint(dict(good_claims(audience), aud=None)),
+        "another issuer": auth_server.mint(dict(good_claims(audience), iss="https://evil.example")),
+        "no subject": auth_server.mint(dict(good_claims(audience), sub=None)),
+        "alg none": unsigned,
+        "HMAC": hs256,
+        "tampered": f"{header}.{b64(dict(good_claims(audience), sub='mallory', iss=auth_server.issuer, exp=int(time.time()) + 600))}.{ok.split('.')[2]}",
+        "garbage": "not-a-jwt",
+    }
+    for why, token in bad.items():
+        r = post(gw.mcp_url, token)
+        assert r.status_code == 401, (why, r.status_code, r.text)
+        assert 'error="invalid_token"' in r.headers["www-authenticate"], why
+        assert r.json()["error"]["message"].startswith("Unauthorized"), why
+        # The refusal never echoes the token.
+        assert token not in r.text and token not in r.headers["www-authenticate"], why
+
+    # A valid token without the required scope: 403, and the scope to ask for.
+    r = post(gw.mcp_url, auth_server.mint(dict(good_claims(audience), scope="other")))
+    assert r.status_code == 403, r.text
+    challenge = r.headers["www-authenticate"]
+    assert 'error="insufficient_scope"' in challenge and f'scope="{SCOPE}"' in challenge
+    assert "resource_metadata=" in challenge
+    # `scp` as a list is read as well.
+    r = post(gw.mcp_url, auth_server.mint(dict(good_claims(audience), scope=None, scp=[SCOPE])))
+    assert r.status_code == 200, r.text
+
+
+async def test_a_session_belongs_to_its_subject(gateway, auth_server):
+    gw, audience = gateway
+    alice = auth_server.mint(good_claims(audience))
+    bob = auth_server.mint(dict(good_claims(audience), sub="bob"))
+    r = post(gw.mcp_url, alice)
+    sid = r.headers["mcp-session-id"]
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-session-id": sid,
+    }
+    r = httpx2.post(gw.mcp_url, headers=dict(headers, authorization=f"Bearer {alice}"), json=ping)
+    assert r.status_code == 200, r.text
+    r = httpx2.post(gw.mcp_url, headers=dict(headers, authorization=f"Bearer {bob}"), json=ping)
+    assert r.status_code == 404, r.text
+    # A new token for the same subject (as after a refresh) keeps the session.
+    again = auth_server.mint(dict(good_claims(audience), jti="second"))
+    r = httpx2.post(gw.mcp_url, headers=dict(headers, authorization=f"Bearer {again}"), json=ping)
+    assert r.status_code == 200, r.text
+
+
+async def test_a_rotated_key_is_fetched_and_a_made_up_one_refused(gateway, auth_server):
+    gw, audience = gateway
+    assert post(gw.mcp_url, auth_server.mint(good_claims(audience))).status_code == 200
+    new_kid = auth_server.rotate()
+    rotated = auth_server.mint(good_claims(audience), kid=new_kid)
+    # The gateway fetches the keys again for an unknown key id, at most
+    # once every 5 s: within a few seconds the new key is accepted.
+    deadline = time.monotonic() + 15
+    status = None
+    while time.monotonic() < deadline:
+        status = post(gw.mcp_url, rotated).status_code
+        if status == 200:
+            break
+        time.sleep(1)
+    assert status == 200
+    # A key id the issuer never published is refused.
+    header, payload, signature = rotated.split(".")
+    made_up = b64(dict(json.loads(base64.urlsafe_b64decode(header + "==")), kid="made-up"))
+    assert post(gw.mcp_url, f"{made_up}.{payload}.{signature}").status_code == 401
+    log = gw.stderr_tail()
+    assert "issuer signing keys fetched" in log
+
+
+class MemoryStorage(TokenStorage):
+    """A client registered with the authorization server beforehand."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client = OAuthClientInformationFull(
+            client_id="sluice-test-client",
+            redirect_uris=["http://127.0.0.1:9/callback"],
+            token_endpoint_auth_method="none",
+            grant_types=["authorization_code", "refresh_token"],
+        )
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+async def test_the_python_sdk_client_completes_its_oauth_flow(gateway, auth_server, recorder):
+    """401 -> metadata -> authorize (PKCE) -> token -> initialize and a call."""
+    gw, audience = gateway
+    redirect: dict[str, str] = {}
+
+    async def open_browser(url: str) -> None:
+        # The mock authorization server approves at once: follow it by hand.
+        async with httpx2.AsyncClient() as http:
+            r = await http.get(url, follow_redirects=False)
+        assert r.status_code in (302, 303), r.text
+        redirect["location"] = r.headers["location"]
+
+    async def callback() -> AuthorizationCodeResult:
+        query = httpx2.URL(redirect["location"]).params
+        return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
+
+    storage = MemoryStorage()
+    provider = OAuthClientProvider(
+        server_url=audience,
+        client_metadata=OAuthClientMetadata(
+            client_name="sluice-test", redirect_uris=["http://127.0.0.1:9/callback"], scope=SCOPE
+        ),
+        storage=storage,
+        redirect_handler=open_browser,
+        callback_handler=callback,
+    )
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        with anyio.fail_after(60):
+            async with Client(streamable_http_client(audience, http_client=http), mode="legacy") as client:
+                result = await client.call_tool("demo__add", {"a": 2, "b": 3})
+    assert result.content[0].text == "5"
+    # No token passthrough: the HTTP backend never saw the client's token.
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        with anyio.fail_after(60):
+            async with Client(streamable_http_client(audience, http_client=http), mode="legacy") as client:
+                echoed = await client.call_tool("web__echo", {"text": "hi"})
+    assert echoed.content[0].text == "hi"
+    seen = httpx2.get(recorder + "/seen", timeout=10).json()
+    assert any(r["method"] == "POST" for r in seen)
+    assert all("authorization" not in r["headers"] for r in seen), seen
+    assert storage.tokens.access_token not in json.dumps(seen)
+    # The token it got names the gateway as its audience (RFC 8707).
+    assert storage.tokens is not None
+    claims = json.loads(base64.urlsafe_b64decode(storage.tokens.access_token.split(".")[1] + "=="))
+    assert claims["aud"] == audience
