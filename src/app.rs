@@ -134,7 +134,7 @@ pub async fn serve(
     let auth = config
         .auth
         .as_ref()
-        .map(Authenticator::new)
+        .map(|a| Authenticator::new(a, &config.namespaces))
         .transpose()
         .map_err(|why| ServeError::Backend {
             backend: "(auth)".into(),

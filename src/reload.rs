@@ -112,12 +112,18 @@ impl Gateway {
             }
         }
         // Unchanged, it keeps what it learnt (the issuer's keys).
-        let auth = if new.auth == old.auth {
+        let scopes = |c: &Config| -> Vec<(String, Vec<String>)> {
+            c.namespaces
+                .iter()
+                .map(|n| (n.name.to_string(), n.require_scopes.clone()))
+                .collect()
+        };
+        let auth = if new.auth == old.auth && scopes(&new) == scopes(old) {
             self.front.layout.load().policy.auth.clone()
         } else {
             new.auth
                 .as_ref()
-                .map(Authenticator::new)
+                .map(|a| Authenticator::new(a, &new.namespaces))
                 .transpose()
                 .map_err(|why| format!("[auth]: {why}"))?
         };

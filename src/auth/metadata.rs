@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::config::{DEFAULT_NAMESPACE, OAuthSettings};
+use crate::config::DEFAULT_NAMESPACE;
 
 pub(crate) const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
 
@@ -51,15 +51,15 @@ pub(super) fn namespace_of<'a>(
     namespaces.iter().copied().find(|n| *n == name)
 }
 
-pub(super) fn document(settings: &OAuthSettings, resource: &str) -> String {
+pub(super) fn document(issuer: &str, resource: &str, scopes: &[&str]) -> String {
     let mut doc = json!({
         "resource": resource,
-        "authorization_servers": [settings.issuer],
+        "authorization_servers": [issuer],
         "bearer_methods_supported": ["header"],
         "resource_name": "sluice",
     });
-    if !settings.required_scopes.is_empty() {
-        doc["scopes_supported"] = json!(settings.required_scopes);
+    if !scopes.is_empty() {
+        doc["scopes_supported"] = json!(scopes);
     }
     doc.to_string()
 }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use http::{HeaderMap, HeaderValue, header};
 use jsonwebtoken::Validation;
 
-use crate::config::{AuthSettings, OAuthSettings, Secret};
+use crate::config::{AuthSettings, NamespaceConfig, OAuthSettings, Secret};
+use crate::fast_map::FastMap;
 use crate::sessions::Principal;
 use crate::upstream::http_client::Client;
 
@@ -33,6 +34,8 @@ struct OAuth {
     keys: keys::Keys,
     /// `scheme://authority` of the audience: where the metadata lives.
     origin: String,
+    /// Namespaces whose endpoint needs scopes beyond `required_scopes`.
+    namespace_scopes: FastMap<String, Vec<String>>,
 }
 
 /// Why a request was not let in, with the `WWW-Authenticate` it gets.
@@ -45,7 +48,10 @@ pub(crate) enum Refusal {
 }
 
 impl Authenticator {
-    pub(crate) fn new(settings: &AuthSettings) -> Result<Arc<Authenticator>, String> {
+    pub(crate) fn new(
+        settings: &AuthSettings,
+        namespaces: &[NamespaceConfig],
+    ) -> Result<Arc<Authenticator>, String> {
         let oauth = match &settings.oauth {
             None => None,
             Some(o) => {
@@ -54,6 +60,11 @@ impl Authenticator {
                     keys: keys::Keys::new(o, client),
                     origin: metadata::origin(&o.audience),
                     settings: o.clone(),
+                    namespace_scopes: namespaces
+                        .iter()
+                        .filter(|n| !n.require_scopes.is_empty())
+                        .map(|n| (n.name.to_string(), n.require_scopes.clone()))
+                        .collect(),
                 })
             }
         };
@@ -101,8 +112,9 @@ impl Authenticator {
         let oauth = self.oauth.as_ref()?;
         let namespace = metadata::namespace_of(&oauth.settings.audience, suffix, namespaces)?;
         Some(metadata::document(
-            &oauth.settings,
+            &oauth.settings.issuer,
             &oauth.resource(namespace),
+            &oauth.scopes(namespace),
         ))
     }
 
@@ -117,11 +129,9 @@ impl Authenticator {
             oauth.origin,
             metadata_path(&oauth.settings.audience, namespace)
         );
-        if !oauth.settings.required_scopes.is_empty() {
-            value.push_str(&format!(
-                ", scope=\"{}\"",
-                oauth.settings.required_scopes.join(" ")
-            ));
+        let scopes = oauth.scopes(namespace);
+        if !scopes.is_empty() {
+            value.push_str(&format!(", scope=\"{}\"", scopes.join(" ")));
         }
         if let Some(error) = error {
             value.push_str(&format!(", error=\"{error}\""));
@@ -165,6 +175,18 @@ impl Claims {
 }
 
 impl OAuth {
+    /// Every scope a token for `namespace`'s endpoint needs.
+    fn scopes(&self, namespace: &str) -> Vec<&str> {
+        let own = self.namespace_scopes.get(namespace).into_iter().flatten();
+        let mut all: Vec<&str> = Vec::new();
+        for scope in self.settings.required_scopes.iter().chain(own) {
+            if !all.contains(&scope.as_str()) {
+                all.push(scope);
+            }
+        }
+        all
+    }
+
     /// The resource identifier of a namespace's endpoint: the audience for
     /// the default one, `{origin}/ns/{name}/mcp` for the others.
     fn resource(&self, namespace: &str) -> String {
@@ -195,12 +217,7 @@ impl OAuth {
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|_| Failure::Invalid)?
             .claims;
-        if !self
-            .settings
-            .required_scopes
-            .iter()
-            .all(|s| claims.has_scope(s))
-        {
+        if !self.scopes(namespace).iter().all(|s| claims.has_scope(s)) {
             return Err(Failure::Scope);
         }
         Ok(Principal::subject(&claims.iss, &claims.sub))

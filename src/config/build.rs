@@ -85,6 +85,15 @@ pub(super) fn build(
         .collect();
     let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
 
+    let oauth = auth.as_ref().is_some_and(|a| a.oauth.is_some());
+    for ns in namespaces.iter().filter(|n| !n.require_scopes.is_empty()) {
+        if !oauth {
+            b.setting(
+                &format!("namespaces.{}.require_scopes", ns.name),
+                "scopes need [auth] oauth (static tokens carry none)",
+            );
+        }
+    }
     let cluster = file.cluster.and_then(|c| b.cluster(c, &server));
     let tracing = file.tracing.and_then(|t| b.tracing(t));
     if b.issues.is_empty() {
@@ -335,6 +344,21 @@ impl Builder<'_> {
         Some(AuthSettings { tokens, oauth })
     }
 
+    /// Scope names as OAuth spells them (RFC 6749 section 3.3: no spaces,
+    /// no quotes or backslashes).
+    fn scopes(&mut self, key: &str, scopes: Vec<String>) -> Vec<String> {
+        if let Some(bad) = scopes
+            .iter()
+            .find(|s| s.is_empty() || s.contains([' ', '"', '\\']) || s.contains(char::is_control))
+        {
+            self.setting(
+                key,
+                format!("`{bad}` is not a scope (no spaces, quotes or backslashes)"),
+            );
+        }
+        scopes
+    }
+
     fn oauth(&mut self, o: file::FileOAuth) -> Option<OAuthSettings> {
         let issuer = o.issuer.filter(|i| !i.trim().is_empty());
         let audience = o.audience.filter(|a| !a.trim().is_empty());
@@ -370,17 +394,10 @@ impl Builder<'_> {
                 None
             }
         };
-        let required_scopes = o.required_scopes.unwrap_or_default();
-        if let Some(bad) = required_scopes
-            .iter()
-            .find(|s| s.is_empty() || s.contains([' ', '"', '\\']))
-        {
-            self.setting(
-                "auth.oauth.required_scopes",
-                format!("`{bad}` is not a scope (no spaces, quotes or backslashes)"),
-            );
-            ok = false;
-        }
+        let required_scopes = self.scopes(
+            "auth.oauth.required_scopes",
+            o.required_scopes.unwrap_or_default(),
+        );
         Some(OAuthSettings {
             issuer,
             audience: audience.filter(|_| ok)?,

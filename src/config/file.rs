@@ -207,6 +207,7 @@ pub(super) struct FileNamespace {
     #[serde(default)]
     pub(super) backends: Vec<String>,
     pub(super) prefix: Option<FilePrefix>,
+    pub(super) require_scopes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -259,6 +259,9 @@ pub struct NamespaceConfig {
     pub name: NamespaceName,
     pub backends: Vec<BackendName>,
     pub prefix: Prefix,
+    /// OAuth scopes a token needs for this namespace's endpoint, beside
+    /// `[auth] oauth.required_scopes`.
+    pub require_scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -435,6 +438,7 @@ pub fn demo(exe: PathBuf) -> Config {
             name: NamespaceName::trusted(file::DEFAULT_NAMESPACE),
             backends: vec![name],
             prefix: Prefix::Always,
+            require_scopes: Vec::new(),
         }],
     }
 }

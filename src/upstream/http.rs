@@ -274,9 +274,7 @@ impl Endpoint {
             .header(CONTENT_TYPE, JSON)
             .header(ACCEPT, JSON_OR_SSE)
             .header(VERSION_HEADER, crate::protocol::MODERN_FIRST);
-        for (k, v) in extra {
-            req = req.header(k.as_str(), v.as_str());
-        }
+        req = req.header_pairs(extra);
         let body = match Message::parse(line.as_bytes()) {
             Ok(Message::Request(r)) => {
                 let (params, name) = meta::ensure_modern(&r.method, r.params.as_deref());
@@ -463,11 +461,8 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
         let req = if wire.modern {
             wire.post_modern(&frame.line, &frame.headers)
         } else {
-            let mut req = wire.post(&session, frame.line.clone());
-            for (k, v) in &frame.headers {
-                req = req.header(k.as_str(), v.as_str());
-            }
-            req
+            wire.post(&session, frame.line.clone())
+                .header_pairs(&frame.headers)
         };
         let resp = match req.send().await {
             Ok(r) => r,

@@ -338,6 +338,14 @@ impl RequestBuilder {
         self
     }
 
+    /// A call's own headers (`Mcp-Param-*`, its trace context).
+    pub(crate) fn header_pairs(mut self, pairs: &[(String, String)]) -> Self {
+        for (k, v) in pairs {
+            self = self.header(k.as_str(), v.as_str());
+        }
+        self
+    }
+
     pub(crate) fn body(mut self, body: impl Into<Bytes>) -> Self {
         *self.req.body_mut() = Full::new(body.into());
         self

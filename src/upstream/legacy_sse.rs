@@ -117,6 +117,7 @@ async fn post_frames(
             .request(Method::POST, &endpoint)
             .headers(&spec.headers)
             .header(CONTENT_TYPE, "application/json")
+            .header_pairs(&frame.headers)
             .body(frame.line);
         let failed = match tokio::time::timeout(POST_TIMEOUT, req.send()).await {
             Ok(Ok(r)) if r.status().is_success() => None,

@@ -272,6 +272,41 @@ async def test_a_rotated_key_is_fetched_and_a_made_up_one_refused(gateway, auth_
     assert "issuer signing keys fetched" in log
 
 
+async def test_a_namespace_may_need_more_scopes(sluice_bin, tmp_path, auth_server):
+    port = free_port()
+    audience = f"http://127.0.0.1:{port}/mcp"
+    demo = f"command = {toml_str(str(sluice_bin))}\nargs = [\"demo-server\"]\n"
+    config = (
+        "[auth]\n"
+        f"oauth = {{ issuer = {toml_str(auth_server.issuer)}, audience = {toml_str(audience)}, "
+        f"required_scopes = [{toml_str(SCOPE)}] }}\n"
+        f"[backends.demo]\n{demo}"
+        "[namespaces.default]\nbackends = [\"demo\"]\n"
+        "[namespaces.admin]\nbackends = [\"demo\"]\nrequire_scopes = [\"mcp:admin\"]\n"
+    )
+    gw = start_gateway(sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}")
+    try:
+        admin = gw.ns_url("admin")
+        doc = httpx2.get(gw.base_url + "/.well-known/oauth-protected-resource/ns/admin/mcp", timeout=10).json()
+        assert doc["resource"] == admin
+        assert doc["scopes_supported"] == [SCOPE, "mcp:admin"]
+        tools_only = auth_server.mint(good_claims(audience))
+        assert post(gw.mcp_url, tools_only).status_code == 200
+        r = post(admin, tools_only)
+        assert r.status_code == 403, r.text
+        assert f'scope="{SCOPE} mcp:admin"' in r.headers["www-authenticate"]
+        assert "/.well-known/oauth-protected-resource/ns/admin/mcp" in r.headers["www-authenticate"]
+        both = auth_server.mint(dict(good_claims(audience), scope=f"{SCOPE} mcp:admin"))
+        assert post(admin, both).status_code == 200
+        # A token for the namespace's own resource URL (RFC 8707) is accepted
+        # there, and only there.
+        own = auth_server.mint(dict(good_claims(admin), scope=f"{SCOPE} mcp:admin"))
+        assert post(admin, own).status_code == 200
+        assert post(gw.mcp_url, own).status_code == 401
+    finally:
+        stop_gateway(gw)
+
+
 class MemoryStorage(TokenStorage):
     """A client registered with the authorization server beforehand."""
 

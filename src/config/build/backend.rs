@@ -255,6 +255,7 @@ impl Builder<'_> {
                 name: NamespaceName::trusted(file::DEFAULT_NAMESPACE),
                 backends: backends.iter().map(|b| b.name.clone()).collect(),
                 prefix: Prefix::Always,
+                require_scopes: Vec::new(),
             }];
         }
         let mut out = Vec::new();
@@ -294,6 +295,10 @@ impl Builder<'_> {
                         Some(file::FilePrefix::Never) => Prefix::Never,
                         Some(file::FilePrefix::Always) | None => Prefix::Always,
                     },
+                    require_scopes: self.scopes(
+                        &format!("namespaces.{ns}.require_scopes"),
+                        n.require_scopes.clone().unwrap_or_default(),
+                    ),
                 });
             }
         }

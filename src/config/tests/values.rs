@@ -370,3 +370,21 @@ fn oauth_needs_an_issuer_and_an_audience_url() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn namespace_scopes_need_oauth() {
+    let ns = "[namespaces.admin]\nbackends = [\"web\"]\nrequire_scopes = [\"mcp:admin\"]\n";
+    let lines = err(
+        &format!("[auth]\nbearer_tokens_env = \"T\"\n{MINIMAL}{ns}"),
+        &[("T", "t")],
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("namespaces.admin.require_scopes") && l.contains("[auth] oauth")),
+        "{lines:?}"
+    );
+    let oauth = "[auth]\noauth = { issuer = \"https://a.example\", audience = \"https://g.example/mcp\" }\n";
+    let config = ok(&format!("{oauth}{MINIMAL}{ns}"), &[]).config;
+    assert_eq!(config.namespaces[0].require_scopes, ["mcp:admin"]);
+}
