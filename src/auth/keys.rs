@@ -41,6 +41,9 @@ pub(super) fn accepted(alg: Algorithm) -> bool {
     RSA.contains(&alg) || matches!(alg, Algorithm::ES256 | Algorithm::ES384 | Algorithm::EdDSA)
 }
 
+/// The issuer's keys could not be fetched yet.
+pub(super) struct Unavailable;
+
 pub(super) struct Keys {
     issuer: String,
     configured: Option<Uri>,
@@ -84,15 +87,24 @@ impl Keys {
 
     /// The key that verifies a token with this header, fetching the keys
     /// if they are missing, stale or lack it (within the rate limit).
-    pub(super) async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+    /// `Err` while the issuer's keys have never been had: no token can be
+    /// judged, which is the gateway's problem, not the token's.
+    pub(super) async fn key(
+        &self,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Option<DecodingKey>, Unavailable> {
         let (keys, fresh) = self.current();
         if let Some(k) = pick(&keys, kid, alg)
             && fresh
         {
-            return Some(k);
+            return Ok(Some(k));
         }
         self.refresh().await;
-        pick(&self.current().0, kid, alg)
+        if self.state.lock().fetched.is_none() {
+            return Err(Unavailable);
+        }
+        Ok(pick(&self.current().0, kid, alg))
     }
 
     fn current(&self) -> (Arc<Vec<Key>>, bool) {

@@ -45,6 +45,9 @@ pub(crate) enum Refusal {
     Unauthorized(HeaderValue),
     /// 403: a valid token without the scopes this needs.
     InsufficientScope(HeaderValue),
+    /// 503: the issuer's keys have not been fetched yet, so no token can
+    /// be judged (a 401 would send clients into a new authorization).
+    IssuerUnreachable,
 }
 
 impl Authenticator {
@@ -97,6 +100,7 @@ impl Authenticator {
             Err(Failure::Scope) => Err(Refusal::InsufficientScope(
                 self.challenge(namespace, Some("insufficient_scope")),
             )),
+            Err(Failure::Unavailable) => Err(Refusal::IssuerUnreachable),
         }
     }
 
@@ -144,6 +148,7 @@ impl Authenticator {
 enum Failure {
     Invalid,
     Scope,
+    Unavailable,
 }
 
 /// The claims the gateway reads; the rest stays unread.
@@ -206,6 +211,7 @@ impl OAuth {
             .keys
             .key(header.kid.as_deref(), header.alg)
             .await
+            .map_err(|keys::Unavailable| Failure::Unavailable)?
             .ok_or(Failure::Invalid)?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.settings.issuer]);

@@ -168,6 +168,14 @@ pub fn describe(loaded: &Loaded) -> String {
             let _ = write!(tools, ", {from} -> {to}");
         }
         let _ = writeln!(text, "{tools}");
+        if let Some(o) = &b.credentials {
+            let _ = writeln!(
+                text,
+                "    oauth: client credentials as `{}` from {}",
+                o.client_id,
+                redact_url(&o.token_url.to_string())
+            );
+        }
     }
     text.push_str("namespaces:\n");
     for n in &c.namespaces {

@@ -189,6 +189,19 @@ pub(super) struct FileBackend {
     pub(super) health_interval: Option<FileDuration>,
     pub(super) tools: Option<FileTools>,
     pub(super) roots: Option<Vec<String>>,
+    pub(super) oauth: Option<FileBackendOAuth>,
+}
+
+/// `[backends.NAME] oauth = { ... }`: the gateway's own token for an HTTP
+/// backend, by the client credentials grant.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileBackendOAuth {
+    pub(super) token_url: Option<String>,
+    pub(super) client_id: Option<String>,
+    pub(super) client_secret_env: Option<String>,
+    pub(super) scopes: Option<Vec<String>>,
+    pub(super) resource: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -21,6 +21,7 @@ pub fn accepted() -> Vec<(&'static str, &'static [&'static str])> {
         ("tracing", fields::<file::FileTracing>()),
         ("backends.NAME", fields::<file::FileBackend>()),
         ("backends.NAME.tools", fields::<file::FileTools>()),
+        ("backends.NAME.oauth", fields::<file::FileBackendOAuth>()),
         ("namespaces.NAME", fields::<file::FileNamespace>()),
     ]
 }

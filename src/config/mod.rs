@@ -225,6 +225,21 @@ pub struct BackendConfig {
     /// Roots the gateway gives a shared backend when it asks (`roots/list`);
     /// per-session backends get their own client's roots instead.
     pub roots: Vec<String>,
+    /// http/sse: the gateway's own OAuth token for this backend.
+    pub credentials: Option<ClientCredentials>,
+}
+
+/// `[backends.NAME] oauth`: a token the gateway fetches for itself (the
+/// client credentials grant, RFC 6749 section 4.4) and refreshes before it
+/// expires. Never the client's token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCredentials {
+    pub token_url: http::Uri,
+    pub client_id: String,
+    pub client_secret: Secret,
+    pub scopes: Vec<String>,
+    /// The RFC 8707 `resource` asked for.
+    pub resource: Option<String>,
 }
 
 /// `Debug` (in `describe.rs`) hides argument and `env` values and URL
@@ -433,6 +448,7 @@ pub fn demo(exe: PathBuf) -> Config {
             health_interval: file::DEFAULT_HEALTH_INTERVAL,
             tools: ToolFilter::all(),
             roots: Vec::new(),
+            credentials: None,
         }],
         namespaces: vec![NamespaceConfig {
             name: NamespaceName::trusted(file::DEFAULT_NAMESPACE),

@@ -123,6 +123,7 @@ impl Policy {
             .map_err(|refusal| match refusal {
                 Refusal::Unauthorized(challenge) => Reject::Unauthorized(challenge),
                 Refusal::InsufficientScope(challenge) => Reject::InsufficientScope(challenge),
+                Refusal::IssuerUnreachable => Reject::IssuerUnreachable,
             })
     }
 }

@@ -28,6 +28,8 @@ pub enum Reject {
     Unauthorized(HeaderValue),
     /// A valid OAuth token without a required scope (its challenge).
     InsufficientScope(HeaderValue),
+    /// `[auth] oauth`: the issuer's keys could not be fetched yet.
+    IssuerUnreachable,
     ForbiddenOrigin,
     ForbiddenHost,
     /// Host missing its form, repeated, or disagreeing with the target.
@@ -192,6 +194,11 @@ impl Reject {
                 jsonrpc::TRANSPORT_ERROR,
                 "Conflict: this session already has a GET stream".into(),
             ),
+            IssuerUnreachable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                jsonrpc::TRANSPORT_ERROR,
+                "Service Unavailable: the authorization server's keys could not be fetched; retry later".into(),
+            ),
             Busy => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 jsonrpc::TRANSPORT_ERROR,
@@ -252,7 +259,10 @@ impl IntoResponse for Reject {
             Reject::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
             }
-            Reject::Busy | Reject::ShuttingDown | Reject::TooManyInFlight => {
+            Reject::Busy
+            | Reject::ShuttingDown
+            | Reject::TooManyInFlight
+            | Reject::IssuerUnreachable => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             Reject::RateLimited(wait) => {

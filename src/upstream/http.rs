@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use ::http::{Method, StatusCode};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -47,8 +47,9 @@ pub(super) struct HttpSpec {
     pub(super) url: url::Url,
     /// The same, prepared for requests.
     pub(super) target: http_client::Target,
-    /// Static headers from the config; never anything of the client's.
-    pub(super) headers: HeaderMap,
+    /// From the config (and the gateway's own token); never anything of
+    /// the client's.
+    pub(super) headers: Arc<super::headers::Headers>,
     pub(super) client: http_client::Client,
 }
 
@@ -130,6 +131,9 @@ async fn connect(
     spec: &Arc<HttpSpec>,
     start: Start,
 ) -> Result<Arc<Link>, UpstreamError> {
+    let _ = Deadline::after(ctx.timeout)
+        .run(&ctx.name, spec.headers.ready())
+        .await;
     let mut session = Session {
         id: None,
         version: HeaderValue::from_static(crate::protocol::LegacyVersion::LATEST.as_str()),
@@ -214,13 +218,15 @@ async fn own(
 /// answer means a legacy one (`S/2026-07-28/basic/versioning.mdx`).
 async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, UpstreamError> {
     let deadline = Deadline::after(ctx.timeout);
+    // A backend that takes the gateway's token gets none before it has one.
+    let _ = deadline.run(&ctx.name, spec.headers.ready()).await;
     let id = jsonrpc::raw(&"sluice-discover");
     let (params, _) = meta::ensure_modern("server/discover", None);
     let body = jsonrpc::request(&id, "server/discover", Some(&params));
     let send = spec
         .client
         .request(Method::POST, &spec.target)
-        .headers(&spec.headers)
+        .headers(&spec.headers.current())
         .header(CONTENT_TYPE, JSON)
         .header(ACCEPT, JSON_OR_SSE)
         .header(VERSION_HEADER, crate::protocol::MODERN_FIRST)
@@ -249,7 +255,7 @@ impl Endpoint {
             .spec
             .client
             .request(method, &self.spec.target)
-            .headers(&self.spec.headers)
+            .headers(&self.spec.headers.current())
             .header(VERSION_HEADER, session.version.clone());
         if let Some(id) = &session.id {
             req = req.header(SESSION_HEADER, id.clone());
@@ -270,7 +276,7 @@ impl Endpoint {
             .spec
             .client
             .request(Method::POST, &self.spec.target)
-            .headers(&self.spec.headers)
+            .headers(&self.spec.headers.current())
             .header(CONTENT_TYPE, JSON)
             .header(ACCEPT, JSON_OR_SSE)
             .header(VERSION_HEADER, crate::protocol::MODERN_FIRST);
@@ -715,7 +721,7 @@ pub(super) async fn delete_session(spec: &HttpSpec, session: &str) {
     let req = spec
         .client
         .request(Method::DELETE, &spec.target)
-        .headers(&spec.headers)
+        .headers(&spec.headers.current())
         .header(SESSION_HEADER, id)
         .send();
     let _ = tokio::time::timeout(DELETE_TIMEOUT, req).await;

@@ -27,10 +27,11 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     let unreachable =
         |e: &dyn std::fmt::Display| UpstreamError::unavailable(&ctx.name, e.to_string());
     let deadline = Deadline::after(ctx.timeout);
+    let _ = deadline.run(&ctx.name, spec.headers.ready()).await;
     let get = spec
         .client
         .request(Method::GET, &spec.target)
-        .headers(&spec.headers)
+        .headers(&spec.headers.current())
         .header(ACCEPT, "text/event-stream")
         .send();
     let resp = deadline
@@ -115,7 +116,7 @@ async fn post_frames(
         let req = spec
             .client
             .request(Method::POST, &endpoint)
-            .headers(&spec.headers)
+            .headers(&spec.headers.current())
             .header(CONTENT_TYPE, "application/json")
             .header_pairs(&frame.headers)
             .body(frame.line);

@@ -9,6 +9,7 @@ mod conn;
 mod deadline;
 mod error;
 pub(crate) mod event_stream;
+mod headers;
 mod http;
 pub(crate) mod http_client;
 mod legacy_sse;
@@ -387,6 +388,14 @@ impl Backend {
         stop: CancellationToken,
     ) -> Result<(Arc<Backend>, tokio::task::JoinHandle<()>), String> {
         let transport = transport_spec(config)?;
+        if let TransportSpec::Http(spec) | TransportSpec::Sse(spec) = &transport {
+            // The gateway's own token, while the backend runs.
+            tokio::spawn(spec.headers.clone().keep_fresh(
+                spec.client.clone(),
+                config.name.clone(),
+                stop.clone(),
+            ));
+        }
         let backend = Arc::new_cyclic(|weak: &Weak<Backend>| {
             let me = weak.clone();
             let weak = weak.clone();
@@ -1078,14 +1087,19 @@ fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {
             env: env.clone(),
             cwd: cwd.clone(),
         }),
-        Transport::Http { url, headers } => TransportSpec::Http(Arc::new(http_spec(url, headers)?)),
-        Transport::Sse { url, headers } => TransportSpec::Sse(Arc::new(http_spec(url, headers)?)),
+        Transport::Http { url, headers } => {
+            TransportSpec::Http(Arc::new(http_spec(url, headers, config)?))
+        }
+        Transport::Sse { url, headers } => {
+            TransportSpec::Sse(Arc::new(http_spec(url, headers, config)?))
+        }
     })
 }
 
 fn http_spec(
     url: &str,
     headers: &[(String, crate::config::Secret)],
+    config: &BackendConfig,
 ) -> Result<http::HttpSpec, String> {
     let mut url = url::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -1122,7 +1136,7 @@ fn http_spec(
     Ok(http::HttpSpec {
         url,
         target,
-        headers: map,
+        headers: Arc::new(headers::Headers::new(map, config.credentials.as_ref())?),
         client,
     })
 }

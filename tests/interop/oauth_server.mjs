@@ -1,7 +1,8 @@
 // A real OAuth 2.1 authorization server for the tests: oauth2-mock-server
 // (npm) on 127.0.0.1 with an RS256 key. Its access tokens carry `sub`
 // and, as RFC 8707 asks, the `resource` the client requested as `aud`;
-// an authorization code grants the scope asked for at /authorize.
+// an authorization code grants the scope asked for at /authorize; a
+// client credentials token names its client and lives 6 s.
 //
 // Beside it, on another loopback port, a control endpoint for the tests:
 //   POST /mint   {"claims": {...}, "expiresIn": 3600, "kid": "..."}
@@ -32,7 +33,20 @@ server.service.on('beforeTokenSigning', (token, req) => {
   if (body.resource) token.payload.aud = body.resource;
   const scope = body.scope || granted.get(body.code);
   if (scope) token.payload.scope = scope;
-  token.payload.sub = 'alice';
+  if (body.grant_type === 'client_credentials') {
+    // The client's own token: its id (from client_secret_basic) as `sub`.
+    const basic = (req.headers.authorization || '').replace(/^Basic /, '');
+    const raw = Buffer.from(basic, 'base64').toString().split(':')[0];
+    const id = decodeURIComponent(raw.replace(/\+/g, ' '));
+    token.payload.sub = id;
+    token.payload.client_id = id;
+  } else {
+    token.payload.sub = 'alice';
+  }
+});
+// Client credentials tokens live 6 s, so that a test sees one refreshed.
+server.service.on('beforeResponse', (response, req) => {
+  if ((req.body || {}).grant_type === 'client_credentials') response.body.expires_in = 6;
 });
 
 async function mint(spec) {

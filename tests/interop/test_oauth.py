@@ -307,6 +307,56 @@ async def test_a_namespace_may_need_more_scopes(sluice_bin, tmp_path, auth_serve
         stop_gateway(gw)
 
 
+async def test_a_backend_gets_the_gateways_own_token_never_the_clients(sluice_bin, tmp_path, auth_server, recorder):
+    """`[backends.NAME] oauth`: the client credentials grant, refreshed."""
+    port = free_port()
+    audience = f"http://127.0.0.1:{port}/mcp"
+    backend_resource = "https://backend.example/mcp"
+    config = (
+        "[auth]\n"
+        f"oauth = {{ issuer = {toml_str(auth_server.issuer)}, audience = {toml_str(audience)} }}\n"
+        f"[backends.web]\ntransport = \"http\"\nurl = {toml_str(recorder + '/mcp')}\n"
+        f"oauth = {{ token_url = {toml_str(auth_server.issuer + '/token')}, client_id = \"sluice gw\", "
+        f"client_secret_env = \"GW_SECRET\", scopes = [\"backend:read\"], resource = {toml_str(backend_resource)} }}\n"
+    )
+    gw = start_gateway(sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}", env={"GW_SECRET": "s3cret:&="})
+    try:
+        client_token = auth_server.mint(dict(good_claims(audience), scope=None))
+        r = post(gw.mcp_url, client_token)
+        assert r.status_code == 200, r.text
+        sid = r.headers["mcp-session-id"]
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-session-id": sid,
+            "authorization": f"Bearer {client_token}",
+        }
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "web__echo", "arguments": {"text": "x"}}}
+        seen_tokens: set[str] = set()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(seen_tokens) < 2:
+            r = httpx2.post(gw.mcp_url, headers=headers, json=call, timeout=10)
+            assert r.status_code == 200, r.text
+            for req in httpx2.get(recorder + "/seen", timeout=10).json():
+                value = req["headers"].get("authorization", "")
+                assert client_token not in value
+                if value.startswith("Bearer "):
+                    seen_tokens.add(value[len("Bearer "):])
+            time.sleep(1)
+        # Every backend request carried a token, and it was refreshed (6 s life).
+        assert len(seen_tokens) >= 2, seen_tokens
+        for token in seen_tokens:
+            claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+            assert claims["iss"] == auth_server.issuer
+            assert claims["aud"] == backend_resource
+            assert claims["scope"] == "backend:read"
+            # client_secret_basic, form-encoded: the id survives its space.
+            assert claims["sub"] == "sluice gw"
+        assert "s3cret" not in gw.stderr_tail()
+    finally:
+        stop_gateway(gw)
+
+
 class MemoryStorage(TokenStorage):
     """A client registered with the authorization server beforehand."""
 

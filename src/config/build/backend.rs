@@ -10,8 +10,8 @@ use super::super::env::interpolate;
 use super::super::error::dotted;
 use super::super::file::{self, FileBackend, FileNamespace, FileTransport};
 use super::super::{
-    BackendConfig, BackendName, Isolation, NamespaceConfig, NamespaceName, Prefix, Secret,
-    ToolFilter, Transport,
+    BackendConfig, BackendName, ClientCredentials, Isolation, NamespaceConfig, NamespaceName,
+    Prefix, Secret, ToolFilter, Transport,
 };
 use super::Builder;
 
@@ -109,6 +109,89 @@ impl Builder<'_> {
             request_timeout,
             health_interval,
             tools: tools?,
+            credentials: match &b.oauth {
+                None => None,
+                Some(o) => Some(self.credentials(name, kind, b, o)?),
+            },
+        })
+    }
+
+    fn credentials(
+        &mut self,
+        name: &str,
+        kind: FileTransport,
+        b: &FileBackend,
+        o: &file::FileBackendOAuth,
+    ) -> Option<ClientCredentials> {
+        let section = self.syntax.backends();
+        let at = [section, name, "oauth"];
+        if kind == FileTransport::Stdio {
+            self.at_key(&at, "only http and sse backends take a token");
+            return None;
+        }
+        let has_auth = b
+            .headers
+            .iter()
+            .flatten()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        let url_auth = b.url.as_deref().is_some_and(|u| {
+            u.split_once("://")
+                .is_some_and(|(_, rest)| rest.split('/').next().is_some_and(|a| a.contains('@')))
+        });
+        if has_auth || url_auth {
+            self.at_key(
+                &at,
+                "the backend already has an Authorization (in `headers` or the URL)",
+            );
+            return None;
+        }
+        let token_url = match o.token_url.as_deref().map(|u| (u, u.parse::<http::Uri>())) {
+            Some((_, Ok(uri)))
+                if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() =>
+            {
+                Some(uri)
+            }
+            Some((u, _)) => {
+                self.at_key(
+                    &at,
+                    format!("token_url `{u}` must be an http:// or https:// URL"),
+                );
+                None
+            }
+            None => {
+                self.at_key(
+                    &at,
+                    "needs a token_url (the authorization server's token endpoint)",
+                );
+                None
+            }
+        };
+        let client_id = o.client_id.clone().filter(|c| !c.is_empty());
+        if client_id.is_none() {
+            self.at_key(&at, "needs a client_id");
+        }
+        let secret = match o.client_secret_env.as_deref().filter(|v| !v.is_empty()) {
+            None => {
+                self.at_key(
+                    &at,
+                    "needs client_secret_env (the variable holding the client secret)",
+                );
+                None
+            }
+            Some(var) => match self.env.var(var) {
+                Some(secret) if !secret.is_empty() => Some(Secret::new(secret)),
+                _ => {
+                    self.at_key(&at, format!("environment variable `{var}` is not set"));
+                    None
+                }
+            },
+        };
+        Some(ClientCredentials {
+            token_url: token_url?,
+            client_id: client_id?,
+            client_secret: secret?,
+            scopes: o.scopes.clone().unwrap_or_default(),
+            resource: o.resource.clone(),
         })
     }
 

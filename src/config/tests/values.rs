@@ -388,3 +388,45 @@ fn namespace_scopes_need_oauth() {
     let config = ok(&format!("{oauth}{MINIMAL}{ns}"), &[]).config;
     assert_eq!(config.namespaces[0].require_scopes, ["mcp:admin"]);
 }
+
+#[test]
+fn backend_oauth_is_for_http_backends_with_a_secret() {
+    let oauth = "oauth = { token_url = \"https://auth.example/token\", client_id = \"gw\", client_secret_env = \"S\", scopes = [\"read\"] }\n";
+    let c = ok(&format!("{MINIMAL}{oauth}"), &[("S", "secret")]).config;
+    let creds = c.backends[0].credentials.as_ref().unwrap();
+    assert_eq!(creds.token_url.to_string(), "https://auth.example/token");
+    assert_eq!(
+        (creds.client_id.as_str(), creds.scopes.as_slice()),
+        ("gw", &["read".to_owned()][..])
+    );
+    assert_eq!(creds.client_secret.expose(), "secret");
+    // Never printed.
+    assert!(!format!("{c:?}").contains("secret\""));
+
+    let lines = err(&format!("{MINIMAL}{oauth}"), &[]);
+    assert!(
+        lines.iter().any(|l| l.contains("`S` is not set")),
+        "{lines:?}"
+    );
+    let stdio = format!("[backends.local]\ncommand = \"x\"\n{oauth}");
+    let lines = err(&stdio, &[("S", "secret")]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("only http and sse backends")),
+        "{lines:?}"
+    );
+    let both = format!("{MINIMAL}headers = {{ Authorization = \"Bearer x\" }}\n{oauth}");
+    let lines = err(&both, &[("S", "secret")]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("already has an Authorization")),
+        "{lines:?}"
+    );
+    let lines = err(&format!("{MINIMAL}oauth = {{ client_id = \"gw\" }}\n"), &[]);
+    assert!(
+        lines.iter().any(|l| l.contains("needs a token_url")),
+        "{lines:?}"
+    );
+}
