@@ -92,7 +92,9 @@ impl Authenticator {
         let Some(oauth) = &self.oauth else {
             return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
         };
-        match oauth.check(presented, namespace).await {
+        // Boxed: the key fetch it may do is large, and this future is part
+        // of every request's (moved into a box per request, `front::Edge`).
+        match Box::pin(oauth.check(presented, namespace)).await {
             Ok(principal) => Ok(principal),
             Err(Failure::Invalid) => Err(Refusal::Unauthorized(
                 self.challenge(namespace, Some("invalid_token")),
