@@ -38,6 +38,23 @@ struct OAuth {
     namespace_scopes: FastMap<String, Vec<String>>,
 }
 
+/// Who is calling, and (for an OAuth token) the scopes it holds; None:
+/// a static token or anonymous, which scopes do not restrict.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    pub(crate) principal: Principal,
+    pub(crate) scopes: Option<Arc<[String]>>,
+}
+
+impl Identity {
+    pub(crate) fn unscoped(principal: Principal) -> Identity {
+        Identity {
+            principal,
+            scopes: None,
+        }
+    }
+}
+
 /// Why a request was not let in, with the `WWW-Authenticate` it gets.
 #[derive(Debug)]
 pub(crate) enum Refusal {
@@ -82,12 +99,12 @@ impl Authenticator {
         &self,
         headers: &HeaderMap,
         namespace: &str,
-    ) -> Result<Principal, Refusal> {
+    ) -> Result<Identity, Refusal> {
         let Some(presented) = bearer(headers) else {
             return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
         };
         if let Some(i) = self.tokens.iter().position(|t| t.matches(presented)) {
-            return Ok(Principal::Token(i));
+            return Ok(Identity::unscoped(Principal::Token(i)));
         }
         let Some(oauth) = &self.oauth else {
             return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
@@ -95,7 +112,7 @@ impl Authenticator {
         // Boxed: the key fetch it may do is large, and this future is part
         // of every request's (moved into a box per request, `front::Edge`).
         match Box::pin(oauth.check(presented, namespace)).await {
-            Ok(principal) => Ok(principal),
+            Ok(identity) => Ok(identity),
             Err(Failure::Invalid) => Err(Refusal::Unauthorized(
                 self.challenge(namespace, Some("invalid_token")),
             )),
@@ -167,17 +184,25 @@ struct Claims {
 }
 
 impl Claims {
-    fn has_scope(&self, wanted: &str) -> bool {
-        let listed = self
+    /// Every scope the token holds.
+    fn scopes(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
             .scope
-            .as_deref()
-            .is_some_and(|s| s.split(' ').any(|s| s == wanted));
-        let scp = match &self.scp {
-            Some(serde_json::Value::String(s)) => s.split(' ').any(|s| s == wanted),
-            Some(serde_json::Value::Array(a)) => a.iter().any(|s| s.as_str() == Some(wanted)),
-            _ => false,
-        };
-        listed || scp
+            .iter()
+            .flat_map(|s| s.split(' '))
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        match &self.scp {
+            Some(serde_json::Value::String(s)) => {
+                all.extend(s.split(' ').filter(|s| !s.is_empty()).map(str::to_owned));
+            }
+            Some(serde_json::Value::Array(a)) => {
+                all.extend(a.iter().filter_map(|s| s.as_str()).map(str::to_owned));
+            }
+            _ => {}
+        }
+        all
     }
 }
 
@@ -204,7 +229,7 @@ impl OAuth {
         }
     }
 
-    async fn check(&self, token: &str, namespace: &str) -> Result<Principal, Failure> {
+    async fn check(&self, token: &str, namespace: &str) -> Result<Identity, Failure> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| Failure::Invalid)?;
         if !keys::accepted(header.alg) {
             return Err(Failure::Invalid);
@@ -225,10 +250,18 @@ impl OAuth {
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|_| Failure::Invalid)?
             .claims;
-        if !self.scopes(namespace).iter().all(|s| claims.has_scope(s)) {
+        let held = claims.scopes();
+        if !self
+            .scopes(namespace)
+            .iter()
+            .all(|s| held.iter().any(|h| h == s))
+        {
             return Err(Failure::Scope);
         }
-        Ok(Principal::subject(&claims.iss, &claims.sub))
+        Ok(Identity {
+            principal: Principal::subject(&claims.iss, &claims.sub),
+            scopes: Some(held.into()),
+        })
     }
 }
 

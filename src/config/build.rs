@@ -86,12 +86,17 @@ pub(super) fn build(
     let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
 
     let oauth = auth.as_ref().is_some_and(|a| a.oauth.is_some());
-    for ns in namespaces.iter().filter(|n| !n.require_scopes.is_empty()) {
-        if !oauth {
-            b.setting(
-                &format!("namespaces.{}.require_scopes", ns.name),
-                "scopes need [auth] oauth (static tokens carry none)",
-            );
+    for ns in &namespaces {
+        for (key, used) in [
+            ("require_scopes", !ns.require_scopes.is_empty()),
+            ("tool_scopes", !ns.tool_scopes.is_empty()),
+        ] {
+            if used && !oauth {
+                b.setting(
+                    &format!("namespaces.{}.{key}", ns.name),
+                    "scopes need [auth] oauth (static tokens carry none)",
+                );
+            }
         }
     }
     let cluster = file.cluster.and_then(|c| b.cluster(c, &server));

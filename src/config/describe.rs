@@ -195,6 +195,12 @@ pub fn describe(loaded: &Loaded) -> String {
             n.name,
             members.join(", ")
         );
+        if !n.require_scopes.is_empty() {
+            let _ = writeln!(text, "    require_scopes [{}]", n.require_scopes.join(", "));
+        }
+        for (pattern, scopes) in n.tool_scopes.parts() {
+            let _ = writeln!(text, "    tool_scopes {pattern}: [{}]", scopes.join(", "));
+        }
     }
     text
 }

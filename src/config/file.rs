@@ -221,6 +221,7 @@ pub(super) struct FileNamespace {
     pub(super) backends: Vec<String>,
     pub(super) prefix: Option<FilePrefix>,
     pub(super) require_scopes: Option<Vec<String>>,
+    pub(super) tool_scopes: Option<IndexMap<String, Vec<String>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -51,7 +51,7 @@ pub const DEFAULT_NAMESPACE: &str = file::DEFAULT_NAMESPACE;
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
 pub use names::{BackendName, InvalidName, NamespaceName};
-pub use tools::{InvalidToolFilter, ToolFilter};
+pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
 
 use build::Syntax;
 use error::{Document, Issue};
@@ -277,6 +277,8 @@ pub struct NamespaceConfig {
     /// OAuth scopes a token needs for this namespace's endpoint, beside
     /// `[auth] oauth.required_scopes`.
     pub require_scopes: Vec<String>,
+    /// OAuth scopes some of its tools need besides.
+    pub tool_scopes: ToolScopes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -455,6 +457,7 @@ pub fn demo(exe: PathBuf) -> Config {
             backends: vec![name],
             prefix: Prefix::Always,
             require_scopes: Vec::new(),
+            tool_scopes: ToolScopes::default(),
         }],
     }
 }

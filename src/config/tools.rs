@@ -117,6 +117,36 @@ impl ToolFilter {
     }
 }
 
+/// `[namespaces.NAME] tool_scopes`: the OAuth scopes a tool needs, by
+/// patterns over the names clients see (a tool matching several patterns
+/// needs all their scopes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolScopes(Vec<(String, Vec<String>)>);
+
+impl ToolScopes {
+    pub(super) fn new(patterns: Vec<(String, Vec<String>)>) -> ToolScopes {
+        ToolScopes(patterns)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether a caller holding `held` may see and call `exposed`.
+    pub fn allows(&self, exposed: &str, held: &[String]) -> bool {
+        self.0
+            .iter()
+            .filter(|(pattern, _)| glob(pattern, exposed))
+            .flat_map(|(_, needed)| needed)
+            .all(|s| held.contains(s))
+    }
+
+    /// (pattern, scopes), for `sluice check` output.
+    pub(super) fn parts(&self) -> &[(String, Vec<String>)] {
+        &self.0
+    }
+}
+
 pub(super) fn is_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_TOOL_NAME

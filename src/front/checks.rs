@@ -4,7 +4,7 @@ use axum::http::{HeaderMap, Uri, header};
 
 use super::authority;
 use super::error::Reject;
-use crate::auth::{Authenticator, Refusal};
+use crate::auth::{Authenticator, Identity, Refusal};
 use crate::sessions::{Principal, SessionId};
 
 /// What the front admits (a reload replaces it).
@@ -114,9 +114,9 @@ impl Policy {
         &self,
         headers: &HeaderMap,
         namespace: &str,
-    ) -> Result<Principal, Reject> {
+    ) -> Result<Identity, Reject> {
         let Some(auth) = &self.auth else {
-            return Ok(Principal::Anonymous);
+            return Ok(Identity::unscoped(Principal::Anonymous));
         };
         auth.authenticate(headers, namespace)
             .await

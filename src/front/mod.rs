@@ -273,7 +273,11 @@ async fn delete(
     headers: &axum::http::HeaderMap,
 ) -> Result<Response, Reject> {
     let layout = front.layout.load_full();
-    let principal = layout.policy.authenticate(headers, namespace).await?;
+    let principal = layout
+        .policy
+        .authenticate(headers, namespace)
+        .await?
+        .principal;
     if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }

@@ -43,12 +43,13 @@ const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 pub(super) async fn handle(
     front: &Arc<Front>,
     ns: Arc<Namespace>,
-    principal: Principal,
+    who: crate::auth::Identity,
     admitted: super::limits::Admitted,
     headers: &HeaderMap,
     req: Request,
     started: Instant,
 ) -> Result<Response, Reject> {
+    let crate::auth::Identity { principal, scopes } = who;
     let refuse = |error| Reject::Modern {
         id: req.id.clone(),
         error,
@@ -77,7 +78,8 @@ pub(super) async fn handle(
         m if ROUTED.contains(&m)
             && let Some(state) = super::bridge::retry_state(&fields) =>
         {
-            let caller = crate::upstream::Caller::modern(principal.clone(), client_caps(&fields));
+            let caller = crate::upstream::Caller::modern(principal.clone(), client_caps(&fields))
+                .with_scopes(scopes);
             let answer = reply::Reply {
                 front: front.clone(),
                 id: req.id.clone(),
@@ -109,6 +111,7 @@ pub(super) async fn handle(
                 caps: client_caps(&fields),
                 _admitted: admitted,
                 trace: front.traces.parent(headers),
+                scopes,
             };
             Ok(reply::serve(ctx, req, started).await)
         }

@@ -30,8 +30,8 @@ pub(super) async fn handle(
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     let layout = front.layout.load_full();
-    let principal = layout.policy.authenticate(headers, namespace).await?;
-    let admitted = layout.limits.admit(front, &principal).await?;
+    let who = layout.policy.authenticate(headers, namespace).await?;
+    let admitted = layout.limits.admit(front, &who.principal).await?;
     checks::json_content(headers)?;
     checks::accepts(headers, &["application/json", "text/event-stream"])?;
     let ns = layout
@@ -61,10 +61,11 @@ pub(super) async fn handle(
         // as its largest arm, and this one is moved whole into a box for
         // every request (front::Edge).
         return Box::pin(super::modern::handle(
-            front, ns, principal, admitted, headers, r, started,
+            front, ns, who, admitted, headers, r, started,
         ))
         .await;
     }
+    let crate::auth::Identity { principal, scopes } = who;
     let header_version = match header {
         None => None,
         Some(Revision::Legacy(v)) => Some(v),
@@ -100,6 +101,7 @@ pub(super) async fn handle(
         caps: crate::protocol::ClientCaps::ALL,
         _admitted: admitted,
         trace: front.traces.parent(headers),
+        scopes,
     };
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),

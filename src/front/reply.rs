@@ -44,19 +44,22 @@ pub(super) struct Ctx {
     pub(super) _admitted: super::limits::Admitted,
     /// The trace context the HTTP request came with (None: tracing off).
     pub(super) trace: Option<traces::Parent>,
+    /// The OAuth scopes of the request's token (None: not scoped).
+    pub(super) scopes: Option<Arc<[String]>>,
 }
 
 impl Ctx {
     /// The key of per-session isolation: the session, else the principal.
     pub(super) fn caller(&self) -> Caller {
-        match (&self.active, self.era) {
+        let caller = match (&self.active, self.era) {
             (Some(a), _) => {
                 let s = a.session();
                 Caller::session(s.id.clone(), s.ended().clone(), s.caps)
             }
             (None, Era::Legacy) => Caller::principal(self.principal.clone()),
             (None, Era::Modern) => Caller::modern(self.principal.clone(), self.caps),
-        }
+        };
+        caller.with_scopes(self.scopes.clone())
     }
 
     /// The span of one of this context's requests (None: tracing off).

@@ -26,7 +26,11 @@ pub(super) async fn open(
     headers: &HeaderMap,
 ) -> Result<Response, Reject> {
     let layout = front.layout.load_full();
-    let principal = layout.policy.authenticate(headers, namespace).await?;
+    let principal = layout
+        .policy
+        .authenticate(headers, namespace)
+        .await?
+        .principal;
     checks::accepts(headers, &["text/event-stream"])?;
     if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);

@@ -100,6 +100,13 @@ impl Namespace {
                         skip: i,
                     });
                 }
+                // Tools the caller's scopes do not reach are left out (the
+                // cursor still counts them: positions are the backend's).
+                if kind == Kind::Tool
+                    && string_field(&item, kind.id_key()).is_some_and(|n| !self.may_use(caller, &n))
+                {
+                    continue;
+                }
                 out.items.push(item);
             }
             skip = 0;

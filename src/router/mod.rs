@@ -60,7 +60,7 @@ impl Router {
                 let page_size = config.server.list_page_size;
                 let before = old.and_then(|r| r.namespaces.get(&ns.name));
                 if let Some(kept) = before
-                    && kept.is_built_of(&members, ns.prefix, page_size)
+                    && kept.is_built_of(&members, ns.prefix, page_size, &ns.tool_scopes)
                 {
                     return (ns.name.clone(), kept.clone());
                 }
@@ -71,7 +71,14 @@ impl Router {
                     },
                     |b| b.tag,
                 );
-                let built = Namespace::new(ns.name.clone(), tag, members, ns.prefix, page_size);
+                let built = Namespace::new(
+                    ns.name.clone(),
+                    tag,
+                    members,
+                    ns.prefix,
+                    page_size,
+                    ns.tool_scopes.clone(),
+                );
                 (ns.name.clone(), Arc::new(built))
             })
             .collect();

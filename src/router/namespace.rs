@@ -15,7 +15,7 @@ use super::kind::Kind;
 use super::rounds::{self, Rounds};
 use super::tasks::{self, TaskIndex};
 use super::{links, names};
-use crate::config::{NamespaceName, Prefix, ToolFilter};
+use crate::config::{NamespaceName, Prefix, ToolFilter, ToolScopes};
 use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
 use crate::protocol::LogLevel;
 use crate::upstream::{Answered, Backend, Caller, EventSink, Notice};
@@ -78,6 +78,8 @@ pub struct Namespace {
     pub(super) prefix: Prefix,
     /// Items per page of a merged list.
     pub(super) page_size: usize,
+    /// Tools only callers with these OAuth scopes see and may call.
+    pub(super) tool_scopes: ToolScopes,
     /// Unprefixed names seen in lists -> member, for `prefix = "never"`.
     pub(super) index: Mutex<NameIndex>,
     tasks: Mutex<TaskIndex>,
@@ -157,6 +159,7 @@ impl Namespace {
         members: Vec<(Arc<Backend>, ToolFilter)>,
         prefix: Prefix,
         page_size: usize,
+        tool_scopes: ToolScopes,
     ) -> Namespace {
         Namespace {
             name,
@@ -172,6 +175,7 @@ impl Namespace {
                 .collect(),
             prefix,
             page_size,
+            tool_scopes,
             index: Mutex::new(NameIndex::default()),
             tasks: Mutex::new(TaskIndex::default()),
             rounds: Rounds::default(),
@@ -185,9 +189,11 @@ impl Namespace {
         members: &[(Arc<Backend>, ToolFilter)],
         prefix: Prefix,
         page_size: usize,
+        tool_scopes: &ToolScopes,
     ) -> bool {
         self.prefix == prefix
             && self.page_size == page_size
+            && self.tool_scopes == *tool_scopes
             && self.members.len() == members.len()
             && self
                 .members
@@ -382,6 +388,14 @@ impl Namespace {
     }
 
     /// The name a client sees for `original` of member `m`, if exposed.
+    /// Whether `caller` may see and call the tool clients know as `exposed`.
+    pub(super) fn may_use(&self, caller: &Caller, exposed: &str) -> bool {
+        match caller.scopes() {
+            None => true,
+            Some(held) => self.tool_scopes.allows(exposed, held),
+        }
+    }
+
     pub(super) fn expose(&self, m: &Member, kind: Kind, original: &str) -> Option<String> {
         let base = match kind {
             Kind::Tool => m.tools.expose(original)?,
@@ -506,6 +520,10 @@ impl Namespace {
         let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
             return not_found(kind, &exposed);
         };
+        // A tool the caller's scopes do not reach is not there for it.
+        if kind == Kind::Tool && !self.may_use(caller, &exposed) {
+            return not_found(kind, &exposed);
+        }
         // One backend session serves every client of a shared backend: one
         // client's unsubscribe would end the others' subscriptions. The
         // gateway stops delivering to that client instead (see `notices`).

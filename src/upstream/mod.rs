@@ -66,6 +66,8 @@ pub struct Caller {
     era: Era,
     /// The server-to-client requests it declared it can answer.
     caps: ClientCaps,
+    /// The OAuth scopes its request's token holds (None: not scoped).
+    scopes: Option<Arc<[String]>>,
 }
 
 /// Which client a backend session or a relayed request belongs to.
@@ -99,6 +101,7 @@ impl Caller {
             ended: Some(ended),
             era: Era::Legacy,
             caps,
+            scopes: None,
         }
     }
 
@@ -110,6 +113,7 @@ impl Caller {
             ended: None,
             era: Era::Legacy,
             caps: ClientCaps::ALL,
+            scopes: None,
         }
     }
 
@@ -136,6 +140,7 @@ impl Caller {
             ended: None,
             era: Era::Legacy,
             caps: ClientCaps::default(),
+            scopes: None,
         }
     }
 
@@ -152,7 +157,19 @@ impl Caller {
             ended: None,
             era: Era::Modern,
             caps,
+            scopes: None,
         }
+    }
+
+    /// The same caller, with the scopes its request's token holds.
+    pub fn with_scopes(mut self, scopes: Option<Arc<[String]>>) -> Caller {
+        self.scopes = scopes;
+        self
+    }
+
+    /// The scopes it holds; None when scopes do not restrict it.
+    pub fn scopes(&self) -> Option<&[String]> {
+        self.scopes.as_deref()
     }
 }
 

@@ -307,6 +307,52 @@ async def test_a_namespace_may_need_more_scopes(sluice_bin, tmp_path, auth_serve
         stop_gateway(gw)
 
 
+async def test_a_tool_needing_a_scope_is_absent_without_it(sluice_bin, tmp_path, auth_server):
+    """`[namespaces.NAME] tool_scopes`: hidden from lists and refused on call
+    for a token without the scope; a static token is not scoped."""
+    port = free_port()
+    audience = f"http://127.0.0.1:{port}/mcp"
+    config = (
+        "[auth]\nbearer_tokens_env = \"STATIC\"\n"
+        f"oauth = {{ issuer = {toml_str(auth_server.issuer)}, audience = {toml_str(audience)} }}\n"
+        f"[backends.demo]\ncommand = {toml_str(str(sluice_bin))}\nargs = [\"demo-server\"]\n"
+        "[namespaces.default]\nbackends = [\"demo\"]\n"
+        "tool_scopes = { \"demo__add\" = [\"mcp:math\"], \"demo__s*\" = [\"mcp:slow\"] }\n"
+    )
+    gw = start_gateway(sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}", env={"STATIC": "operator-token"})
+
+    def session(token: str) -> dict[str, str]:
+        r = post(gw.mcp_url, token)
+        assert r.status_code == 200, r.text
+        return {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-session-id": r.headers["mcp-session-id"],
+            "authorization": f"Bearer {token}",
+        }
+
+    def tools(headers: dict[str, str]) -> set[str]:
+        r = httpx2.post(gw.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        return {t["name"] for t in r.json()["result"]["tools"]}
+
+    def add(headers: dict[str, str]) -> dict:
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "demo__add", "arguments": {"a": 1, "b": 2}}}
+        return httpx2.post(gw.mcp_url, headers=headers, json=call).json()
+
+    try:
+        everything = tools(session("operator-token"))
+        assert {"demo__add", "demo__sleep_ms", "demo__echo"} <= everything
+        plain = session(auth_server.mint(dict(good_claims(audience), scope="")))
+        assert tools(plain) == everything - {"demo__add", "demo__sleep_ms"}
+        refused = add(plain)
+        assert refused["error"]["message"] == "Unknown tool: demo__add", refused
+        math = session(auth_server.mint(dict(good_claims(audience), scope="mcp:math")))
+        assert tools(math) == everything - {"demo__sleep_ms"}
+        assert add(math)["result"]["content"][0]["text"] == "3"
+    finally:
+        stop_gateway(gw)
+
+
 async def test_a_backend_gets_the_gateways_own_token_never_the_clients(sluice_bin, tmp_path, auth_server, recorder):
     """`[backends.NAME] oauth`: the client credentials grant, refreshed."""
     port = free_port()

@@ -11,7 +11,7 @@ use super::super::error::dotted;
 use super::super::file::{self, FileBackend, FileNamespace, FileTransport};
 use super::super::{
     BackendConfig, BackendName, ClientCredentials, Isolation, NamespaceConfig, NamespaceName,
-    Prefix, Secret, ToolFilter, Transport,
+    Prefix, Secret, ToolFilter, ToolScopes, Transport,
 };
 use super::Builder;
 
@@ -339,6 +339,7 @@ impl Builder<'_> {
                 backends: backends.iter().map(|b| b.name.clone()).collect(),
                 prefix: Prefix::Always,
                 require_scopes: Vec::new(),
+                tool_scopes: ToolScopes::default(),
             }];
         }
         let mut out = Vec::new();
@@ -381,6 +382,16 @@ impl Builder<'_> {
                     require_scopes: self.scopes(
                         &format!("namespaces.{ns}.require_scopes"),
                         n.require_scopes.clone().unwrap_or_default(),
+                    ),
+                    tool_scopes: ToolScopes::new(
+                        n.tool_scopes
+                            .iter()
+                            .flatten()
+                            .map(|(pattern, scopes)| {
+                                let key = format!("namespaces.{ns}.tool_scopes.{pattern}");
+                                (pattern.clone(), self.scopes(&key, scopes.clone()))
+                            })
+                            .collect(),
                     ),
                 });
             }

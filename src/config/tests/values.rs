@@ -387,6 +387,25 @@ fn namespace_scopes_need_oauth() {
     let oauth = "[auth]\noauth = { issuer = \"https://a.example\", audience = \"https://g.example/mcp\" }\n";
     let config = ok(&format!("{oauth}{MINIMAL}{ns}"), &[]).config;
     assert_eq!(config.namespaces[0].require_scopes, ["mcp:admin"]);
+
+    let tools = "[namespaces.admin]\nbackends = [\"web\"]\ntool_scopes = { \"web__del*\" = [\"admin\"], \"*\" = [\"read\"] }\n";
+    let lines = err(&format!("{MINIMAL}{tools}"), &[]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("namespaces.admin.tool_scopes") && l.contains("[auth] oauth")),
+        "{lines:?}"
+    );
+    let scopes = &ok(&format!("{oauth}{MINIMAL}{tools}"), &[])
+        .config
+        .namespaces[0]
+        .tool_scopes;
+    let held = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    // Every matching pattern's scopes are needed.
+    assert!(scopes.allows("web__delete", &held(&["admin", "read"])));
+    assert!(!scopes.allows("web__delete", &held(&["admin"])));
+    assert!(scopes.allows("web__get", &held(&["read"])));
+    assert!(!scopes.allows("web__get", &held(&[])));
 }
 
 #[test]
