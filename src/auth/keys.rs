@@ -162,11 +162,7 @@ impl Keys {
     async fn discover(&self) -> Result<Uri, String> {
         let issuer = self.issuer.trim_end_matches('/');
         let uri: Uri = issuer.parse().map_err(|_| "the issuer is not a URL")?;
-        let origin = format!(
-            "{}://{}",
-            uri.scheme_str().unwrap_or("https"),
-            uri.authority().map_or("", |a| a.as_str())
-        );
+        let origin = super::metadata::origin(issuer);
         let path = uri.path().trim_end_matches('/');
         let candidates = [
             format!("{origin}/.well-known/oauth-authorization-server{path}"),

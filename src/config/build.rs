@@ -559,7 +559,7 @@ fn otlp_traces_url(url: &str) -> Result<http::Uri, String> {
 }
 
 /// An `http://` or `https://` URL with a host.
-fn absolute_url(url: &str) -> Result<http::Uri, String> {
+pub(super) fn absolute_url(url: &str) -> Result<http::Uri, String> {
     let uri: http::Uri = url.parse().map_err(|_| format!("`{url}` is not a URL"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         return Err(format!("`{url}` must be an http:// or https:// URL"));

@@ -145,17 +145,10 @@ impl Builder<'_> {
             );
             return None;
         }
-        let token_url = match o.token_url.as_deref().map(|u| (u, u.parse::<http::Uri>())) {
-            Some((_, Ok(uri)))
-                if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() =>
-            {
-                Some(uri)
-            }
-            Some((u, _)) => {
-                self.at_key(
-                    &at,
-                    format!("token_url `{u}` must be an http:// or https:// URL"),
-                );
+        let token_url = match o.token_url.as_deref().map(super::absolute_url) {
+            Some(Ok(uri)) => Some(uri),
+            Some(Err(why)) => {
+                self.at_key(&at, format!("token_url: {why}"));
                 None
             }
             None => {

@@ -275,30 +275,23 @@ fn tracing_needs_an_http_endpoint_and_a_ratio_in_range() {
 
     let lines = err(&with("sampling_ratio = 1.5"), &[]);
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("tracing.sampling_ratio")
-                && l.contains("1.5 is not between 0 and 1")),
+        mentions(
+            &lines,
+            &["tracing.sampling_ratio", "1.5 is not between 0 and 1"]
+        ),
         "{lines:?}"
     );
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("[tracing] needs an otlp_endpoint")),
+        mentions(&lines, &["[tracing] needs an otlp_endpoint"]),
         "{lines:?}"
     );
     let lines = err(&with("otlp_endpoint = \"grpc://collector:4317\""), &[]);
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("must be an http:// or https:// URL")),
+        mentions(&lines, &["must be an http:// or https:// URL"]),
         "{lines:?}"
     );
     let lines = err(&with("otlp_endpoint = \"http://\""), &[]);
-    assert!(
-        lines.iter().any(|l| l.contains("tracing.otlp_endpoint")),
-        "{lines:?}"
-    );
+    assert!(mentions(&lines, &["tracing.otlp_endpoint"]), "{lines:?}");
 }
 
 #[test]
@@ -338,35 +331,22 @@ fn oauth_needs_an_issuer_and_an_audience_url() {
 
     let lines = err(&with("issuer = \"https://a.example\""), &[]);
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("needs an issuer") && l.contains("audience")),
+        mentions(&lines, &["needs an issuer", "audience"]),
         "{lines:?}"
     );
     let lines = err(&with("issuer = \"a.example\", audience = \"mcp\""), &[]);
-    assert!(
-        lines.iter().any(|l| l.contains("auth.oauth.issuer")),
-        "{lines:?}"
-    );
-    assert!(
-        lines.iter().any(|l| l.contains("auth.oauth.audience")),
-        "{lines:?}"
-    );
+    assert!(mentions(&lines, &["auth.oauth.issuer"]), "{lines:?}");
+    assert!(mentions(&lines, &["auth.oauth.audience"]), "{lines:?}");
     let lines = err(
         &with(
             "issuer = \"https://a.example\", audience = \"https://g.example/mcp\", required_scopes = [\"a b\"]",
         ),
         &[],
     );
-    assert!(
-        lines.iter().any(|l| l.contains("`a b` is not a scope")),
-        "{lines:?}"
-    );
+    assert!(mentions(&lines, &["`a b` is not a scope"]), "{lines:?}");
     let lines = err(&format!("[auth]\n{MINIMAL}"), &[]);
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("bearer_tokens_env") && l.contains("oauth")),
+        mentions(&lines, &["bearer_tokens_env", "oauth"]),
         "{lines:?}"
     );
 }
@@ -379,9 +359,7 @@ fn namespace_scopes_need_oauth() {
         &[("T", "t")],
     );
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("namespaces.admin.require_scopes") && l.contains("[auth] oauth")),
+        mentions(&lines, &["namespaces.admin.require_scopes", "[auth] oauth"]),
         "{lines:?}"
     );
     let oauth = "[auth]\noauth = { issuer = \"https://a.example\", audience = \"https://g.example/mcp\" }\n";
@@ -391,9 +369,7 @@ fn namespace_scopes_need_oauth() {
     let tools = "[namespaces.admin]\nbackends = [\"web\"]\ntool_scopes = { \"web__del*\" = [\"admin\"], \"*\" = [\"read\"] }\n";
     let lines = err(&format!("{MINIMAL}{tools}"), &[]);
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("namespaces.admin.tool_scopes") && l.contains("[auth] oauth")),
+        mentions(&lines, &["namespaces.admin.tool_scopes", "[auth] oauth"]),
         "{lines:?}"
     );
     let scopes = &ok(&format!("{oauth}{MINIMAL}{tools}"), &[])
@@ -423,29 +399,24 @@ fn backend_oauth_is_for_http_backends_with_a_secret() {
     assert!(!format!("{c:?}").contains("secret\""));
 
     let lines = err(&format!("{MINIMAL}{oauth}"), &[]);
-    assert!(
-        lines.iter().any(|l| l.contains("`S` is not set")),
-        "{lines:?}"
-    );
+    assert!(mentions(&lines, &["`S` is not set"]), "{lines:?}");
     let stdio = format!("[backends.local]\ncommand = \"x\"\n{oauth}");
     let lines = err(&stdio, &[("S", "secret")]);
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("only http and sse backends")),
+        mentions(&lines, &["only http and sse backends"]),
         "{lines:?}"
     );
     let both = format!("{MINIMAL}headers = {{ Authorization = \"Bearer x\" }}\n{oauth}");
     let lines = err(&both, &[("S", "secret")]);
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("already has an Authorization")),
+        mentions(&lines, &["already has an Authorization"]),
         "{lines:?}"
     );
     let lines = err(&format!("{MINIMAL}oauth = {{ client_id = \"gw\" }}\n"), &[]);
-    assert!(
-        lines.iter().any(|l| l.contains("needs a token_url")),
-        "{lines:?}"
-    );
+    assert!(mentions(&lines, &["needs a token_url"]), "{lines:?}");
+}
+
+/// Whether one of the error lines holds every one of `parts`.
+fn mentions(lines: &[String], parts: &[&str]) -> bool {
+    lines.iter().any(|l| parts.iter().all(|p| l.contains(p)))
 }
