@@ -15,6 +15,7 @@ use jsonwebtoken::Validation;
 use crate::config::{AuthSettings, NamespaceConfig, OAuthSettings, Secret};
 use crate::fast_map::FastMap;
 use crate::sessions::Principal;
+use crate::upstream::AccessToken;
 use crate::upstream::http_client::Client;
 
 pub(crate) use metadata::WELL_KNOWN;
@@ -38,19 +39,19 @@ struct OAuth {
     namespace_scopes: FastMap<String, Vec<String>>,
 }
 
-/// Who is calling, and (for an OAuth token) the scopes it holds; None:
-/// a static token or anonymous, which scopes do not restrict.
+/// Who is calling, and their verified OAuth token; None: a static token
+/// or anonymous, which scopes do not restrict.
 #[derive(Debug, Clone)]
 pub(crate) struct Identity {
     pub(crate) principal: Principal,
-    pub(crate) scopes: Option<Arc<[String]>>,
+    pub(crate) token: Option<Arc<AccessToken>>,
 }
 
 impl Identity {
     pub(crate) fn unscoped(principal: Principal) -> Identity {
         Identity {
             principal,
-            scopes: None,
+            token: None,
         }
     }
 }
@@ -175,6 +176,8 @@ enum Failure {
 struct Claims {
     iss: String,
     sub: String,
+    /// Seconds since the epoch (required, so always there).
+    exp: u64,
     /// RFC 9068: space-separated.
     #[serde(default)]
     scope: Option<String>,
@@ -260,7 +263,11 @@ impl OAuth {
         }
         Ok(Identity {
             principal: Principal::subject(&claims.iss, &claims.sub),
-            scopes: Some(held.into()),
+            token: Some(Arc::new(AccessToken {
+                scopes: held.into(),
+                token: Secret::new(token.to_owned()),
+                expires_at: std::time::UNIX_EPOCH + std::time::Duration::from_secs(claims.exp),
+            })),
         })
     }
 }

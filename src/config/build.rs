@@ -99,6 +99,20 @@ pub(super) fn build(
             }
         }
     }
+    for backend in &backends {
+        if backend
+            .credentials
+            .as_ref()
+            .is_some_and(|c| c.exchange.is_some())
+            && !oauth
+        {
+            let section = b.syntax.backends();
+            b.at_key(
+                &[section, backend.name.as_str(), "oauth", "exchange"],
+                "token exchange needs [auth] oauth (the client tokens it exchanges)",
+            );
+        }
+    }
     let cluster = file.cluster.and_then(|c| b.cluster(c, &server));
     let tracing = file.tracing.and_then(|t| b.tracing(t));
     if b.issues.is_empty() {

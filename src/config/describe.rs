@@ -175,6 +175,16 @@ pub fn describe(loaded: &Loaded) -> String {
                 o.client_id,
                 redact_url(&o.token_url.to_string())
             );
+            if let Some(x) = &o.exchange {
+                let _ = writeln!(
+                    text,
+                    "    oauth: calls for a client carry its token exchanged (RFC 8693) for {}",
+                    x.audience
+                        .as_deref()
+                        .or(x.resource.as_deref())
+                        .unwrap_or("the backend's default audience")
+                );
+            }
         }
     }
     text.push_str("namespaces:\n");

@@ -202,6 +202,17 @@ pub(super) struct FileBackendOAuth {
     pub(super) client_secret_env: Option<String>,
     pub(super) scopes: Option<Vec<String>>,
     pub(super) resource: Option<String>,
+    pub(super) exchange: Option<FileTokenExchange>,
+}
+
+/// `[backends.NAME] oauth.exchange = { ... }`: calls made for a client carry
+/// a token exchanged for the client's own (RFC 8693).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileTokenExchange {
+    pub(super) audience: Option<String>,
+    pub(super) resource: Option<String>,
+    pub(super) scopes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -240,6 +240,21 @@ pub struct ClientCredentials {
     pub scopes: Vec<String>,
     /// The RFC 8707 `resource` asked for.
     pub resource: Option<String>,
+    /// Calls made for a client carry a token exchanged for its own.
+    pub exchange: Option<TokenExchange>,
+}
+
+/// `[backends.NAME] oauth.exchange`: the RFC 8693 token exchange of a
+/// client's verified access token for one meant for this backend, asked
+/// with the same client credentials. The backend sees who the user is; the
+/// client's own token still never reaches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenExchange {
+    pub audience: Option<String>,
+    /// Defaults to the backend's `resource`.
+    pub resource: Option<String>,
+    /// Defaults to the backend's `scopes`.
+    pub scopes: Vec<String>,
 }
 
 /// `Debug` (in `describe.rs`) hides argument and `env` values and URL

@@ -49,7 +49,7 @@ pub(super) async fn handle(
     req: Request,
     started: Instant,
 ) -> Result<Response, Reject> {
-    let crate::auth::Identity { principal, scopes } = who;
+    let crate::auth::Identity { principal, token } = who;
     let refuse = |error| Reject::Modern {
         id: req.id.clone(),
         error,
@@ -79,7 +79,7 @@ pub(super) async fn handle(
             && let Some(state) = super::bridge::retry_state(&fields) =>
         {
             let caller = crate::upstream::Caller::modern(principal.clone(), client_caps(&fields))
-                .with_scopes(scopes);
+                .with_token(token);
             let answer = reply::Reply {
                 front: front.clone(),
                 id: req.id.clone(),
@@ -111,7 +111,7 @@ pub(super) async fn handle(
                 caps: client_caps(&fields),
                 _admitted: admitted,
                 trace: front.traces.parent(headers),
-                scopes,
+                token,
             };
             Ok(reply::serve(ctx, req, started).await)
         }

@@ -65,7 +65,7 @@ pub(super) async fn handle(
         ))
         .await;
     }
-    let crate::auth::Identity { principal, scopes } = who;
+    let crate::auth::Identity { principal, token } = who;
     let header_version = match header {
         None => None,
         Some(Revision::Legacy(v)) => Some(v),
@@ -101,7 +101,7 @@ pub(super) async fn handle(
         caps: crate::protocol::ClientCaps::ALL,
         _admitted: admitted,
         trace: front.traces.parent(headers),
-        scopes,
+        token,
     };
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),

@@ -23,7 +23,7 @@ use crate::protocol::{Era, LogLevel};
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
 use crate::traces;
-use crate::upstream::{Answered, Caller, Event as BackendEvent, EventSink};
+use crate::upstream::{AccessToken, Answered, Caller, Event as BackendEvent, EventSink};
 
 /// Messages a request may emit before its response; past this a slow
 /// client loses progress rather than holding gateway memory.
@@ -44,8 +44,8 @@ pub(super) struct Ctx {
     pub(super) _admitted: super::limits::Admitted,
     /// The trace context the HTTP request came with (None: tracing off).
     pub(super) trace: Option<traces::Parent>,
-    /// The OAuth scopes of the request's token (None: not scoped).
-    pub(super) scopes: Option<Arc<[String]>>,
+    /// The request's verified OAuth token (None: a static token or none).
+    pub(super) token: Option<Arc<AccessToken>>,
 }
 
 impl Ctx {
@@ -59,7 +59,7 @@ impl Ctx {
             (None, Era::Legacy) => Caller::principal(self.principal.clone()),
             (None, Era::Modern) => Caller::modern(self.principal.clone(), self.caps),
         };
-        caller.with_scopes(self.scopes.clone())
+        caller.with_token(self.token.clone())
     }
 
     /// The span of one of this context's requests (None: tracing off).

@@ -30,6 +30,9 @@ enum ErrorKind {
     AtCapacity(usize),
     #[error("failed: {0}")]
     Protocol(String),
+    /// The call could not be given the credential the backend takes.
+    #[error("cannot be called for this client: {0}")]
+    Unauthorized(String),
 }
 
 impl UpstreamError {
@@ -66,6 +69,11 @@ impl UpstreamError {
         Self::new(b, ErrorKind::Protocol(why.into()))
     }
 
+    /// No credential for this client's call (token exchange refused).
+    pub(super) fn unauthorized(b: &BackendName, why: impl Into<String>) -> Self {
+        Self::new(b, ErrorKind::Unauthorized(why.into()))
+    }
+
     /// Fails fast while the backend is known to be down: only the reason
     /// class reaches the client (details such as commands stay in the log).
     pub(super) fn down(b: &BackendName, reason: &'static str) -> Self {
@@ -83,6 +91,7 @@ impl UpstreamError {
             ErrorKind::Overloaded => "overloaded",
             ErrorKind::AtCapacity(_) => "at_capacity",
             ErrorKind::Protocol(_) => "protocol_error",
+            ErrorKind::Unauthorized(_) => "unauthorized",
         }
     }
 

@@ -1,19 +1,24 @@
 //! The headers an HTTP backend gets with every request: its configured
 //! ones, and, with `[backends.NAME] oauth`, the gateway's own bearer token
 //! (the client credentials grant), fetched when the backend starts and
-//! again before it expires. Never anything of the client's.
+//! again before it expires. With `oauth.exchange`, a call made for a client
+//! carries instead a token exchanged for the client's (RFC 8693). Never the
+//! client's own token.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::{ArcSwap, Guard};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Method};
-use tokio::sync::watch;
+use parking_lot::Mutex;
+use tokio::sync::{OnceCell, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::http_client::{Client, Target};
-use crate::config::{BackendName, ClientCredentials};
+use crate::config::{BackendName, ClientCredentials, Secret};
+use crate::fast_map::FastMap;
 
 /// One token request, answer included, takes at most this long.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -23,6 +28,22 @@ const MAX_ANSWER: usize = 64 * 1024;
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(300);
 /// Retries after a failed fetch wait 1 s, 2 s, ... up to this.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Exchanged tokens kept per backend (one per client token in use).
+const MAX_EXCHANGED: usize = 10_000;
+
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
+
+/// A request's OAuth access token, verified by the front: its scopes gate
+/// tools; for a backend with `oauth.exchange` it is the subject token of
+/// the exchange. Never sent to a backend as it is.
+#[derive(Debug)]
+pub(crate) struct AccessToken {
+    pub(crate) scopes: Box<[String]>,
+    pub(crate) token: Secret,
+    /// Its `exp`.
+    pub(crate) expires_at: SystemTime,
+}
 
 pub(super) struct Headers {
     current: ArcSwap<HeaderMap>,
@@ -34,6 +55,25 @@ struct Token {
     target: Target,
     /// True once a token is in `current`.
     ready: watch::Sender<bool>,
+    /// With `oauth.exchange`: exchanged tokens by a digest of the client
+    /// token they were exchanged for.
+    exchanged: Mutex<FastMap<[u8; 32], Arc<Exchanged>>>,
+}
+
+/// One exchange, made once however many calls wait for it.
+#[derive(Default)]
+struct Exchanged(OnceCell<(String, Instant)>);
+
+impl Exchanged {
+    fn fresh(&self, now: Instant) -> Option<&str> {
+        let (value, until) = self.0.get()?;
+        (*until > now).then_some(value.as_str())
+    }
+
+    /// Done and past its use: may be dropped.
+    fn stale(&self, now: Instant) -> bool {
+        self.0.get().is_some_and(|(_, until)| *until <= now)
+    }
 }
 
 impl std::fmt::Debug for Headers {
@@ -54,6 +94,7 @@ impl Headers {
                 target: Target::new(&c.token_url).map_err(|e| format!("oauth token_url: {e}"))?,
                 config: c.clone(),
                 ready: watch::channel(false).0,
+                exchanged: Mutex::default(),
             }),
         };
         Ok(Headers {
@@ -76,6 +117,66 @@ impl Headers {
         }
     }
 
+    /// The `Authorization` of a call made for a client, when the backend
+    /// takes the client's token exchanged (None: it takes the gateway's).
+    /// An exchanged token is used until four fifths of its life, never
+    /// past the client token's own expiry; within `timeout`.
+    pub(super) async fn for_client(
+        &self,
+        client: &Client,
+        subject: Option<&AccessToken>,
+        timeout: Duration,
+    ) -> Result<Option<String>, String> {
+        let Some(token) = self.token.as_ref().filter(|t| t.config.exchange.is_some()) else {
+            return Ok(None);
+        };
+        let Some(subject) = subject else {
+            return Err("it takes the client's OAuth token exchanged, and this client has none (a static token cannot be exchanged)".into());
+        };
+        let key: [u8; 32] = {
+            use sha2::Digest as _;
+            sha2::Sha256::digest(subject.token.expose().as_bytes()).into()
+        };
+        let now = Instant::now();
+        let entry = {
+            let mut cache = token.exchanged.lock();
+            match cache.get(&key) {
+                Some(e) if !e.stale(now) => e.clone(),
+                _ => {
+                    if cache.len() >= MAX_EXCHANGED {
+                        cache.retain(|_, e| !e.stale(now));
+                        if cache.len() >= MAX_EXCHANGED {
+                            cache.clear();
+                        }
+                    }
+                    let e = Arc::new(Exchanged::default());
+                    cache.insert(key, e.clone());
+                    e
+                }
+            }
+        };
+        if let Some(value) = entry.fresh(now) {
+            return Ok(Some(value.to_owned()));
+        }
+        let exchange = async {
+            let (value, lifetime) =
+                grant(client, token, exchange_form(&token.config, subject)).await?;
+            let left = subject
+                .expires_at
+                .duration_since(SystemTime::now())
+                .unwrap_or_default();
+            let until = Instant::now() + (lifetime * 4 / 5).min(left);
+            Ok::<_, String>((value, until))
+        };
+        let exchange = async {
+            tokio::time::timeout(timeout.min(FETCH_TIMEOUT), exchange)
+                .await
+                .map_err(|_| "the token exchange got no answer in time".to_owned())?
+        };
+        let (value, _) = entry.0.get_or_try_init(|| exchange).await?;
+        Ok(Some(value.clone()))
+    }
+
     /// Keeps the token fresh until `stop` (the backend's own task).
     pub(super) async fn keep_fresh(
         self: Arc<Self>,
@@ -89,7 +190,7 @@ impl Headers {
         let mut backoff = Duration::from_secs(1);
         loop {
             let failed = backoff;
-            let wait = match tokio::time::timeout(FETCH_TIMEOUT, fetch(&client, token)).await {
+            let wait = match tokio::time::timeout(FETCH_TIMEOUT, own_token(&client, token)).await {
                 Ok(Ok((value, lifetime))) => {
                     let mut map = HeaderMap::clone(&self.current.load());
                     map.insert(AUTHORIZATION, value);
@@ -119,8 +220,8 @@ impl Headers {
     }
 }
 
-/// One client credentials request: the header to send and how long it is good for.
-async fn fetch(client: &Client, token: &Token) -> Result<(HeaderValue, Duration), String> {
+/// The gateway's own token (the client credentials grant).
+async fn own_token(client: &Client, token: &Token) -> Result<(HeaderValue, Duration), String> {
     let c = &token.config;
     let form = {
         let mut form = url::form_urlencoded::Serializer::new(String::new());
@@ -133,6 +234,38 @@ async fn fetch(client: &Client, token: &Token) -> Result<(HeaderValue, Duration)
         }
         form.finish()
     };
+    let (value, lifetime) = grant(client, token, form).await?;
+    let mut value = HeaderValue::try_from(value)
+        .map_err(|_| "the token endpoint sent a token unusable in a header")?;
+    value.set_sensitive(true);
+    Ok((value, lifetime))
+}
+
+/// An RFC 8693 request: the client's token for one meant for the backend.
+fn exchange_form(c: &ClientCredentials, subject: &AccessToken) -> String {
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    form.append_pair("grant_type", TOKEN_EXCHANGE);
+    form.append_pair("subject_token", subject.token.expose());
+    form.append_pair("subject_token_type", ACCESS_TOKEN);
+    form.append_pair("requested_token_type", ACCESS_TOKEN);
+    if let Some(x) = &c.exchange {
+        if let Some(audience) = &x.audience {
+            form.append_pair("audience", audience);
+        }
+        if let Some(resource) = &x.resource {
+            form.append_pair("resource", resource);
+        }
+        if !x.scopes.is_empty() {
+            form.append_pair("scope", &x.scopes.join(" "));
+        }
+    }
+    form.finish()
+}
+
+/// One token request with the gateway's client credentials: the
+/// `Authorization` value to send and how long it is good for.
+async fn grant(client: &Client, token: &Token, form: String) -> Result<(String, Duration), String> {
+    let c = &token.config;
     // client_secret_basic: both parts form-encoded first (RFC 6749 2.3.1).
     let encode = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
     let basic = base64::Engine::encode(
@@ -181,9 +314,10 @@ async fn fetch(client: &Client, token: &Token) -> Result<(HeaderValue, Duration)
     {
         return Err("the token endpoint sent a token that is not a bearer token".into());
     }
-    let mut value = HeaderValue::try_from(format!("Bearer {}", a.access_token))
-        .map_err(|_| "the token endpoint sent a token unusable in a header")?;
-    value.set_sensitive(true);
+    let value = format!("Bearer {}", a.access_token);
+    if HeaderValue::try_from(value.as_str()).is_err() {
+        return Err("the token endpoint sent a token unusable in a header".into());
+    }
     let lifetime = a.expires_in.map_or(DEFAULT_LIFETIME, Duration::from_secs);
     Ok((value, lifetime))
 }

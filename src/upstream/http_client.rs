@@ -338,10 +338,20 @@ impl RequestBuilder {
         self
     }
 
-    /// A call's own headers (`Mcp-Param-*`, its trace context).
+    /// A call's own headers (`Mcp-Param-*`, its trace context, its
+    /// exchanged token): each replaces a configured one of the same name.
     pub(crate) fn header_pairs(mut self, pairs: &[(String, String)]) -> Self {
         for (k, v) in pairs {
-            self = self.header(k.as_str(), v.as_str());
+            match (
+                HeaderName::try_from(k.as_str()),
+                HeaderValue::try_from(v.as_str()),
+            ) {
+                (Ok(k), Ok(mut v)) => {
+                    v.set_sensitive(k == http::header::AUTHORIZATION);
+                    self.req.headers_mut().insert(k, v);
+                }
+                _ => self.bad = true,
+            }
         }
         self
     }

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use conn::{Answered, Event, EventSink};
 pub use error::UpstreamError;
+pub(crate) use headers::AccessToken;
 pub use link::SharedSession;
 pub use notice::Notice;
 pub use pool::Records;
@@ -66,8 +67,8 @@ pub struct Caller {
     era: Era,
     /// The server-to-client requests it declared it can answer.
     caps: ClientCaps,
-    /// The OAuth scopes its request's token holds (None: not scoped).
-    scopes: Option<Arc<[String]>>,
+    /// Its request's verified OAuth token (None: not scoped).
+    token: Option<Arc<AccessToken>>,
 }
 
 /// Which client a backend session or a relayed request belongs to.
@@ -101,7 +102,7 @@ impl Caller {
             ended: Some(ended),
             era: Era::Legacy,
             caps,
-            scopes: None,
+            token: None,
         }
     }
 
@@ -113,7 +114,7 @@ impl Caller {
             ended: None,
             era: Era::Legacy,
             caps: ClientCaps::ALL,
-            scopes: None,
+            token: None,
         }
     }
 
@@ -140,7 +141,7 @@ impl Caller {
             ended: None,
             era: Era::Legacy,
             caps: ClientCaps::default(),
-            scopes: None,
+            token: None,
         }
     }
 
@@ -157,19 +158,19 @@ impl Caller {
             ended: None,
             era: Era::Modern,
             caps,
-            scopes: None,
+            token: None,
         }
     }
 
-    /// The same caller, with the scopes its request's token holds.
-    pub fn with_scopes(mut self, scopes: Option<Arc<[String]>>) -> Caller {
-        self.scopes = scopes;
+    /// The same caller, with its request's verified OAuth token.
+    pub(crate) fn with_token(mut self, token: Option<Arc<AccessToken>>) -> Caller {
+        self.token = token;
         self
     }
 
     /// The scopes it holds; None when scopes do not restrict it.
     pub fn scopes(&self) -> Option<&[String]> {
-        self.scopes.as_deref()
+        self.token.as_deref().map(|t| &t.scopes[..])
     }
 }
 
@@ -805,6 +806,7 @@ impl Backend {
         to: Option<conn::Listener>,
         trace: Option<Vec<(&'static str, String)>>,
     ) -> Result<Outcome, UpstreamError> {
+        let authorization = self.authorization(caller).await?;
         let mut retried = false;
         loop {
             let link = self.link_for(caller).await?;
@@ -817,6 +819,9 @@ impl Backend {
             };
             if let Some(fields) = &trace {
                 headers.extend(fields.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+            }
+            if let Some(value) = &authorization {
+                headers.push(("authorization".to_owned(), value.clone()));
             }
             let result = link
                 .conn
@@ -844,6 +849,21 @@ impl Backend {
             }
             return result;
         }
+    }
+
+    /// The `Authorization` of a call made for `caller` on a backend that
+    /// takes the client's token exchanged (None: the link's own headers).
+    async fn authorization(&self, caller: &Caller) -> Result<Option<String>, UpstreamError> {
+        let (TransportSpec::Http(spec) | TransportSpec::Sse(spec)) = &self.transport else {
+            return Ok(None);
+        };
+        spec.headers
+            .for_client(&spec.client, caller.token.as_deref(), self.ctx.timeout)
+            .await
+            .map_err(|why| {
+                tracing::warn!(backend = %self.name, "no token for a client's call: {why}");
+                UpstreamError::unauthorized(&self.name, why)
+            })
     }
 
     /// One page of a list, from the cache or fetched over a backend session

@@ -11,10 +11,19 @@
 //                   (a null value removes a claim)
 //   POST /rotate -> {"kid": "..."}: a new key, served in the JWKS from now
 //                   on and used by /token; the old one stays listed.
+//   POST /token  the issuer's token endpoint with RFC 8693 token exchange,
+//                which oauth2-mock-server lacks (it answers invalid_grant):
+//                a subject token the issuer signed (verified with `jose`
+//                against the issuer's JWKS) is exchanged for a token of the
+//                same `sub`, `aud` the requested resource (or audience),
+//                `act.sub` the client that asked; any other grant is passed
+//                to the issuer's own /token unchanged.
+//   GET /exchanges -> [{"sub", "aud", "client"}]: the exchanges made.
 //
 // Prints `oauth issuer URL control URL` once both listen. Exits when its
 // stdin closes or after 300 s.
 import http from 'node:http';
+import { createLocalJWKSet, jwtVerify } from 'jose';
 import { OAuth2Server } from 'oauth2-mock-server';
 
 const server = new OAuth2Server();
@@ -62,14 +71,60 @@ async function mint(spec) {
   });
 }
 
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+const exchanges = [];
+
+async function token(req, res, body) {
+  const form = new URLSearchParams(body);
+  if (form.get('grant_type') !== TOKEN_EXCHANGE) {
+    const upstream = await fetch(`${server.issuer.url}/token`, {
+      method: 'POST',
+      headers: { 'content-type': req.headers['content-type'], authorization: req.headers.authorization || '' },
+      body,
+    });
+    res.writeHead(upstream.status, { 'content-type': 'application/json' }).end(await upstream.text());
+    return;
+  }
+  const refuse = (error) => res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error }));
+  const basic = (req.headers.authorization || '').replace(/^Basic /, '');
+  const client = decodeURIComponent(Buffer.from(basic, 'base64').toString().split(':')[0].replace(/\+/g, ' '));
+  if (!client) return refuse('invalid_client');
+  if (form.get('subject_token_type') !== ACCESS_TOKEN) return refuse('invalid_request');
+  let subject;
+  try {
+    const keys = createLocalJWKSet({ keys: server.issuer.keys.toJSON() });
+    subject = (await jwtVerify(form.get('subject_token') || '', keys, { issuer: server.issuer.url })).payload;
+  } catch {
+    return refuse('invalid_grant');
+  }
+  const aud = form.get('resource') || form.get('audience');
+  const issued = await server.issuer.buildToken({
+    kid: current,
+    expiresIn: 60,
+    scopesOrTransform: (_header, payload) => {
+      payload.sub = subject.sub;
+      payload.aud = aud;
+      if (form.get('scope')) payload.scope = form.get('scope');
+      payload.act = { sub: client };
+    },
+  });
+  exchanges.push({ sub: subject.sub, aud, client });
+  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(
+    JSON.stringify({ access_token: issued, issued_token_type: ACCESS_TOKEN, token_type: 'Bearer', expires_in: 60 }),
+  );
+}
+
 const control = http.createServer((req, res) => {
   let body = '';
   req.on('data', (c) => (body += c));
   req.on('end', async () => {
     try {
-      const spec = body ? JSON.parse(body) : {};
+      if (req.url === '/token') return await token(req, res, body);
+      const spec = body && req.url !== '/exchanges' ? JSON.parse(body) : {};
       let out;
       if (req.url === '/mint') out = { token: await mint(spec) };
+      else if (req.url === '/exchanges') out = exchanges;
       else if (req.url === '/rotate') {
         current = (await server.issuer.keys.generate('RS256')).kid;
         out = { kid: current };

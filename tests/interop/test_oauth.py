@@ -392,12 +392,91 @@ async def test_a_backend_gets_the_gateways_own_token_never_the_clients(sluice_bi
         # Every backend request carried a token, and it was refreshed (6 s life).
         assert len(seen_tokens) >= 2, seen_tokens
         for token in seen_tokens:
-            claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+            claims = jwt_claims(token)
             assert claims["iss"] == auth_server.issuer
             assert claims["aud"] == backend_resource
             assert claims["scope"] == "backend:read"
             # client_secret_basic, form-encoded: the id survives its space.
             assert claims["sub"] == "sluice gw"
+        assert "s3cret" not in gw.stderr_tail()
+    finally:
+        stop_gateway(gw)
+
+
+def jwt_claims(token: str) -> dict:
+    return json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+
+
+async def test_a_backend_sees_the_user_through_an_exchanged_token(sluice_bin, tmp_path, auth_server, recorder):
+    """`oauth.exchange`: each client's call carries a token the authorization
+    server exchanged for the client's (RFC 8693): the user's `sub`, the
+    backend's audience, the gateway as the actor. One exchange per client
+    token, however many calls; the gateway's own requests keep its own
+    token; a static token, which cannot be exchanged, gets an error and
+    reaches nothing."""
+    port = free_port()
+    audience = f"http://127.0.0.1:{port}/mcp"
+    backend_resource = "https://backend.example/mcp"
+    config = (
+        "[auth]\nbearer_tokens_env = \"TOKENS\"\n"
+        f"oauth = {{ issuer = {toml_str(auth_server.issuer)}, audience = {toml_str(audience)} }}\n"
+        f"[backends.web]\ntransport = \"http\"\nurl = {toml_str(recorder + '/mcp')}\n"
+        f"oauth = {{ token_url = {toml_str(auth_server.control + '/token')}, client_id = \"sluice gw\", "
+        f"client_secret_env = \"GW_SECRET\", resource = {toml_str(backend_resource)}, "
+        "exchange = { scopes = [\"backend:user\"] } }\n"
+    )
+    gw = start_gateway(
+        sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}", env={"GW_SECRET": "s3cret", "TOKENS": "static-one"}
+    )
+    try:
+        tokens = {who: auth_server.mint({"aud": audience, "sub": who}) for who in ("alice", "bob")}
+        tokens["static"] = "static-one"
+        results = {}
+        for who, token in tokens.items():
+            r = post(gw.mcp_url, token)
+            assert r.status_code == 200, r.text
+            headers = {
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+                "mcp-session-id": r.headers["mcp-session-id"],
+                "authorization": f"Bearer {token}",
+            }
+            results[who] = []
+            for i in range(3):
+                call = {"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                        "params": {"name": "web__echo", "arguments": {"text": f"{who}{i}"}}}
+                r = httpx2.post(gw.mcp_url, headers=headers, json=call, timeout=10)
+                assert r.status_code == 200, r.text
+                results[who].append(r.json() if r.headers["content-type"].startswith("application/json") else r.text)
+        for who in ("alice", "bob"):
+            for i, answer in enumerate(results[who]):
+                assert answer["result"]["content"][0]["text"] == f"{who}{i}", answer
+        for answer in results["static"]:
+            assert "error" in answer, answer
+            assert "cannot be called for this client" in answer["error"]["message"], answer
+            assert "static-one" not in json.dumps(answer)
+
+        seen = httpx2.get(recorder + "/seen", timeout=10).json()
+        by_sub: dict[str, list[dict]] = {}
+        for req in seen:
+            value = req["headers"].get("authorization", "")
+            for raw in tokens.values():
+                assert raw not in value, "a client's own token reached the backend"
+            assert value.startswith("Bearer "), req
+            claims = jwt_claims(value[len("Bearer "):])
+            assert claims["iss"] == auth_server.issuer
+            assert claims["aud"] == backend_resource
+            by_sub.setdefault(claims["sub"], []).append(claims)
+        # Three calls each, in the user's name, the gateway acting.
+        for who in ("alice", "bob"):
+            assert len(by_sub.get(who, [])) == 3, {k: len(v) for k, v in by_sub.items()}
+            assert all(c["act"] == {"sub": "sluice gw"} and c["scope"] == "backend:user" for c in by_sub[who])
+        # Everything else (initialize, lists) is the gateway's own.
+        assert set(by_sub) == {"alice", "bob", "sluice gw"}, set(by_sub)
+        assert not any(r.get("act") for r in by_sub["sluice gw"])
+        # One exchange per client token: the rest came from the cache.
+        made = httpx2.get(auth_server.control + "/exchanges", timeout=10).json()
+        assert sorted(e["sub"] for e in made) == ["alice", "bob"], made
         assert "s3cret" not in gw.stderr_tail()
     finally:
         stop_gateway(gw)
@@ -471,5 +550,30 @@ async def test_the_python_sdk_client_completes_its_oauth_flow(gateway, auth_serv
     assert storage.tokens.access_token not in json.dumps(seen)
     # The token it got names the gateway as its audience (RFC 8707).
     assert storage.tokens is not None
-    claims = json.loads(base64.urlsafe_b64decode(storage.tokens.access_token.split(".")[1] + "=="))
+    claims = jwt_claims(storage.tokens.access_token)
     assert claims["aud"] == audience
+
+
+def test_the_typescript_sdk_client_completes_its_oauth_flow(gateway, auth_server, recorder):
+    """The same flow, by the official TypeScript SDK client (ts_oauth_client.mjs)."""
+    gw, audience = gateway
+    out = subprocess.run(
+        [node_bin(), str(HERE / "ts_oauth_client.mjs"), audience, SCOPE],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["text"] == "5", got
+    # The 401 sent it to authorize (its connect then failed), the code
+    # became a token, and the second connect went through with it.
+    assert got["steps"] == ["authorize", "unauthorized", "tokens"], got
+    params = got["authorizeParams"]
+    assert params["code_challenge_method"] == "S256" and params["code_challenge"], params
+    assert params["resource"] == audience, params
+    claims = jwt_claims(got["token"])
+    assert claims["aud"] == audience and SCOPE in claims["scope"].split(), claims
+    # The gateway's log names neither the token nor its subject's id.
+    assert got["token"] not in gw.stderr_tail()

@@ -11,7 +11,7 @@ use super::super::error::dotted;
 use super::super::file::{self, FileBackend, FileNamespace, FileTransport};
 use super::super::{
     BackendConfig, BackendName, ClientCredentials, Isolation, NamespaceConfig, NamespaceName,
-    Prefix, Secret, ToolFilter, ToolScopes, Transport,
+    Prefix, Secret, TokenExchange, ToolFilter, ToolScopes, Transport,
 };
 use super::Builder;
 
@@ -185,6 +185,15 @@ impl Builder<'_> {
             client_secret: secret?,
             scopes: o.scopes.clone().unwrap_or_default(),
             resource: o.resource.clone(),
+            exchange: o.exchange.as_ref().map(|x| TokenExchange {
+                audience: x.audience.clone(),
+                resource: x.resource.clone().or_else(|| o.resource.clone()),
+                scopes: x
+                    .scopes
+                    .clone()
+                    .or_else(|| o.scopes.clone())
+                    .unwrap_or_default(),
+            }),
         })
     }
 

@@ -416,6 +416,36 @@ fn backend_oauth_is_for_http_backends_with_a_secret() {
     assert!(mentions(&lines, &["needs a token_url"]), "{lines:?}");
 }
 
+#[test]
+fn token_exchange_needs_oauth_on_the_gateway() {
+    let backend = "oauth = { token_url = \"https://auth.example/token\", client_id = \"gw\", client_secret_env = \"S\", scopes = [\"read\"], resource = \"https://api.example/\", exchange = { audience = \"api\" } }\n";
+    let lines = err(&format!("{MINIMAL}{backend}"), &[("S", "secret")]);
+    assert!(
+        mentions(&lines, &["oauth.exchange", "[auth] oauth"]),
+        "{lines:?}"
+    );
+    let gateway = "[auth]\noauth = { issuer = \"https://auth.example\", audience = \"http://127.0.0.1:8080/mcp\" }\n";
+    let c = ok(&format!("{gateway}{MINIMAL}{backend}"), &[("S", "secret")]).config;
+    let exchange = c.backends[0]
+        .credentials
+        .as_ref()
+        .unwrap()
+        .exchange
+        .as_ref()
+        .unwrap();
+    // Resource and scopes default to the backend's own.
+    assert_eq!(exchange.audience.as_deref(), Some("api"));
+    assert_eq!(exchange.resource.as_deref(), Some("https://api.example/"));
+    assert_eq!(exchange.scopes, ["read"]);
+    let lines = err(
+        &format!(
+            "{gateway}{MINIMAL}oauth = {{ token_url = \"https://a/t\", client_id = \"gw\", client_secret_env = \"S\", exchange = {{ subject = \"x\" }} }}\n"
+        ),
+        &[("S", "secret")],
+    );
+    assert!(mentions(&lines, &["subject"]), "{lines:?}");
+}
+
 /// Whether one of the error lines holds every one of `parts`.
 fn mentions(lines: &[String], parts: &[&str]) -> bool {
     lines.iter().any(|l| parts.iter().all(|p| l.contains(p)))
