@@ -34,6 +34,7 @@ fn every_config_key_is_documented_under_its_table() {
                     // Inline tables are documented in their parent's section.
                     let home = table
                         .strip_suffix(".tools")
+                        .or_else(|| table.strip_suffix(".oauth.exchange"))
                         .or_else(|| table.strip_suffix(".oauth"))
                         .unwrap_or(table);
                     section(&text, home).is_some_and(|s| s.contains(&format!("`{key}`")))

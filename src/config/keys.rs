@@ -22,6 +22,10 @@ pub fn accepted() -> Vec<(&'static str, &'static [&'static str])> {
         ("backends.NAME", fields::<file::FileBackend>()),
         ("backends.NAME.tools", fields::<file::FileTools>()),
         ("backends.NAME.oauth", fields::<file::FileBackendOAuth>()),
+        (
+            "backends.NAME.oauth.exchange",
+            fields::<file::FileTokenExchange>(),
+        ),
         ("namespaces.NAME", fields::<file::FileNamespace>()),
     ]
 }
