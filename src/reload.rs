@@ -106,6 +106,13 @@ impl Gateway {
         // set it): kept without a warning, like what else needs a restart.
         new.server.listen = old.server.listen;
         let restart = keep_restart_only(old, &mut new);
+        let ring = match &new.server.session_keys {
+            Some(keys) if old.server.session_keys.as_ref() != Some(keys) => Some(
+                crate::sessions::sealed::KeyRing::parse(keys.expose())
+                    .map_err(|why| format!("SLUICE_SESSION_KEY: {why}"))?,
+            ),
+            _ => None,
+        };
         for b in &new.backends {
             if old.backend(b.name.as_str()) != Some(b) {
                 crate::upstream::check(b).map_err(|why| format!("backend `{}`: {why}", b.name))?;
@@ -177,7 +184,7 @@ impl Gateway {
             .filter(|s| new.backend(s.backend.name.as_str()).is_none())
             .map(|s| s.backend.name.clone())
             .collect();
-        let summary = format!(
+        let mut summary = format!(
             "backends added [{}], changed [{}], removed [{}], unchanged {}",
             join_names(&added),
             join_names(&changed),
@@ -212,6 +219,7 @@ impl Gateway {
         };
         self.front.layout.store(Arc::new(layout));
         self.front.reloads.send_replace(());
+        let rotated = ring.is_some_and(|ring| self.front.sessions.rotate_keys(ring));
 
         // What left the layout is drained in the background.
         for s in old_started {
@@ -230,6 +238,9 @@ impl Gateway {
             }));
         }
         self.draining.retain(|d| !d.is_finished());
+        if rotated {
+            summary.push_str(", session keys rotated");
+        }
         self.started = started;
         self.config = new;
         if !restart.is_empty() {
@@ -269,6 +280,12 @@ fn applied_server(old: &ServerSettings, new: &ServerSettings) -> ServerSettings 
         request_timeout: new.request_timeout,
         // For the backends a reload starts.
         settle_timeout: new.settle_timeout,
+        // A new key ring (from a `SLUICE_SESSION_KEY_FILE` rewritten), not
+        // a change between table and sealed ids.
+        session_keys: match (&old.session_keys, &new.session_keys) {
+            (Some(_), Some(keys)) => Some(keys.clone()),
+            _ => old.session_keys.clone(),
+        },
         ..old.clone()
     }
 }
@@ -280,7 +297,7 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
     let server = applied_server(&old.server, &new.server);
     if server != new.server {
         kept.push(
-            "[server] (other than allowed_origins, max_body_bytes, list_page_size and request_timeout)",
+            "[server] (other than allowed_origins, max_body_bytes, list_page_size, request_timeout and the session key ring)",
         );
         new.server = server;
     }

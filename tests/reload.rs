@@ -284,3 +284,53 @@ async fn restart_only_settings_are_kept_and_named_at_each_reload() {
     let warned = log.matches("which takes effect at restart").count();
     assert_eq!(warned, 2, "{log}");
 }
+
+/// The key ring of sealed ids, read from `SLUICE_SESSION_KEY_FILE`, is
+/// taken anew by a reload: sessions opened after it are sealed with the
+/// file's new first key (a gateway holding only that key resumes them, and
+/// not one sealed before), the old sessions go on while the old key is
+/// still listed, and a file with a bad key is refused whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_takes_the_key_ring_from_its_file() {
+    let (old, new) = (keygen(), keygen());
+    let keys = tempdir::Dir::new();
+    let file = tempdir::write(&keys, "session.key", &format!("{old}\n"));
+    let toml = format!(
+        "[server]\nsession_ids = \"sealed\"\n{}",
+        demo_backend("demo")
+    );
+    let env = [("SLUICE_SESSION_KEY_FILE", file.to_str().unwrap())];
+    let gw = Gateway::start_logged(&toml, &env);
+    let http = Http::new(gw.url("/mcp"));
+    let before = http.initialize().await;
+
+    tempdir::write(&keys, "session.key", &format!("{new},{old}\n"));
+    reload(&gw, &toml, "ok");
+    assert!(gw.log().contains("session keys rotated"), "{}", gw.log());
+    let after = http.initialize().await;
+    // Both open while both keys are loaded.
+    for id in [&before, &after] {
+        assert_eq!(text_of(&echo(&http, id, "demo__echo", 1).await), "hi");
+    }
+
+    tempdir::write(&keys, "session.key", "not-a-key\n");
+    reload(&gw, &toml, "error");
+    let still = http.initialize().await;
+    drop(gw);
+
+    // Only the new key: what the reload sealed opens, what came before not.
+    let gw = Gateway::start_with_env(&toml, &[("SLUICE_SESSION_KEY", new.as_str())]);
+    let http = Http::new(gw.url("/mcp"));
+    for id in [&after, &still] {
+        assert_eq!(text_of(&echo(&http, id, "demo__echo", 2).await), "hi");
+    }
+    let r = http
+        .call(
+            &before,
+            3,
+            "tools/call",
+            json!({"name": "demo__echo", "arguments": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+}

@@ -10,13 +10,38 @@ pub trait Env {
 }
 
 /// The real process environment. Variables whose name or value is not valid
-/// UTF-8 are treated as unset: config values are UTF-8 text.
+/// UTF-8 are treated as unset: config values are UTF-8 text. A variable
+/// that is unset while `NAME_FILE` names a file takes that file's text (one
+/// trailing newline dropped): a secret mounted as a file, which a reload
+/// reads again where a signal cannot change the environment.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcessEnv;
 
+/// A `NAME_FILE` file larger than this is taken as unset.
+const MAX_FILE: u64 = 1024 * 1024;
+
 impl Env for ProcessEnv {
     fn var(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok()
+        std::env::var(name).ok().or_else(|| {
+            use std::io::Read as _;
+            let path = std::env::var_os(format!("{name}_FILE"))?;
+            let mut text = String::new();
+            std::fs::File::open(path)
+                .ok()?
+                .take(MAX_FILE + 1)
+                .read_to_string(&mut text)
+                .ok()?;
+            if text.len() as u64 > MAX_FILE {
+                return None;
+            }
+            if text.ends_with('\n') {
+                text.pop();
+                if text.ends_with('\r') {
+                    text.pop();
+                }
+            }
+            Some(text)
+        })
     }
 
     fn vars(&self) -> Vec<(String, String)> {

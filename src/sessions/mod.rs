@@ -293,7 +293,7 @@ impl Sessions {
             Ids::Sealed(sealer) => {
                 let contents = sealer.contents(version, caps);
                 let sealed = Some((contents.expires, contents.serial));
-                (sealer.ring.seal(&contents, bound), sealed)
+                (sealer.seal(&contents, bound), sealed)
             }
         };
         let session = Session::new(id, principal, version, caps, sealed, bound, namespace);
@@ -409,6 +409,17 @@ impl Sessions {
         match &self.ids {
             Ids::Sealed(sealer) => sealer.reopen(id, bound),
             Ids::Table => None,
+        }
+    }
+
+    /// A new key ring for sealed ids (a reload); false with table ids.
+    pub fn rotate_keys(&self, ring: sealed::KeyRing) -> bool {
+        match &self.ids {
+            Ids::Sealed(sealer) => {
+                sealer.rotate(ring);
+                true
+            }
+            Ids::Table => false,
         }
     }
 

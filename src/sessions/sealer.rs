@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use super::id::SessionId;
@@ -23,7 +24,8 @@ pub enum Ids {
 }
 
 pub struct Sealer {
-    pub(super) ring: KeyRing,
+    /// Replaced whole by a reload (`rotate`).
+    ring: ArcSwap<KeyRing>,
     lifetime: Duration,
     /// This process's own id, sealed into what it issues: an id of ours
     /// that is not in the table was evicted; one of another boot is back
@@ -47,7 +49,7 @@ impl Sealer {
     /// `boot` names this process (see `new_boot`); `local`: one node.
     pub fn new(ring: KeyRing, lifetime: Duration, boot: u32, local: bool) -> Sealer {
         Sealer {
-            ring,
+            ring: ArcSwap::from_pointee(ring),
             lifetime,
             boot,
             revoked: Mutex::new(HashMap::new()),
@@ -79,7 +81,7 @@ impl Sealer {
 
     /// An id's contents if it opens, is unexpired and is not revoked.
     pub(super) fn reopen(&self, id: &SessionId, bound: &[u8]) -> Option<Contents> {
-        let contents = self.ring.open(id.as_str(), bound)?;
+        let contents = self.ring.load().open(id.as_str(), bound)?;
         let now = unix_now();
         if now >= contents.expires {
             return None;
@@ -112,7 +114,17 @@ impl Sealer {
     }
 
     pub fn keys(&self) -> usize {
-        self.ring.len()
+        self.ring.load().len()
+    }
+
+    /// Seals with the new ring's first key from now on and opens with any
+    /// of its keys: an id sealed with a key it lacks is no longer found.
+    pub fn rotate(&self, ring: KeyRing) {
+        self.ring.store(std::sync::Arc::new(ring));
+    }
+
+    pub(super) fn seal(&self, contents: &Contents, bound: &[u8]) -> SessionId {
+        self.ring.load().seal(contents, bound)
     }
 
     pub(super) fn revoked(&self) -> usize {
