@@ -7,10 +7,13 @@
 mod keys;
 mod metadata;
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderValue, header};
 use jsonwebtoken::Validation;
+use parking_lot::Mutex;
 
 use crate::config::{AuthSettings, NamespaceConfig, OAuthSettings, Secret};
 use crate::fast_map::FastMap;
@@ -23,6 +26,12 @@ use metadata::metadata_path;
 
 /// Clock skew allowed on `exp` and `nbf`, in seconds.
 const LEEWAY: u64 = 30;
+/// Tokens whose signature was checked, kept so that a client's next
+/// requests skip the check (an RSA verify each).
+const MAX_VERIFIED: usize = 4096;
+/// How long a checked token is taken on trust: a key the issuer withdraws
+/// stops covering its tokens within this.
+const VERIFIED_FOR: Duration = Duration::from_secs(300);
 
 /// The configured ways in, built once per config.
 pub(crate) struct Authenticator {
@@ -37,6 +46,22 @@ struct OAuth {
     origin: String,
     /// Namespaces whose endpoint needs scopes beyond `required_scopes`.
     namespace_scopes: FastMap<String, Vec<String>>,
+    /// Tokens whose signature and issuer were checked. Keyed by the token
+    /// itself (a client's choice, so hashed with std's keyed hasher); only
+    /// tokens the issuer signed get in.
+    verified: Mutex<HashMap<Box<str>, Arc<Verified>>>,
+}
+
+/// What a checked token says, as far as each request must judge again:
+/// its times, its audiences and its scopes.
+struct Verified {
+    principal: Principal,
+    token: Arc<AccessToken>,
+    exp: u64,
+    nbf: Option<u64>,
+    aud: Vec<String>,
+    /// Trusted until then (at most `VERIFIED_FOR`).
+    until: Instant,
 }
 
 /// Who is calling, and their verified OAuth token; None: a static token
@@ -86,6 +111,7 @@ impl Authenticator {
                         .filter(|n| !n.require_scopes.is_empty())
                         .map(|n| (n.name.to_string(), n.require_scopes.clone()))
                         .collect(),
+                    verified: Mutex::default(),
                 })
             }
         };
@@ -178,12 +204,23 @@ struct Claims {
     sub: String,
     /// Seconds since the epoch (required, so always there).
     exp: u64,
+    #[serde(default)]
+    nbf: Option<u64>,
+    /// One audience or several (RFC 7519 4.1.3); required.
+    aud: Audience,
     /// RFC 9068: space-separated.
     #[serde(default)]
     scope: Option<String>,
     /// What some issuers send instead: a list (or a string).
     #[serde(default)]
     scp: Option<serde_json::Value>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
 }
 
 impl Claims {
@@ -233,6 +270,22 @@ impl OAuth {
     }
 
     async fn check(&self, token: &str, namespace: &str) -> Result<Identity, Failure> {
+        let now = Instant::now();
+        let known = self
+            .verified
+            .lock()
+            .get(token)
+            .filter(|v| v.until > now)
+            .cloned();
+        let verified = match known {
+            Some(v) => v,
+            None => self.verify(token, now).await?,
+        };
+        self.judge(&verified, namespace)
+    }
+
+    /// Checks a token's signature, issuer and claims, and remembers it.
+    async fn verify(&self, token: &str, now: Instant) -> Result<Arc<Verified>, Failure> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| Failure::Invalid)?;
         if !keys::accepted(header.alg) {
             return Err(Failure::Invalid);
@@ -245,15 +298,57 @@ impl OAuth {
             .ok_or(Failure::Invalid)?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.settings.issuer]);
-        // A token for the gateway, or for this namespace's endpoint.
-        validation.set_audience(&[self.settings.audience.clone(), self.resource(namespace)]);
+        // Which audience is right depends on the endpoint: `judge` checks it.
+        validation.validate_aud = false;
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.validate_nbf = true;
         validation.leeway = LEEWAY;
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|_| Failure::Invalid)?
             .claims;
-        let held = claims.scopes();
+        let verified = Arc::new(Verified {
+            principal: Principal::subject(&claims.iss, &claims.sub),
+            token: Arc::new(AccessToken {
+                scopes: claims.scopes().into(),
+                token: Secret::new(token.to_owned()),
+                expires_at: std::time::UNIX_EPOCH + Duration::from_secs(claims.exp),
+            }),
+            exp: claims.exp,
+            nbf: claims.nbf,
+            aud: match claims.aud {
+                Audience::One(a) => vec![a],
+                Audience::Many(a) => a,
+            },
+            until: now + VERIFIED_FOR,
+        });
+        let mut cache = self.verified.lock();
+        if cache.len() >= MAX_VERIFIED {
+            cache.retain(|_, v| v.until > now && v.exp + LEEWAY > unix_now());
+            if cache.len() >= MAX_VERIFIED {
+                cache.clear();
+            }
+        }
+        cache.insert(token.into(), verified.clone());
+        Ok(verified)
+    }
+
+    /// What every request judges again, checked or remembered: the times,
+    /// the audience (the gateway's, or this namespace's own endpoint) and
+    /// the scopes this endpoint needs.
+    fn judge(&self, v: &Verified, namespace: &str) -> Result<Identity, Failure> {
+        let now = unix_now();
+        if now >= v.exp + LEEWAY || v.nbf.is_some_and(|nbf| nbf > now + LEEWAY) {
+            return Err(Failure::Invalid);
+        }
+        let own = (namespace != crate::config::DEFAULT_NAMESPACE).then(|| self.resource(namespace));
+        if !v
+            .aud
+            .iter()
+            .any(|a| *a == self.settings.audience || own.as_ref() == Some(a))
+        {
+            return Err(Failure::Invalid);
+        }
+        let held = &v.token.scopes;
         if !self
             .scopes(namespace)
             .iter()
@@ -262,14 +357,14 @@ impl OAuth {
             return Err(Failure::Scope);
         }
         Ok(Identity {
-            principal: Principal::subject(&claims.iss, &claims.sub),
-            token: Some(Arc::new(AccessToken {
-                scopes: held.into(),
-                token: Secret::new(token.to_owned()),
-                expires_at: std::time::UNIX_EPOCH + std::time::Duration::from_secs(claims.exp),
-            })),
+            principal: v.principal.clone(),
+            token: Some(v.token.clone()),
         })
     }
+}
+
+fn unix_now() -> u64 {
+    crate::sessions::unix_now()
 }
 
 /// `Authorization: Bearer <token>` (the scheme in any case).

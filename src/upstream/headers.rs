@@ -117,6 +117,13 @@ impl Headers {
         }
     }
 
+    /// Whether calls made for a client carry its token exchanged.
+    pub(super) fn exchanges(&self) -> bool {
+        self.token
+            .as_ref()
+            .is_some_and(|t| t.config.exchange.is_some())
+    }
+
     /// The `Authorization` of a call made for a client, when the backend
     /// takes the client's token exchanged (None: it takes the gateway's).
     /// An exchanged token is used until four fifths of its life, never

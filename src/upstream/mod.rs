@@ -806,7 +806,11 @@ impl Backend {
         to: Option<conn::Listener>,
         trace: Option<Vec<(&'static str, String)>>,
     ) -> Result<Outcome, UpstreamError> {
-        let authorization = self.authorization(caller).await?;
+        // Boxed: the exchange's future is large, and most backends have none.
+        let authorization = match self.exchanges() {
+            true => Box::pin(self.authorization(caller)).await?,
+            false => None,
+        };
         let mut retried = false;
         loop {
             let link = self.link_for(caller).await?;
@@ -848,6 +852,14 @@ impl Backend {
                 _ => {}
             }
             return result;
+        }
+    }
+
+    /// Whether calls made for a client carry its token exchanged.
+    fn exchanges(&self) -> bool {
+        match &self.transport {
+            TransportSpec::Http(spec) | TransportSpec::Sse(spec) => spec.headers.exchanges(),
+            TransportSpec::Stdio(_) => false,
         }
     }
 

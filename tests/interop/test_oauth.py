@@ -227,6 +227,19 @@ async def test_each_bad_token_is_refused_with_its_status(gateway, auth_server):
     assert r.status_code == 200, r.text
 
 
+async def test_a_remembered_token_still_expires(gateway, auth_server):
+    """A token checked once is remembered (no second signature check), but
+    its times are judged at every request: one accepted within the 30 s
+    leeway past its `exp` is refused once the leeway is over."""
+    gw, audience = gateway
+    late = auth_server.mint(good_claims(audience), expires_in=-27)
+    assert post(gw.mcp_url, late).status_code == 200
+    time.sleep(5)
+    r = post(gw.mcp_url, late)
+    assert r.status_code == 401, r.text
+    assert 'error="invalid_token"' in r.headers["www-authenticate"]
+
+
 async def test_a_session_belongs_to_its_subject(gateway, auth_server):
     gw, audience = gateway
     alice = auth_server.mint(good_claims(audience))

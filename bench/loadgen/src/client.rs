@@ -294,8 +294,13 @@ pub struct Mcp {
     next_id: u64,
 }
 
-fn base_headers() -> [(&'static str, HeaderValue); 2] {
-    [
+fn base_headers() -> Vec<(&'static str, HeaderValue)> {
+    static AUTHORIZATION: std::sync::OnceLock<Option<HeaderValue>> = std::sync::OnceLock::new();
+    let authorization = AUTHORIZATION.get_or_init(|| {
+        let value = std::env::var("LOADGEN_AUTHORIZATION").ok()?;
+        Some(HeaderValue::try_from(value).expect("LOADGEN_AUTHORIZATION is not a header value"))
+    });
+    let mut headers = vec![
         (
             CONTENT_TYPE.as_str(),
             HeaderValue::from_static("application/json"),
@@ -304,7 +309,11 @@ fn base_headers() -> [(&'static str, HeaderValue); 2] {
             ACCEPT.as_str(),
             HeaderValue::from_static("application/json, text/event-stream"),
         ),
-    ]
+    ];
+    if let Some(value) = authorization {
+        headers.push(("authorization", value.clone()));
+    }
+    headers
 }
 
 impl Mcp {
@@ -318,7 +327,7 @@ impl Mcp {
     }
 
     fn headers(&self) -> Vec<(&'static str, HeaderValue)> {
-        let mut h = base_headers().to_vec();
+        let mut h = base_headers();
         if let Some(s) = &self.session {
             h.push((SESSION_HEADER, s.clone()));
         }

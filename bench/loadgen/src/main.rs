@@ -16,6 +16,8 @@
 //! status, a body without a JSON-RPC success for our id, a tool error, a
 //! timeout or a broken connection), so a harness can refuse a dirty run.
 //! Only loopback URLs are accepted; every loop is bounded in time or count.
+//! `LOADGEN_AUTHORIZATION`, when set, is sent as every MCP request's
+//! `Authorization` header (a gateway with `[auth]`).
 
 mod abandon;
 mod churn;
