@@ -5,10 +5,10 @@ use clap::Parser;
 use sluice::cli::{Cli, Command};
 use sluice::config::{self, ProcessEnv};
 
-/// Chosen by measurement (bench/RESULTS.md): glibc's malloc/free were a
-/// fifth of the gateway's CPU per forwarded request.
+mod allocator;
+
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
 
 /// Exit codes (contract): 0 ok, 2 usage or config error, 1 runtime failure.
 const CONFIG_ERROR: u8 = 2;
