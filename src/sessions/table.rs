@@ -165,6 +165,13 @@ impl Table {
         now: Instant,
         busy: i32,
     ) -> Option<Arc<Session>> {
+        if busy > 0 {
+            // A busy session is neither evicted nor expired, wherever it
+            // stands in `by_use`: it moves when its request ends.
+            let entry = self.map.get_mut(id)?;
+            entry.in_flight = entry.in_flight.saturating_add(1);
+            return Some(entry.session.clone());
+        }
         let stamp = self.stamp();
         let entry = self.map.get_mut(id)?;
         let old = std::mem::replace(&mut entry.stamp, stamp);
