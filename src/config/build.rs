@@ -236,7 +236,7 @@ impl Builder<'_> {
                     self.setting(
                         "server.session_ids",
                         format!(
-                            "\"sealed\" needs keys in {} (generate one with `sluice keygen`)",
+                            "\"sealed\" needs keys in {0} or a readable file named by {0}_FILE (generate one with `sluice keygen`)",
                             file::SESSION_KEY_ENV
                         ),
                     );

@@ -873,7 +873,10 @@ impl Backend {
             .for_client(&spec.client, caller.token.as_deref(), self.ctx.timeout)
             .await
             .map_err(|why| {
-                tracing::warn!(backend = %self.name, "no token for a client's call: {why}");
+                // Bounded: a client without a token may call in a loop.
+                if let Some(suppressed) = self.ctx.warnings.admit() {
+                    tracing::warn!(backend = %self.name, suppressed, "no token for a client's call: {why}");
+                }
                 UpstreamError::unauthorized(&self.name, why)
             })
     }
