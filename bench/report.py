@@ -44,6 +44,7 @@ FORWARD = {
         ("http-direct", "fast backend, direct (physical limit)"),
         ("http-sluice", "through sluice"),
         ("http-sluice-traced", "through sluice, `[tracing]` on (every request sampled, OTLP to a local sink)"),
+        ("http-sluice-stealing", "through sluice, `SLUICE_RUNTIME=work-stealing` (tokio's multi-thread runtime)"),
     ],
     "stdio": [
         ("stdio-direct", "`sluice demo-server` over its own stdin/stdout (physical limit)"),

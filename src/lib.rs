@@ -27,3 +27,4 @@ pub mod router;
 pub mod sessions;
 pub(crate) mod traces;
 pub mod upstream;
+pub mod workers;

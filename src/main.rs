@@ -78,7 +78,14 @@ fn main() -> ExitCode {
                 eprintln!("sluice: config error:\n{e}");
                 return ExitCode::from(CONFIG_ERROR);
             }
-            let runtime = match tokio::runtime::Runtime::new() {
+            let mode = match sluice::workers::Mode::from_env() {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("sluice: config error:\n{e}");
+                    return ExitCode::from(CONFIG_ERROR);
+                }
+            };
+            let (runtime, workers) = match start_runtime(mode) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("sluice: cannot start runtime: {e}");
@@ -91,6 +98,9 @@ fn main() -> ExitCode {
                 let _ = std::io::stdout().flush();
             }));
             // Backends are stopped; don't wait on stray blocking tasks.
+            if let Some(workers) = workers {
+                workers.stop();
+            }
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             match result {
                 Ok(()) => ExitCode::SUCCESS,
@@ -103,6 +113,32 @@ fn main() -> ExitCode {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The runtime `serve` runs in, and the per-core workers connections go
+/// to when `mode` asks for them (as many as `TOKIO_WORKER_THREADS`, else
+/// one per core).
+fn start_runtime(
+    mode: sluice::workers::Mode,
+) -> std::io::Result<(
+    tokio::runtime::Runtime,
+    Option<&'static sluice::workers::Workers>,
+)> {
+    match mode {
+        sluice::workers::Mode::WorkStealing => Ok((tokio::runtime::Runtime::new()?, None)),
+        sluice::workers::Mode::PerCore => {
+            let n = std::env::var("TOKIO_WORKER_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &usize| n > 0)
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let workers = sluice::workers::Workers::install(&runtime, n)?;
+            Ok((runtime, Some(workers)))
         }
     }
 }

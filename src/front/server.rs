@@ -140,22 +140,43 @@ pub async fn accept(
         };
         // SSE streams can be written faster without Nagle (a 30x difference).
         let _ = tcp.set_nodelay(true);
-        let conn = http.serve_connection(TokioIo::new(tcp), app.clone());
-        let conn = graceful.watch(conn);
-        let metrics = metrics.clone();
-        metrics.connection_opened();
-        tokio::spawn(async move {
+        let (http, app, watcher) = (http.clone(), app.clone(), graceful.watcher());
+        let open = Open::new(metrics.clone(), permit);
+        crate::workers::spawn_connection(tcp, move |tcp| async move {
+            let conn = watcher.watch(http.serve_connection(TokioIo::new(tcp), app));
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
-            metrics.connection_closed();
-            drop(permit);
+            drop(open);
         });
     }
     Connections {
         graceful,
         permits,
         max,
+    }
+}
+
+/// A connection's place under the cap, and its count, given back however
+/// the connection ends (its worker stopped included).
+struct Open {
+    metrics: Arc<Metrics>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Open {
+    fn new(metrics: Arc<Metrics>, permit: tokio::sync::OwnedSemaphorePermit) -> Open {
+        metrics.connection_opened();
+        Open {
+            metrics,
+            _permit: permit,
+        }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.metrics.connection_closed();
     }
 }
 

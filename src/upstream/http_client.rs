@@ -50,7 +50,9 @@ pub(crate) struct Client {
 
 struct Shared {
     connector: Connector,
-    idle: Mutex<Idle>,
+    /// A pool per worker shard (`crate::workers`): a connection registered
+    /// with one runtime's reactor is only ever driven from that runtime.
+    idle: Box<[Mutex<Idle>]>,
 }
 
 #[derive(Default)]
@@ -79,7 +81,7 @@ struct IdleConn {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("idle", &self.shared.idle.lock().conns.len())
+            .field("idle", &self.shared.idle_count())
             .finish()
     }
 }
@@ -99,7 +101,9 @@ impl Client {
         Ok(Client {
             shared: Arc::new(Shared {
                 connector,
-                idle: Mutex::default(),
+                idle: (0..crate::workers::shards())
+                    .map(|_| Mutex::default())
+                    .collect(),
             }),
         })
     }
@@ -120,16 +124,25 @@ impl Client {
     /// Connections open and idle, for tests.
     #[cfg(test)]
     fn idle(&self) -> usize {
-        self.shared.idle.lock().conns.len()
+        self.shared.idle_count()
     }
 }
 
 impl Shared {
+    fn idle_count(&self) -> usize {
+        self.idle.iter().map(|i| i.lock().conns.len()).sum()
+    }
+
+    /// The calling thread's pool.
+    fn pool(&self) -> &Mutex<Idle> {
+        &self.idle[crate::workers::shard() % self.idle.len()]
+    }
+
     /// The warmest idle connection to `origin` that can take a request.
     fn checkout(&self, origin: &Origin) -> Option<Conn> {
         loop {
             let mut conn = {
-                let mut idle = self.idle.lock();
+                let mut idle = self.pool().lock();
                 idle.expire(Instant::now());
                 let at = idle.conns.iter().rposition(|i| i.conn.origin == *origin)?;
                 idle.conns.remove(at).conn
@@ -142,7 +155,8 @@ impl Shared {
     }
 
     fn checkin(self: &Arc<Self>, conn: Conn) {
-        let mut idle = self.idle.lock();
+        let shard = crate::workers::shard() % self.idle.len();
+        let mut idle = self.idle[shard].lock();
         if idle.conns.len() >= MAX_IDLE {
             return;
         }
@@ -152,7 +166,7 @@ impl Shared {
                 return;
             };
             idle.reaping = true;
-            runtime.spawn(reap(Arc::downgrade(self)));
+            runtime.spawn(reap(Arc::downgrade(self), shard));
         }
         idle.conns.push(IdleConn {
             conn,
@@ -180,13 +194,13 @@ impl Shared {
 
 /// Closes idle connections as they expire; ends when none is idle or the
 /// client is gone.
-async fn reap(shared: std::sync::Weak<Shared>) {
+async fn reap(shared: std::sync::Weak<Shared>, shard: usize) {
     loop {
         tokio::time::sleep(IDLE_TIMEOUT / 4).await;
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        let mut idle = shared.idle.lock();
+        let mut idle = shared.idle[shard].lock();
         idle.expire(Instant::now());
         if idle.conns.is_empty() {
             idle.reaping = false;

@@ -1,0 +1,146 @@
+//! Where client connections run.
+//!
+//! By default on one current-thread runtime per core: each accepted
+//! connection is handed to one of them (in turn) and every request on it,
+//! with the backend connections it takes from its worker's own pool, stays
+//! on that thread. With `SLUICE_RUNTIME=work-stealing`, on tokio's
+//! multi-thread runtime instead, where a task woken by I/O may run on any
+//! worker and an idle worker is woken to look for work: at one connection
+//! that cost two more context switches per forwarded call and 20–35% more
+//! CPU (bench/RESULTS.md has both side by side). The main thread's runtime is one of them; it also runs the
+//! gateway's own tasks (the accept loop, reapers, shared backends' owners
+//! and a stdio child's pipes), so a connection there reaches a shared stdio
+//! backend without a hand-off between threads.
+//!
+//! Connections are long-lived (keep-alive), so handing each to a worker once
+//! at accept costs nothing per request; `SO_REUSEPORT` listeners per worker
+//! would only move that hand-off into the kernel.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+thread_local! {
+    /// This thread's shard: `1..n` on the extra workers, 0 on the main
+    /// thread and everywhere else.
+    static SHARD: Cell<usize> = const { Cell::new(0) };
+}
+
+static WORKERS: OnceLock<Workers> = OnceLock::new();
+
+/// How connections are run, from `SLUICE_RUNTIME`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    PerCore,
+    WorkStealing,
+}
+
+impl Mode {
+    pub fn from_env() -> Result<Mode, String> {
+        match std::env::var("SLUICE_RUNTIME").as_deref() {
+            Err(_) | Ok("" | "per-core") => Ok(Mode::PerCore),
+            Ok("work-stealing") => Ok(Mode::WorkStealing),
+            Ok(other) => Err(format!(
+                "SLUICE_RUNTIME must be \"per-core\" or \"work-stealing\", not {other:?}"
+            )),
+        }
+    }
+}
+
+/// The per-core runtimes: the main thread's (where `serve` runs) and one
+/// more thread per further core; the extra threads are stopped and joined
+/// after the gateway has stopped.
+pub struct Workers {
+    handles: Vec<Handle>,
+    stops: std::sync::Mutex<Vec<(oneshot::Sender<()>, std::thread::JoinHandle<()>)>>,
+    next: AtomicUsize,
+}
+
+impl Workers {
+    /// Makes `main` (the calling thread's runtime) and `n - 1` new
+    /// current-thread runtimes where connections go.
+    pub fn install(main: &tokio::runtime::Runtime, n: usize) -> std::io::Result<&'static Workers> {
+        let mut handles = vec![main.handle().clone()];
+        let mut stops = Vec::with_capacity(n.saturating_sub(1));
+        for shard in 1..n {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            handles.push(rt.handle().clone());
+            let (stop, stopped) = oneshot::channel::<()>();
+            let thread = std::thread::Builder::new()
+                .name(format!("sluice-worker-{shard}"))
+                .spawn(move || {
+                    SHARD.with(|s| s.set(shard));
+                    rt.block_on(async {
+                        let _ = stopped.await;
+                    });
+                    // Connections still open are dropped with the runtime.
+                    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+                })?;
+            stops.push((stop, thread));
+        }
+        let workers = Workers {
+            handles,
+            stops: std::sync::Mutex::new(stops),
+            next: AtomicUsize::new(0),
+        };
+        WORKERS
+            .set(workers)
+            .map_err(|_| std::io::Error::other("workers already installed"))?;
+        Ok(WORKERS.get().expect("just set"))
+    }
+
+    /// Stops the extra workers and waits for their threads.
+    pub fn stop(&self) {
+        let stops = std::mem::take(&mut *self.stops.lock().unwrap_or_else(|e| e.into_inner()));
+        for (stop, thread) in stops {
+            let _ = stop.send(());
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Shards of per-thread state (the backend connection pools): one per
+/// worker (one in all when connections run work-stealing).
+pub(crate) fn shards() -> usize {
+    WORKERS.get().map_or(1, |w| w.handles.len())
+}
+
+/// The calling thread's shard, below `shards()`.
+pub(crate) fn shard() -> usize {
+    SHARD.with(Cell::get)
+}
+
+/// Runs a connection's future: on the next worker, or (work-stealing) on
+/// the current runtime. `make` runs where the future will, so the socket
+/// registers with that runtime's reactor.
+pub(crate) fn spawn_connection<F, Fut>(tcp: tokio::net::TcpStream, make: F)
+where
+    F: FnOnce(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Some(workers) = WORKERS.get() else {
+        tokio::spawn(make(tcp));
+        return;
+    };
+    let at = workers.next.fetch_add(1, Ordering::Relaxed) % workers.handles.len();
+    if at == shard() {
+        tokio::spawn(make(tcp));
+        return;
+    }
+    // The socket leaves this runtime's reactor and joins the worker's.
+    let Ok(std_tcp) = tcp.into_std() else {
+        return;
+    };
+    workers.handles[at].spawn(async move {
+        let Ok(tcp) = tokio::net::TcpStream::from_std(std_tcp) else {
+            return;
+        };
+        make(tcp).await;
+    });
+}

@@ -1,0 +1,104 @@
+//! The runtime client connections run on (`SLUICE_RUNTIME`, see
+//! docs/operations.md): per-core (the default) and work-stealing both serve
+//! many connections to stdio and HTTP backends, give every connection back,
+//! and stop cleanly.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use serde_json::json;
+use support::*;
+
+/// The names of a process's threads.
+fn threads(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+async fn serves_many_connections(runtime: &str, workers: usize) {
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let toml = format!(
+        "{}\n{}",
+        demo_backend("demo"),
+        http_backend("web", &fx.url(), "")
+    );
+    let gw = Gateway::start_with_env(
+        &toml,
+        &[("SLUICE_RUNTIME", runtime), ("TOKIO_WORKER_THREADS", "3")],
+    );
+    let named = threads(gw.pid())
+        .iter()
+        .filter(|t| t.starts_with("sluice-worker-"))
+        .count();
+    assert_eq!(named, workers, "{:?}", threads(gw.pid()));
+
+    // Six clients, each with its own connections, calling concurrently.
+    let clients: Vec<Http> = (0..6).map(|_| Http::new(gw.url("/mcp"))).collect();
+    join_all(clients.iter().enumerate().map(|(i, http)| async move {
+        let sid = http.initialize().await;
+        for round in 0..5u64 {
+            let text = format!("{i}-{round}");
+            let r = http
+                .tool(&sid, 2 + 2 * round, "web__echo", json!({ "text": text }))
+                .await;
+            assert_eq!(text_of(&r), text);
+            let r = http
+                .tool(
+                    &sid,
+                    3 + 2 * round,
+                    "demo__add",
+                    json!({ "a": i, "b": round }),
+                )
+                .await;
+            assert_eq!(
+                r["result"]["structuredContent"]["sum"].as_f64(),
+                Some((i as u64 + round) as f64),
+                "{r}"
+            );
+        }
+    }))
+    .await;
+    // The metrics request counts its own connection.
+    assert!(gw.metrics().get("sluice_connections_open") >= 7.0);
+    drop(clients);
+    wait_until(Duration::from_secs(10), || {
+        gw.metrics().get("sluice_connections_open") == 1.0
+    });
+    // One shared session with the HTTP backend, closed at shutdown.
+    assert_eq!(fx.live(), 1);
+    assert_eq!(gw.stop(), Some(0));
+    assert_eq!(fx.live(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_core_runtime_serves_many_connections() {
+    // Three runtimes: the main thread's and two more.
+    serves_many_connections("per-core", 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_stealing_runtime_serves_many_connections() {
+    serves_many_connections("work-stealing", 0).await;
+}
+
+#[test]
+fn an_unknown_runtime_is_a_config_error() {
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("SLUICE_RUNTIME", "fastest")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("SLUICE_RUNTIME") && err.contains("per-core"),
+        "{err}"
+    );
+}
