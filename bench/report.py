@@ -399,6 +399,15 @@ def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> 
             oks.append(add <= want)
         if parts:
             rows.append([f"added p50, {c} connection{'s' if c > 1 else ''}", f"≤ {want} µs", "; ".join(parts), mark(all(oks))])
+    stealing = fwd_http.get("http-sluice-stealing", {})
+    for c in sorted(set(sl) & set(stealing)):
+        a, b = sl[c], stealing[c]
+        ctx = (a.get("server_ctx_switches_per_request"), b.get("server_ctx_switches_per_request"))
+        rows.append([f"runtime, {c} connection{'s' if c > 1 else ''}: per-core (the default) vs work-stealing", "",
+                     f"CPU {fmt(a.get('server_cpu_us_per_request'), 1)} vs {fmt(b.get('server_cpu_us_per_request'), 1)} µs per call; "
+                     f"p50 {us(a['latency']['p50_us'])} vs {us(b['latency']['p50_us'])}; "
+                     f"{fmt(a['throughput_rps'])} vs {fmt(b['throughput_rps'])} calls/s; "
+                     f"{fmt(ctx[0], 2)} vs {fmt(ctx[1], 2)} context switches per call", "info"])
     cg_idle = churn.get("cg_idle") or []
     if len(cg_idle) >= 2 and all(x["requests"] for x in cg_idle):
         lo, hi = cg_idle[0], cg_idle[-1]
