@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import collections
 import glob
 import json
 import os
@@ -637,7 +638,15 @@ def short(fn: str, width: int = 110) -> str:
 
 def callgrind_summary(pdir: Path, requests: int, total: int) -> str:
     per = lambda ir: ir / requests if requests else 0.0  # noqa: E731
-    self_rows = [e for e in cg_parse(pdir / "callgrind-self.txt") if e[0] < 0.999 * total]
+    rows = cg_parse(pdir / "callgrind-self.txt")
+    # Frames on a thread's stack when the counters were zeroed (its start,
+    # `main`, a runtime's loop) are listed with the whole thread's cost, the
+    # same figure for each frame of the chain: they are not self costs.
+    # With the per-core runtime the main thread is one such chain, the
+    # workers another.
+    big = collections.Counter(e[0] for e in rows if e[0] >= 0.05 * total)
+    roots = {ir for ir, n in big.items() if n >= 2}
+    self_rows = [e for e in rows if e[0] < 0.999 * total and e[0] not in roots]
     # Self cost by crate / category.
     cats: dict[str, int] = {}
     for ir, _, file, fn, obj in self_rows:
@@ -651,7 +660,7 @@ def callgrind_summary(pdir: Path, requests: int, total: int) -> str:
     # Inclusive cost of sluice's own functions (max over the files it is listed under).
     incl: dict[str, int] = {}
     for ir, _, file, fn, obj in cg_parse(pdir / "callgrind-inclusive.txt"):
-        if "sluice::" in fn and ir < 0.999 * total:
+        if "sluice::" in fn and ir < 0.999 * total and ir not in roots:
             incl[fn] = max(incl.get(fn, 0), ir)
     top_incl = [[f"`{short(k)}`", fmt(per(v)), f"{100 * v / total:.1f}%"] for k, v in sorted(incl.items(), key=lambda kv: -kv[1])[:22]]
     # Who calls memcpy.
