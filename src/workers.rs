@@ -1,20 +1,22 @@
 //! Where client connections run.
 //!
 //! By default on one current-thread runtime per core: each accepted
-//! connection is handed to one of them (in turn) and every request on it,
-//! with the backend connections it takes from its worker's own pool, stays
-//! on that thread. With `SLUICE_RUNTIME=work-stealing`, on tokio's
-//! multi-thread runtime instead, where a task woken by I/O may run on any
-//! worker and an idle worker is woken to look for work: at one connection
-//! that cost two more context switches per forwarded call and 20–35% more
-//! CPU (bench/RESULTS.md has both side by side). The main thread's runtime is one of them; it also runs the
-//! gateway's own tasks (the accept loop, reapers, shared backends' owners
-//! and a stdio child's pipes), so a connection there reaches a shared stdio
-//! backend without a hand-off between threads.
+//! connection is handed to one of them in turn, and every request on it,
+//! with the backend connections it takes from its runtime's own pool, stays
+//! on that thread. The main thread's runtime is one of them; it also runs
+//! the gateway's own tasks (the accept loop, reapers, shared backends'
+//! owners and a shared stdio child's pipes), so a connection there reaches
+//! a shared stdio backend without a hand-off between threads.
 //!
-//! Connections are long-lived (keep-alive), so handing each to a worker once
-//! at accept costs nothing per request; `SO_REUSEPORT` listeners per worker
-//! would only move that hand-off into the kernel.
+//! With `SLUICE_RUNTIME=work-stealing`, tokio's multi-thread runtime
+//! instead, where a task woken by I/O may run on any worker and an idle
+//! worker is woken to look for work: at one connection that cost two to
+//! three more context switches per forwarded call and a quarter to a half
+//! more CPU (bench/RESULTS.md has both side by side).
+//!
+//! Connections are long-lived (keep-alive), so handing each to a runtime
+//! once at accept costs nothing per request; `SO_REUSEPORT` listeners per
+//! runtime would only move that hand-off into the kernel.
 
 use std::cell::Cell;
 use std::future::Future;
