@@ -12,17 +12,34 @@ use futures_util::future::join_all;
 use serde_json::json;
 use support::*;
 
-/// The names of a process's threads.
-fn threads(pid: u32) -> Vec<String> {
+/// A process's threads: (name, voluntary context switches so far).
+fn threads(pid: u32) -> Vec<(String, u64)> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-        .map(|name| name.trim().to_owned())
+        .filter_map(|t| {
+            let name = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+            let switches = status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+                .trim()
+                .parse()
+                .ok()?;
+            Some((name.trim().to_owned(), switches))
+        })
         .collect()
 }
 
-async fn serves_many_connections(runtime: &str, workers: usize) {
+/// The per-core worker threads (the main thread's runtime is not one).
+fn workers(pid: u32) -> Vec<(String, u64)> {
+    threads(pid)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("sluice-worker-"))
+        .collect()
+}
+
+async fn serves_many_connections(runtime: &str, expected_workers: usize) {
     let fx = Fixture::start("127.0.0.1:0", &[]);
     let toml = format!(
         "{}\n{}",
@@ -33,11 +50,12 @@ async fn serves_many_connections(runtime: &str, workers: usize) {
         &toml,
         &[("SLUICE_RUNTIME", runtime), ("TOKIO_WORKER_THREADS", "3")],
     );
-    let named = threads(gw.pid())
-        .iter()
-        .filter(|t| t.starts_with("sluice-worker-"))
-        .count();
-    assert_eq!(named, workers, "{:?}", threads(gw.pid()));
+    assert_eq!(
+        workers(gw.pid()).len(),
+        expected_workers,
+        "{:?}",
+        threads(gw.pid())
+    );
 
     // Six clients, each with its own connections, calling concurrently.
     let clients: Vec<Http> = (0..6).map(|_| Http::new(gw.url("/mcp"))).collect();
@@ -65,6 +83,11 @@ async fn serves_many_connections(runtime: &str, workers: usize) {
         }
     }))
     .await;
+    // Connections went to every worker: each slept waiting for its
+    // requests' backends dozens of times (an idle worker: once or twice).
+    for (name, switches) in workers(gw.pid()) {
+        assert!(switches >= 10, "{name} served nothing: {switches} switches");
+    }
     // The metrics request counts its own connection.
     assert!(gw.metrics().get("sluice_connections_open") >= 7.0);
     drop(clients);

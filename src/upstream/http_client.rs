@@ -133,16 +133,16 @@ impl Shared {
         self.idle.iter().map(|i| i.lock().conns.len()).sum()
     }
 
-    /// The calling thread's pool.
-    fn pool(&self) -> &Mutex<Idle> {
-        &self.idle[crate::workers::shard() % self.idle.len()]
+    /// The calling thread's pool: its index in `idle`.
+    fn shard(&self) -> usize {
+        crate::workers::shard() % self.idle.len()
     }
 
     /// The warmest idle connection to `origin` that can take a request.
     fn checkout(&self, origin: &Origin) -> Option<Conn> {
         loop {
             let mut conn = {
-                let mut idle = self.pool().lock();
+                let mut idle = self.idle[self.shard()].lock();
                 idle.expire(Instant::now());
                 let at = idle.conns.iter().rposition(|i| i.conn.origin == *origin)?;
                 idle.conns.remove(at).conn
@@ -155,7 +155,7 @@ impl Shared {
     }
 
     fn checkin(self: &Arc<Self>, conn: Conn) {
-        let shard = crate::workers::shard() % self.idle.len();
+        let shard = self.shard();
         let mut idle = self.idle[shard].lock();
         if idle.conns.len() >= MAX_IDLE {
             return;

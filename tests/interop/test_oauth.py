@@ -232,9 +232,12 @@ async def test_a_remembered_token_still_expires(gateway, auth_server):
     its times are judged at every request: one accepted within the 30 s
     leeway past its `exp` is refused once the leeway is over."""
     gw, audience = gateway
-    late = auth_server.mint(good_claims(audience), expires_in=-27)
+    late = auth_server.mint(good_claims(audience), expires_in=-24)
     assert post(gw.mcp_url, late).status_code == 200
-    time.sleep(5)
+    # Wait for the token's own clock, not a guess: past `exp` + 30 s.
+    payload = late.split(".")[1]
+    exp = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["exp"]
+    time.sleep(max(0.0, exp + 31 - time.time()))
     r = post(gw.mcp_url, late)
     assert r.status_code == 401, r.text
     assert 'error="invalid_token"' in r.headers["www-authenticate"]
