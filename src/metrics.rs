@@ -1,6 +1,7 @@
 //! The contract's Prometheus metrics, and the periodic summary line.
 
 use std::fmt::Write as _;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
@@ -153,12 +154,50 @@ const KNOWN_METHODS: &[&str] = &[
     "DELETE",
 ];
 
-pub fn method_label(method: &str) -> &'static str {
+/// A request's `method` label: an index into `KNOWN_METHODS`, or past it
+/// for "other".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Method(u8);
+
+impl Method {
+    const OTHER: Method = Method(KNOWN_METHODS.len() as u8);
+    const COUNT: usize = KNOWN_METHODS.len() + 1;
+
+    fn label(self) -> &'static str {
+        KNOWN_METHODS
+            .get(usize::from(self.0))
+            .copied()
+            .unwrap_or("other")
+    }
+}
+
+pub fn method_label(method: &str) -> Method {
     KNOWN_METHODS
         .iter()
-        .find(|m| **m == method)
-        .copied()
-        .unwrap_or("other")
+        .position(|m| *m == method)
+        .map_or(Method::OTHER, |i| Method(i as u8))
+}
+
+/// The request series, each looked up in its family once: a lookup hashes
+/// the labels and takes the family's lock, on every request otherwise.
+struct RequestSeries {
+    /// By era, method and outcome.
+    counts: Box<[OnceLock<Counter>]>,
+    /// By method.
+    durations: Box<[OnceLock<Histogram>]>,
+}
+
+const OUTCOMES: usize = 3;
+
+impl RequestSeries {
+    fn new() -> RequestSeries {
+        RequestSeries {
+            counts: (0..2 * Method::COUNT * OUTCOMES)
+                .map(|_| OnceLock::new())
+                .collect(),
+            durations: (0..Method::COUNT).map(|_| OnceLock::new()).collect(),
+        }
+    }
 }
 
 pub struct Metrics {
@@ -172,6 +211,7 @@ pub struct Metrics {
     backend_up: Family<BackendLabel, Gauge>,
     requests: Family<RequestLabels, Counter>,
     durations: Family<MethodLabel, Histogram>,
+    request_series: RequestSeries,
     list_refresh: Family<RefreshLabels, Counter>,
     entries: Family<EntriesLabels, Gauge>,
     answers_dropped: Family<DroppedLabels, Counter>,
@@ -428,6 +468,7 @@ impl Metrics {
             backend_up,
             requests,
             durations,
+            request_series: RequestSeries::new(),
             list_refresh,
             entries,
             answers_dropped,
@@ -570,16 +611,28 @@ impl Metrics {
             .inc();
     }
 
-    pub fn request(&self, era: Era, method: &'static str, outcome: Outcome, seconds: f64) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                era: era.as_str(),
-                method,
-                outcome,
-            })
+    pub fn request(&self, era: Era, method: Method, outcome: Outcome, seconds: f64) {
+        let series = &self.request_series;
+        let eras = match era {
+            Era::Legacy => 0,
+            Era::Modern => 1,
+        };
+        let slot = (eras * Method::COUNT + usize::from(method.0)) * OUTCOMES + outcome as usize;
+        let labels = || RequestLabels {
+            era: era.as_str(),
+            method: method.label(),
+            outcome,
+        };
+        series.counts[slot]
+            .get_or_init(|| self.requests.get_or_create(&labels()).clone())
             .inc();
-        self.durations
-            .get_or_create(&MethodLabel { method })
+        series.durations[usize::from(method.0)]
+            .get_or_init(|| {
+                let labels = MethodLabel {
+                    method: method.label(),
+                };
+                self.durations.get_or_create(&labels).clone()
+            })
             .observe(seconds);
         let r = &self.recent;
         r.requests.fetch_add(1, Ordering::Relaxed);

@@ -165,7 +165,7 @@ fn client_caps(fields: &Fields) -> ClientCaps {
 fn record(front: &Front, method: &'static str, started: Instant) {
     front.metrics.request(
         Era::Modern,
-        method,
+        crate::metrics::method_label(method),
         crate::metrics::Outcome::ok,
         started.elapsed().as_secs_f64(),
     );

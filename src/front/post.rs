@@ -265,7 +265,7 @@ async fn initialize(
     }
     front.metrics.request(
         protocol::Era::Legacy,
-        "initialize",
+        crate::metrics::method_label("initialize"),
         crate::metrics::Outcome::ok,
         started.elapsed().as_secs_f64(),
     );

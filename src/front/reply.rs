@@ -89,72 +89,81 @@ impl Ctx {
 /// that answers it until its response turns into a stream (or is parked by
 /// the bridge); from then on, and whenever it is dropped unfinished, on a
 /// task of its own. So the common call, answered with one JSON body, costs
-/// no task and no hand-off between threads. A dropped connection is not a
+/// no task, no channel for its outcome and no hand-off between threads. A dropped connection is not a
 /// cancellation in the legacy revisions, so the request outlives the
 /// response; in 2026-07-28 a closed stream cancels it (`cancel_on_drop`),
 /// unless the bridge holds it for the client's retry.
 pub(super) struct Running {
     events: mpsc::Receiver<BackendEvent>,
-    done: oneshot::Receiver<Outcome>,
-    /// The request while it runs inline; None once done or detached.
-    work: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    work: Work,
     cancel_on_drop: Option<DropGuard>,
+}
+
+/// Where a request's outcome comes from (None: it was cancelled).
+enum Work {
+    /// Polled by whoever awaits the outcome: no channel, no task.
+    Inline(Pin<Box<dyn Future<Output = Option<Outcome>> + Send>>),
+    /// Running on a task of its own, which sends the outcome here.
+    Detached(oneshot::Receiver<Outcome>),
+    /// The outcome was taken.
+    Over,
+}
+
+impl Work {
+    async fn outcome(&mut self) -> Option<Outcome> {
+        let outcome = match self {
+            Work::Inline(work) => work.await,
+            Work::Detached(done) => done.await.ok(),
+            Work::Over => None,
+        };
+        *self = Work::Over;
+        outcome
+    }
 }
 
 impl Running {
     pub(super) fn start(ctx: Ctx, req: Request, started: Instant) -> Running {
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
-        let (done_tx, done) = oneshot::channel();
         let cancel = ctx.track(&req);
         let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
         // Boxed: moving the request (to its own task) moves a pointer, not
-        // the whole call chain's state.
-        let work = Box::pin(async move {
-            if let Some(outcome) = run(&ctx, req, &events_tx, &cancel, started).await {
-                let _ = done_tx.send(outcome);
-            }
-            // `ctx.active` drops here: the session is no longer busy.
-        });
+        // the whole call chain's state. `ctx.active` drops with it: the
+        // session is busy until the request ends.
+        let work = Box::pin(async move { run(&ctx, req, &events_tx, &cancel, started).await });
         Running {
             events,
-            done,
-            work: Some(work),
+            work: Work::Inline(work),
             cancel_on_drop,
         }
     }
 
     /// What comes first: the outcome, or something emitted before it.
     async fn first(&mut self) -> First {
-        let Running {
-            events, done, work, ..
-        } = self;
-        loop {
-            let working = async {
-                match work.as_mut() {
-                    Some(w) => w.await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                outcome = &mut *done => return match outcome {
-                    Ok(o) => First::Done(o),
-                    Err(_) => First::Cancelled,
-                },
-                Some(event) = events.recv() => return First::Event(event),
-                // Its outcome (if any) is in `done` now.
-                () = working => *work = None,
-            }
+        let Running { events, work, .. } = self;
+        tokio::select! {
+            biased;
+            outcome = work.outcome() => match outcome {
+                Some(o) => First::Done(o),
+                None => First::Cancelled,
+            },
+            Some(event) = events.recv() => First::Event(event),
         }
     }
 
     /// The rest of the request runs on its own task. (Dropped outside a
     /// runtime, which only happens once it is gone, there is none to run on.)
     fn detach(&mut self) {
-        if let Some(work) = self.work.take()
+        if matches!(self.work, Work::Inline(_))
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            && let Work::Inline(work) = std::mem::replace(&mut self.work, Work::Over)
         {
-            runtime.spawn(work);
+            let (done_tx, done) = oneshot::channel();
+            runtime.spawn(async move {
+                if let Some(outcome) = work.await {
+                    let _ = done_tx.send(outcome);
+                }
+            });
+            self.work = Work::Detached(done);
         }
     }
 
@@ -171,7 +180,11 @@ impl Drop for Running {
     /// to its end, a 2026-07-28 one is cancelled right after (the guard
     /// drops next) and runs only to record that.
     fn drop(&mut self) {
-        self.detach();
+        if let Work::Inline(work) = std::mem::replace(&mut self.work, Work::Over)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(work);
+        }
     }
 }
 
@@ -305,7 +318,7 @@ impl Flow {
             tokio::select! {
                 biased;
                 event = running.events.recv() => Step::Event(event),
-                outcome = &mut running.done => Step::Done(outcome.ok()),
+                outcome = running.work.outcome() => Step::Done(outcome),
             }
         };
         match step {
@@ -313,7 +326,7 @@ impl Flow {
             // The task is over: its outcome is all there is left.
             Step::Event(None) => {
                 let mut running = self.running.take()?;
-                let outcome = (&mut running.done).await.ok();
+                let outcome = running.work.outcome().await;
                 Some(self.last(running, outcome))
             }
             Step::Done(outcome) => {
