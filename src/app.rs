@@ -295,7 +295,14 @@ pub async fn serve(
     // In-flight requests get the grace period; streams end on `stopping`.
     match accepting.await {
         Ok(connections) => {
-            let drained = connections.drain(grace, ABORT_FLUSH, &aborting).await;
+            // Requests wait on their own cancellation only: a stateless
+            // one's is a child of `aborting`, a session's a child of the
+            // session's, so the sessions end here rather than just after.
+            let abort = || {
+                aborting.cancel();
+                sessions.close_all();
+            };
+            let drained = connections.drain(grace, ABORT_FLUSH, abort).await;
             if !drained {
                 tracing::warn!("some connections were still open when the gateway stopped");
             }

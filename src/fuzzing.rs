@@ -6,9 +6,25 @@
 use futures_util::{FutureExt, StreamExt};
 
 /// A client's POST body: the JSON-RPC envelope, batches included.
+/// The one-pass reading of an envelope (and of a call's `name`) must agree
+/// with serde's on every input.
 pub fn envelope(bytes: &[u8]) {
-    let _ = crate::jsonrpc::Message::parse_body(bytes, crate::fuzzing::MAX_BATCH);
-    let _ = crate::jsonrpc::Message::parse(bytes);
+    use crate::jsonrpc::Message;
+    let _ = Message::parse_body(bytes, crate::fuzzing::MAX_BATCH);
+    let parsed = Message::parse(bytes);
+    assert_eq!(
+        format!("{parsed:?}"),
+        format!("{:?}", Message::parse_with_serde(bytes)),
+        "the one-pass reading and serde's disagree"
+    );
+    if let Ok(Message::Request(r)) = &parsed {
+        let params = r.params.as_deref();
+        assert_eq!(
+            crate::router::peek_string(params, "name"),
+            crate::router::peek_string_with_serde(params, "name"),
+            "`name` read two ways"
+        );
+    }
 }
 
 const MAX_BATCH: usize = 256;

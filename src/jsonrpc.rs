@@ -4,8 +4,13 @@
 //! `error` stay raw JSON so that whatever a client or backend sends travels
 //! byte for byte (typed SDK models drop unknown fields).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+
+mod object;
+pub(crate) use object::{Value, members};
 
 /// A JSON-RPC id exactly as the peer wrote it (number or string).
 pub type RawId = Box<RawValue>;
@@ -50,15 +55,15 @@ pub enum Outcome {
     Error(Box<RawValue>),
 }
 
-#[derive(Deserialize)]
-struct Envelope {
-    #[serde(default)]
-    jsonrpc: Option<String>,
+#[derive(Deserialize, Default)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    jsonrpc: Option<Cow<'a, str>>,
     /// `Some("null")` when the peer wrote `"id": null`: absent and null differ.
     #[serde(default, deserialize_with = "present")]
     id: Option<RawId>,
-    #[serde(default)]
-    method: Option<String>,
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
     #[serde(default)]
     params: Option<Box<RawValue>>,
     #[serde(default)]
@@ -189,13 +194,68 @@ pub const SESSION_NOT_FOUND: i64 = -32001;
 /// Legacy transport-level error code used by the SDKs for header problems.
 pub const TRANSPORT_ERROR: i64 = -32000;
 
+impl<'a> Envelope<'a> {
+    /// The common message read in one pass (`object::members`); None: for
+    /// serde to read, and to say what is wrong with it.
+    fn read(text: &'a str) -> Option<Envelope<'a>> {
+        let mut w = Envelope::default();
+        let mut seen = 0u8;
+        members(text, |key, value| {
+            let bit = field_bit(key);
+            if bit & seen != 0 {
+                return None; // serde: "duplicate field"
+            }
+            seen |= bit;
+            // `Option`'s reading: null is absent.
+            let string = || match value {
+                Value::Str(s) => Some(Some(Cow::Borrowed(s))),
+                _ if value.is_null() => Some(None),
+                // Not a string, or one with escapes: serde's to read.
+                Value::Raw(_) => None,
+            };
+            let raw = || (!value.is_null()).then(|| value.to_raw());
+            match key {
+                "jsonrpc" => w.jsonrpc = string()?,
+                "id" => w.id = Some(value.to_raw()),
+                "method" => w.method = string()?,
+                "params" => w.params = raw(),
+                "result" => w.result = raw(),
+                "error" => w.error = raw(),
+                _ => {}
+            }
+            Some(())
+        })?;
+        Some(w)
+    }
+}
+
+fn field_bit(key: &str) -> u8 {
+    match key {
+        "jsonrpc" => 1,
+        "id" => 2,
+        "method" => 4,
+        "params" => 8,
+        "result" => 16,
+        "error" => 32,
+        _ => 0,
+    }
+}
+
 impl Message {
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
+        match std::str::from_utf8(bytes).ok().and_then(Envelope::read) {
+            Some(envelope) => Self::classify(envelope),
+            None => Self::parse_with_serde(bytes),
+        }
+    }
+
+    /// serde's reading of a message; `parse` agrees with it on every input.
+    pub(crate) fn parse_with_serde(bytes: &[u8]) -> Result<Message, ParseError> {
         let envelope: Envelope = serde_json::from_slice(bytes)?;
         Self::classify(envelope)
     }
 
-    fn classify(w: Envelope) -> Result<Message, ParseError> {
+    fn classify(w: Envelope<'_>) -> Result<Message, ParseError> {
         if w.jsonrpc.as_deref() != Some("2.0") {
             return Err(ParseError::Invalid("jsonrpc must be \"2.0\""));
         }
@@ -207,11 +267,11 @@ impl Message {
         match (w.id, w.method, w.result, w.error) {
             (Some(id), Some(method), None, None) => Ok(Message::Request(Request {
                 id,
-                method,
+                method: method.into_owned(),
                 params: w.params,
             })),
             (None, Some(method), None, None) => Ok(Message::Notification(Notification {
-                method,
+                method: method.into_owned(),
                 params: w.params,
             })),
             (Some(id), None, Some(result), None) => Ok(Message::Response(Response {

@@ -552,7 +552,8 @@ async fn item06_batches_are_bounded() {
 }
 
 /// Item 14: a request still running when the shutdown grace ends gets a
-/// JSON-RPC error, not a stream cut without a word.
+/// JSON-RPC error, not a stream cut without a word: on a session (as JSON
+/// or on a stream under way) and without one (2026-07-28).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item14_requests_past_the_grace_are_answered_with_an_error() {
     let gw = Gateway::start(&format!(
@@ -576,11 +577,28 @@ async fn item14_requests_past_the_grace_are_answered_with_an_error() {
             .await
         })
     };
-    // Both are in flight at the backend before the signal.
+    // And one of 2026-07-28, which has no session to end with.
+    let stateless = {
+        let http = http.clone();
+        tokio::spawn(async move {
+            let meta = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "sluice-test", "version": "0"}
+            });
+            let params = json!({"name":"demo__sleep_ms","arguments":{"ms":20000},"_meta":meta});
+            let extra = [
+                ("content-type", "application/json"),
+                ("accept", ACCEPT_BOTH),
+            ];
+            http.modern_call(8, "demo__sleep_ms", params, &extra).await
+        })
+    };
+    // All three are in flight at the backend before the signal.
     wait_until(Duration::from_secs(10), || {
         gw.metrics()
             .get(r#"sluice_bounded_entries{map="pending_calls",owner="demo"}"#)
-            >= 2.0
+            >= 3.0
     });
     let pid = gw.pid();
     // SAFETY: signalling our own child.
@@ -608,6 +626,15 @@ async fn item14_requests_past_the_grace_are_answered_with_an_error() {
             .as_str()
             .unwrap()
             .contains("shutting down")
+    );
+    let stateless = stateless.await.unwrap();
+    assert!(
+        stateless.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("shutting down"),
+        "{}",
+        stateless.body
     );
     assert_eq!(gw.stop(), Some(0));
 }

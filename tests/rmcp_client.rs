@@ -145,6 +145,11 @@ async fn rmcp_discover_client_reaches_a_legacy_backend() {
         serde_json::to_value(&r.content[0]).unwrap()["text"],
         "slept 40ms"
     );
+    // rmcp runs each notification's handler on a task of its own, so the
+    // call's answer can be back before the last progress is recorded.
+    wait_until(std::time::Duration::from_secs(5), || {
+        recorder.progress.lock().len() >= 5
+    });
     assert_eq!(
         recorder.progress.lock().len(),
         5,

@@ -73,8 +73,10 @@ pub struct Front {
     pub metrics_token: Option<Secret>,
     /// Cancelled when the gateway begins to shut down.
     pub stopping: CancellationToken,
-    /// Cancelled when the shutdown grace has run out: requests still in
-    /// flight are answered with an error instead of a cut stream.
+    /// Cancelled when the shutdown grace has run out (the sessions are
+    /// ended with it): requests still in flight are answered with an error
+    /// instead of a cut stream. A stateless request's cancellation is a
+    /// child of it.
     pub aborting: CancellationToken,
     /// How long a request body may take to arrive.
     pub body_read_timeout: std::time::Duration,

@@ -272,15 +272,17 @@ async fn initialize(
     Ok(json_response(body, session.as_ref().map(|s| s.id.as_str())))
 }
 
+/// Built by hand: axum's tuple form checks the header value again and
+/// inserts a `text/plain` content type before replacing it.
 pub(super) fn json_response(body: String, session_id: Option<&str>) -> Response {
-    let mut response = (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response();
+    let mut response = Response::new(axum::body::Body::from(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
     if let Some(id) = session_id.and_then(|id| header::HeaderValue::from_str(id).ok()) {
-        response.headers_mut().insert("mcp-session-id", id);
+        headers.insert("mcp-session-id", id);
     }
     response
 }

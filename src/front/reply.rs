@@ -78,10 +78,13 @@ impl Ctx {
         Some(self.trace.as_ref()?.request(about))
     }
 
+    /// The request's cancellation: the client's, its session's end, or
+    /// the end of the shutdown grace (`Front::aborting`).
     fn track(&self, req: &Request) -> CancellationToken {
-        self.active
-            .as_ref()
-            .map_or_else(CancellationToken::new, |a| a.session().track(req.id.get()))
+        self.active.as_ref().map_or_else(
+            || self.front.aborting.child_token(),
+            |a| a.session().track(req.id.get()),
+        )
     }
 }
 
@@ -377,15 +380,20 @@ async fn run(
     let span = ctx.span(&req);
     // Pinned where it is made: wrapped for tracing, it is not moved again.
     let handled = std::pin::pin!(ctx.ns.handle(&caller, &req.method, req.params, events));
+    // One wait besides the work: a second on `aborting` would take its
+    // lock, shared by every runtime, at each poll of every request.
     let outcome = tokio::select! {
+        biased;
         o = traces::RequestSpan::around(span.as_ref(), handled) => Some(o),
-        _ = cancel.cancelled() => None,
-        // Past the shutdown grace: an answer, not a stream cut mid-way.
-        _ = ctx.front.aborting.cancelled() => Some(Outcome::Error(jsonrpc::error_object(
-            jsonrpc::INTERNAL_ERROR,
-            "sluice is shutting down; the request was not completed",
-            None,
-        ))),
+        _ = cancel.cancelled() => match ctx.front.aborting.is_cancelled() {
+            // Past the shutdown grace: an answer, not a stream cut mid-way.
+            true => Some(Outcome::Error(jsonrpc::error_object(
+                jsonrpc::INTERNAL_ERROR,
+                "sluice is shutting down; the request was not completed",
+                None,
+            ))),
+            false => None,
+        },
     };
     let outcome = match ctx.era {
         Era::Modern => outcome.map(|o| super::modern::decorate(&req.method, o)),

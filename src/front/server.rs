@@ -82,10 +82,10 @@ pub struct Connections {
 
 impl Connections {
     /// Asks every connection to finish its request in flight and close.
-    /// Past `grace`, `abort` is cancelled (requests still running answer
-    /// with an error) and the connections get `flush` to write that.
-    /// Returns whether every connection closed.
-    pub async fn drain(self, grace: Duration, flush: Duration, abort: &CancellationToken) -> bool {
+    /// Past `grace`, `abort` runs (requests still running answer with an
+    /// error) and the connections get `flush` to write that. Returns
+    /// whether every connection closed.
+    pub async fn drain(self, grace: Duration, flush: Duration, abort: impl FnOnce()) -> bool {
         let all_closed = self.permits.acquire_many_owned(self.max);
         tokio::pin!(all_closed);
         let signal = self.graceful.shutdown();
@@ -94,7 +94,7 @@ impl Connections {
             return true;
         }
         tracing::warn!("in-flight requests did not finish within the grace period; ending them");
-        abort.cancel();
+        abort();
         tokio::time::timeout(flush, all_closed).await.is_ok()
     }
 }

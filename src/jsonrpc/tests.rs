@@ -145,3 +145,55 @@ fn lines_are_compact_and_keep_raw_values_byte_for_byte() {
         Ok(Message::Request(_))
     ));
 }
+
+#[test]
+fn the_one_pass_reading_agrees_with_serde() {
+    let mut inputs: Vec<Vec<u8>> = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#,
+        r#" { "id" : "a" , "jsonrpc" : "2.0" , "method" : "m" } "#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"a":[1,2,{"b":"\u00e9"}]},"extra":[true,false,null,-1.5e3]}"#,
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+        r#"{"jsonrpc":"2\u002e0","id":1,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#,
+        r#"{"jsonrpc":"2.0","\u0069d":1,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","x":1,"x":2,"method":"m"}"#,
+        r#"{"jsonrpc":null,"method":"m"}"#,
+        r#"{"jsonrpc":2.0,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","method":7}"#,
+        r#"{"jsonrpc":"2.0","method":null,"id":1,"result":{}}"#,
+        r#"["2.0",1,"m"]"#,
+        r#"{"jsonrpc":"2.0","method":"m"} {}"#,
+        r#"{"jsonrpc":"2.0","method":"m",}"#,
+        r#"{"jsonrpc":"2.0","method":"m"#,
+        "{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n\t\r ",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"a\u{1}b\"}",
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"a","n\u0061me":"b"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"a","name":"b"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"a\"b"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}"#,
+        "",
+        "null",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    // Invalid UTF-8 where serde does not look (an ignored string) and where it does.
+    inputs.push(b"{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"x\":\"\xff\"}".to_vec());
+    inputs.push(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}".to_vec());
+    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/envelope");
+    for seed in std::fs::read_dir(seeds).unwrap() {
+        inputs.push(std::fs::read(seed.unwrap().path()).unwrap());
+    }
+    for input in &inputs {
+        crate::fuzzing::envelope(input);
+    }
+    // The common messages are read in one pass, not left to serde.
+    for common in &inputs[..7] {
+        let text = std::str::from_utf8(common).unwrap();
+        assert!(Envelope::read(text).is_some(), "{text}");
+    }
+}

@@ -107,49 +107,32 @@ pub(super) fn string_field(fields: &Fields, key: &str) -> Option<String> {
 /// fields (the hot path reads one name and passes the rest through).
 /// `Err(())`: params is not an object; `Ok(None)`: no such string. As with
 /// `parse_fields`, a repeated key's last value counts.
-pub(super) fn peek_string(raw: Option<&RawValue>, key: &str) -> Result<Option<String>, ()> {
-    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-
-    struct IsKey<'k>(&'k str);
-    impl<'de> DeserializeSeed<'de> for IsKey<'_> {
-        type Value = bool;
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-            d.deserialize_str(self)
+pub(crate) fn peek_string(raw: Option<&RawValue>, key: &str) -> Result<Option<String>, ()> {
+    let text = raw.map_or("{}", RawValue::get);
+    let mut last = None;
+    let read = jsonrpc::members(text, |k, v| {
+        if k == key {
+            last = Some(v);
         }
+        Some(())
+    });
+    match read {
+        Some(()) => Ok(last.and_then(|v| match v {
+            jsonrpc::Value::Str(s) => Some(s.to_owned()),
+            jsonrpc::Value::Raw(raw) => serde_json::from_str(raw.get()).ok(),
+        })),
+        // Keys with escapes in them: serde decodes them.
+        None => peek_string_with_serde(raw, key),
     }
-    impl Visitor<'_> for IsKey<'_> {
-        type Value = bool;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a key")
-        }
-        fn visit_str<E>(self, v: &str) -> Result<bool, E> {
-            Ok(v == self.0)
-        }
-    }
+}
 
-    struct Find<'k>(&'k str);
-    impl<'de> Visitor<'de> for Find<'_> {
-        type Value = Option<Box<RawValue>>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut found = None;
-            while let Some(is) = map.next_key_seed(IsKey(self.0))? {
-                if is {
-                    found = Some(map.next_value::<Box<RawValue>>()?);
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(found)
-        }
-    }
-
-    let mut de = serde_json::Deserializer::from_str(raw.map_or("{}", RawValue::get));
-    let found = de.deserialize_map(Find(key)).map_err(|_| ())?;
-    de.end().map_err(|_| ())?;
-    Ok(found.and_then(|v| serde_json::from_str(v.get()).ok()))
+/// What `peek_string` reads, read by serde (the fuzz target compares them).
+pub(crate) fn peek_string_with_serde(
+    raw: Option<&RawValue>,
+    key: &str,
+) -> Result<Option<String>, ()> {
+    let fields = parse_fields(raw).ok_or(())?;
+    Ok(string_field(&fields, key))
 }
 
 impl Namespace {
