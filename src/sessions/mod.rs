@@ -49,13 +49,19 @@ pub struct Session {
     /// The caller's tag for where the session was opened (the front's
     /// namespace index), for counts by namespace.
     namespace: u16,
+    /// What changes while it lives, under one lock (one lock word and its
+    /// padding fewer: 144 bytes, a smaller allocation class).
+    state: Mutex<State>,
+}
+
+struct State {
     /// Requests in flight, by the client's raw id, so that the client's
     /// `notifications/cancelled` can reach them. Entries live exactly as
     /// long as their request.
-    in_flight: Mutex<HashMap<String, CancellationToken>>,
+    in_flight: HashMap<String, CancellationToken>,
     /// What few sessions use, kept apart so that an idle session stays
     /// small (the table holds hundreds of thousands).
-    extras: Mutex<Option<Box<Extras>>>,
+    extras: Option<Box<Extras>>,
 }
 
 /// Per-session state most sessions never have.
@@ -91,8 +97,10 @@ impl Session {
             binding: digest(bound),
             ended: CancellationToken::new(),
             streaming: AtomicBool::new(false),
-            in_flight: Mutex::new(HashMap::new()),
-            extras: Mutex::new(None),
+            state: Mutex::new(State {
+                in_flight: HashMap::new(),
+                extras: None,
+            }),
         })
     }
 
@@ -125,21 +133,28 @@ impl Session {
     /// Registers a request by its raw JSON-RPC id; cancelled by `cancel`.
     pub fn track(&self, raw_id: &str) -> CancellationToken {
         let token = self.ended.child_token();
-        self.in_flight
+        self.state
             .lock()
+            .in_flight
             .insert(raw_id.to_owned(), token.clone());
         token
     }
 
     pub fn untrack(&self, raw_id: &str) {
-        self.in_flight.lock().remove(raw_id);
+        let in_flight = &mut self.state.lock().in_flight;
+        in_flight.remove(raw_id);
+        // An idle session holds no table for requests it no longer has
+        // (hashbrown keeps its buckets: 160 bytes for the smallest).
+        if in_flight.is_empty() {
+            in_flight.shrink_to_fit();
+        }
     }
 
     /// Records a subscription the backend accepted; false when the
     /// session already holds `MAX_SUBSCRIPTIONS`.
     pub fn subscribe(&self, uri: &str) -> bool {
-        let mut extras = self.extras.lock();
-        let subs = &mut extras.get_or_insert_default().subscriptions;
+        let mut state = self.state.lock();
+        let subs = &mut state.extras.get_or_insert_default().subscriptions;
         if subs.len() >= MAX_SUBSCRIPTIONS && !subs.contains(uri) {
             return false;
         }
@@ -148,27 +163,29 @@ impl Session {
     }
 
     pub fn unsubscribe(&self, uri: &str) {
-        if let Some(extras) = self.extras.lock().as_mut() {
+        if let Some(extras) = self.state.lock().extras.as_mut() {
             extras.subscriptions.remove(uri);
         }
     }
 
     pub fn is_subscribed(&self, uri: &str) -> bool {
-        self.extras
+        self.state
             .lock()
+            .extras
             .as_ref()
             .is_some_and(|e| e.subscriptions.contains(uri))
     }
 
     pub fn set_log_level(&self, level: LogLevel) {
-        self.extras.lock().get_or_insert_default().log_level = Some(level);
+        self.state.lock().extras.get_or_insert_default().log_level = Some(level);
     }
 
     /// Whether a log message of `level` is for this client (it set a
     /// level, and this one is at or above it).
     pub fn wants_log(&self, level: LogLevel) -> bool {
-        self.extras
+        self.state
             .lock()
+            .extras
             .as_ref()
             .and_then(|e| e.log_level)
             .is_some_and(|l| level >= l)
@@ -176,8 +193,9 @@ impl Session {
 
     /// The client cancelled one of its requests.
     pub fn cancel(&self, raw_id: &str) -> bool {
-        self.in_flight
+        self.state
             .lock()
+            .in_flight
             .remove(raw_id)
             .map(|t| t.cancel())
             .is_some()

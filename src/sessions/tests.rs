@@ -255,3 +255,14 @@ async fn sessions_are_counted_by_namespace() {
     assert_eq!(s.by_namespace(), [(0, 1), (0, 4)]);
     s.assert_consistent();
 }
+
+/// The table holds hundreds of thousands: a session with its `Arc` header
+/// fits mimalloc's 160-byte class (one byte more takes the 192-byte one).
+#[test]
+fn a_session_fits_its_allocation_class() {
+    assert!(
+        std::mem::size_of::<Session>() + 16 <= 160,
+        "{} bytes",
+        std::mem::size_of::<Session>()
+    );
+}
