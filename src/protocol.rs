@@ -2,6 +2,14 @@
 
 use std::fmt;
 
+use http::HeaderName;
+
+/// Streamable HTTP's session header, named once: a `&str` key is parsed
+/// again at every lookup.
+pub(crate) const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+/// Streamable HTTP's protocol version header.
+pub(crate) const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+
 /// A legacy (initialize-based) protocol revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LegacyVersion {

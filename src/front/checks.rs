@@ -181,14 +181,14 @@ pub(super) fn json_content(headers: &HeaderMap) -> Result<(), Reject> {
 
 pub(super) fn session_id(headers: &HeaderMap) -> Option<SessionId> {
     headers
-        .get("mcp-session-id")
+        .get(crate::protocol::SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(SessionId::from_header)
 }
 
 /// `MCP-Protocol-Version`, when present, must name a revision we speak.
 pub(super) fn protocol_version(headers: &HeaderMap) -> Result<Option<&str>, Reject> {
-    let Some(v) = headers.get("mcp-protocol-version") else {
+    let Some(v) = headers.get(crate::protocol::VERSION_HEADER) else {
         return Ok(None);
     };
     let v = v.to_str().map_err(|_| Reject::BadProtocolVersion)?;

@@ -282,7 +282,7 @@ pub(super) fn json_response(body: String, session_id: Option<&str>) -> Response 
         header::HeaderValue::from_static("application/json"),
     );
     if let Some(id) = session_id.and_then(|id| header::HeaderValue::from_str(id).ok()) {
-        headers.insert("mcp-session-id", id);
+        headers.insert(crate::protocol::SESSION_HEADER, id);
     }
     response
 }

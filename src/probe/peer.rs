@@ -9,6 +9,7 @@ use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use serde_json::{Value, json};
 
+use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
 use crate::upstream::event_stream;
 use crate::upstream::http_client::{Client, Response, Target};
 
@@ -17,8 +18,6 @@ use crate::upstream::http_client::{Client, Response, Target};
 const EXCHANGE: Duration = Duration::from_secs(10);
 /// The largest answer read; a probe needs only the envelope.
 const MAX_BODY: usize = 4 * 1024 * 1024;
-const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
-const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 pub(super) const LEGACY_VERSION: &str = "2025-11-25";
 
 /// What came back: the status, the session id it named, and the JSON-RPC
@@ -98,11 +97,11 @@ impl Peer {
             .headers(&self.headers)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream");
-        if !extra.iter().any(|(k, _)| *k == VERSION.as_str()) {
-            req = req.header(VERSION, LEGACY_VERSION);
+        if !extra.iter().any(|(k, _)| *k == VERSION_HEADER.as_str()) {
+            req = req.header(VERSION_HEADER, LEGACY_VERSION);
         }
         if let Some(s) = session {
-            req = req.header(SESSION, s);
+            req = req.header(SESSION_HEADER, s);
         }
         for (k, v) in extra {
             req = req.header(*k, *v);
@@ -123,8 +122,8 @@ impl Peer {
             .client
             .request(Method::DELETE, &self.target)
             .headers(&self.headers)
-            .header(VERSION, LEGACY_VERSION)
-            .header(SESSION, session)
+            .header(VERSION_HEADER, LEGACY_VERSION)
+            .header(SESSION_HEADER, session)
             .send();
         let resp = tokio::time::timeout(EXCHANGE, send)
             .await
@@ -179,7 +178,7 @@ async fn read(resp: Response) -> Answer {
     let status = resp.status();
     let session = resp
         .headers()
-        .get(SESSION)
+        .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let sse = resp

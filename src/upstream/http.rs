@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use ::http::{Method, StatusCode};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -28,14 +28,13 @@ use super::link::{self, EndReason, Link, SharedSession};
 use super::meta;
 use super::{InitInfo, LinkCtx, UpstreamError};
 use crate::jsonrpc::{self, Message, Outcome};
+use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
 
 const WRITE_QUEUE: usize = 1024;
 /// POSTs one link has in flight at once; more wait their turn.
 const MAX_POSTS: usize = 256;
 /// The largest response body taken from a backend.
 const MAX_BODY: usize = 64 * 1024 * 1024;
-const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
-const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const JSON_OR_SSE: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
 /// DELETE is a courtesy: never let a dead backend hold up a close.
