@@ -298,6 +298,8 @@ pub async fn serve(
             // Requests wait on their own cancellation only: a stateless
             // one's is a child of `aborting`, a session's a child of the
             // session's, so the sessions end here rather than just after.
+            // No request comes in after it: a draining connection reads
+            // none past the one it is answering.
             let abort = || {
                 aborting.cancel();
                 sessions.close_all();

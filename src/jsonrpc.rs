@@ -201,11 +201,6 @@ impl<'a> Envelope<'a> {
         let mut w = Envelope::default();
         let mut seen = 0u8;
         members(text, |key, value| {
-            let bit = field_bit(key);
-            if bit & seen != 0 {
-                return None; // serde: "duplicate field"
-            }
-            seen |= bit;
             // `Option`'s reading: null is absent.
             let string = || match value {
                 Value::Str(s) => Some(Some(Cow::Borrowed(s))),
@@ -214,30 +209,41 @@ impl<'a> Envelope<'a> {
                 Value::Raw(_) => None,
             };
             let raw = || (!value.is_null()).then(|| value.to_raw());
-            match key {
-                "jsonrpc" => w.jsonrpc = string()?,
-                "id" => w.id = Some(value.to_raw()),
-                "method" => w.method = string()?,
-                "params" => w.params = raw(),
-                "result" => w.result = raw(),
-                "error" => w.error = raw(),
-                _ => {}
+            // One bit a field, for serde's "duplicate field".
+            let field: u8 = match key {
+                "jsonrpc" => {
+                    w.jsonrpc = string()?;
+                    1
+                }
+                "id" => {
+                    w.id = Some(value.to_raw());
+                    2
+                }
+                "method" => {
+                    w.method = string()?;
+                    4
+                }
+                "params" => {
+                    w.params = raw();
+                    8
+                }
+                "result" => {
+                    w.result = raw();
+                    16
+                }
+                "error" => {
+                    w.error = raw();
+                    32
+                }
+                _ => 0,
+            };
+            if field & seen != 0 {
+                return None;
             }
+            seen |= field;
             Some(())
         })?;
         Some(w)
-    }
-}
-
-fn field_bit(key: &str) -> u8 {
-    match key {
-        "jsonrpc" => 1,
-        "id" => 2,
-        "method" => 4,
-        "params" => 8,
-        "result" => 16,
-        "error" => 32,
-        _ => 0,
     }
 }
 
