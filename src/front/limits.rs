@@ -104,7 +104,8 @@ impl Limits {
                 .policy
                 .principal_digest(principal)
                 .unwrap_or_else(|| "anonymous".to_owned());
-            if let Some(verdict) = cluster.take_rate(&who, rate).await {
+            // Boxed: Redis's future would make every request's large.
+            if let Some(verdict) = Box::pin(cluster.take_rate(&who, rate)).await {
                 return verdict;
             }
         }

@@ -234,7 +234,8 @@ impl Front {
             .map_or(0, |ns| ns.tag);
         match self.sessions.begin_in(id, principal, &bound, tag) {
             Ok(active) => Ok(active),
-            Err(_) if self.resume_elsewhere(id, principal, &bound, tag).await => self
+            // Boxed: Redis's future would make every request's large.
+            Err(_) if Box::pin(self.resume_elsewhere(id, principal, &bound, tag)).await => self
                 .sessions
                 .begin_in(id, principal, &bound, tag)
                 .map_err(|_| Reject::SessionNotFound),

@@ -236,7 +236,9 @@ async fn check_param_headers(
         return Ok(());
     };
     let caller = crate::upstream::Caller::modern(principal.clone(), client_caps(fields));
-    let Some(schema) = ns.tool_schema(&caller, &name).await else {
+    // Boxed: a schema not yet known is listed, and that future would make
+    // every call's large (moved into a box per request).
+    let Some(schema) = Box::pin(ns.tool_schema(&caller, &name)).await else {
         return Ok(());
     };
     let arguments: Option<Value> = fields

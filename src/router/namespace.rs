@@ -307,8 +307,10 @@ impl Namespace {
         params: Option<Box<RawValue>>,
         events: &EventSink,
     ) -> Outcome {
+        // Every arm but the forwarded calls is boxed: a future is as big as
+        // its largest arm, and this one is moved into a box per request.
         if let Some(kind) = Kind::from_list_method(method) {
-            return self.list(caller, kind, params.as_deref()).await;
+            return Box::pin(self.list(caller, kind, params.as_deref())).await;
         }
         match method {
             "ping" => ok(&json!({})),
@@ -325,7 +327,7 @@ impl Namespace {
                 self.forward(caller, Kind::Resource, method, params, events)
                     .await
             }
-            "completion/complete" => self.complete(caller, params, events).await,
+            "completion/complete" => Box::pin(self.complete(caller, params, events)).await,
             // `tasks/result` is 2025-11-25's; `update` 2026-07-28's.
             "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => {
                 self.forward_task(caller, method, params, events).await
@@ -427,12 +429,13 @@ impl Namespace {
             return Some(hit);
         }
         // A name never listed through us: walk the lists once, then retry.
-        self.fill_index(caller, kind).await;
+        // (Boxed, as below: these futures would make every call's large.)
+        Box::pin(self.fill_index(caller, kind)).await;
         if let Some(hit) = lookup(self) {
             return Some(hit);
         }
         if kind.is_uri() {
-            return self.resolve_uri(caller, exposed).await;
+            return Box::pin(self.resolve_uri(caller, exposed)).await;
         }
         None
     }

@@ -497,7 +497,8 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
             && !wire.closing.is_cancelled()
         {
             // The request was not executed: re-initialize, then retry it.
-            if let Err(e) = wire.reinitialize(session.generation).await {
+            // (Boxed: the handshake's future would make every call's large.)
+            if let Err(e) = Box::pin(wire.reinitialize(session.generation)).await {
                 if let Some(id) = frame.call {
                     conn.fail(id, e);
                 }

@@ -685,6 +685,23 @@ impl Backend {
         self.modern.lock().clone().filter(|l| !l.is_dead())
     }
 
+    /// The link a call goes over when none has to be waited for or opened:
+    /// the backend is up and the caller's session open (else `link_for`).
+    fn ready_link(&self, caller: &Caller) -> Option<Arc<Link>> {
+        if self.problem().is_some() {
+            return None;
+        }
+        if let Some(modern) = self.modern_link() {
+            use std::sync::atomic::Ordering::Relaxed;
+            return (caller.era == Era::Modern || self.legacy_refused.load(Relaxed))
+                .then_some(modern);
+        }
+        match &self.pool {
+            Pool::Shared(slot) => slot.lock().clone().filter(|l| !l.is_dead()),
+            Pool::PerSession(p) => p.existing(caller),
+        }
+    }
+
     /// The link a call goes over. A shared session that just died is waited
     /// for (briefly) while the supervisor replaces it, as a restart is.
     async fn link_for(&self, caller: &Caller) -> Result<Arc<Link>, UpstreamError> {
@@ -813,10 +830,15 @@ impl Backend {
         };
         let mut retried = false;
         loop {
-            let link = self.link_for(caller).await?;
+            // The rare paths are boxed: their futures (opening a session,
+            // reading a tool's schema) would make every call's large.
+            let link = match self.ready_link(caller) {
+                Some(link) => link,
+                None => Box::pin(self.link_for(caller)).await?,
+            };
             let _in_use = link.begin();
             let (sent, mut headers) = if link.info.is_modern() {
-                let headers = self.param_headers(caller, method, params.as_deref()).await;
+                let headers = Box::pin(self.param_headers(caller, method, params.as_deref())).await;
                 (params.as_deref().map(Cow::Borrowed), headers)
             } else {
                 (meta::strip_modern(params.as_deref()), Vec::new())
