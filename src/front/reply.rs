@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::sync::DropGuard;
@@ -23,6 +23,7 @@ use crate::protocol::{Era, LogLevel};
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
 use crate::traces;
+use crate::upstream::events::{self, Events};
 use crate::upstream::{AccessToken, Answered, Caller, Event as BackendEvent, EventSink};
 
 /// Messages a request may emit before its response; past this a slow
@@ -97,7 +98,7 @@ impl Ctx {
 /// response; in 2026-07-28 a closed stream cancels it (`cancel_on_drop`),
 /// unless the bridge holds it for the client's retry.
 pub(super) struct Running {
-    events: mpsc::Receiver<BackendEvent>,
+    events: Events,
     work: Work,
     cancel_on_drop: Option<DropGuard>,
 }
@@ -126,7 +127,7 @@ impl Work {
 
 impl Running {
     pub(super) fn start(ctx: Ctx, req: Request, started: Instant) -> Running {
-        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
+        let (events_tx, events) = events::channel(EVENT_QUEUE);
         let cancel = ctx.track(&req);
         let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
         // Boxed: moving the request (to its own task) moves a pointer, not
@@ -288,8 +289,7 @@ impl Flow {
                 self.asked.push(event);
                 // Everything already queued goes into the same answer.
                 let mut lines = Vec::new();
-                while let Some(more) = self.running.as_mut().and_then(|r| r.events.try_recv().ok())
-                {
+                while let Some(more) = self.running.as_mut().and_then(|r| r.events.try_recv()) {
                     match more {
                         BackendEvent::Request { .. } => self.asked.push(more),
                         BackendEvent::Notification(line) => lines.push(line),
@@ -343,7 +343,7 @@ impl Flow {
     /// request was not cancelled). Questions asked too late are dropped.
     fn last(&self, mut running: Running, outcome: Option<Outcome>) -> Vec<String> {
         running.finish();
-        let mut lines: Vec<String> = std::iter::from_fn(|| running.events.try_recv().ok())
+        let mut lines: Vec<String> = std::iter::from_fn(|| running.events.try_recv())
             .filter(|e| matches!(e, BackendEvent::Notification(_)) || self.reply.era == Era::Legacy)
             .map(|e| e.line())
             .collect();
@@ -443,7 +443,7 @@ fn subscription(req: &Request) -> Option<(bool, String)> {
 
 /// A request inside a batch: its response line only (progress is dropped).
 pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
-    let (tx, _rx) = mpsc::channel(1);
+    let (tx, _rx) = events::channel(1);
     let cancel = ctx.track(&req);
     let id = req.id.clone();
     let outcome = run(ctx, req, &tx, &cancel, Instant::now()).await?;

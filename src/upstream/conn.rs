@@ -19,6 +19,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use super::deadline::Deadline;
+use super::events::{Event, EventSink};
 use super::notice::Notice;
 use super::throttle::Throttle;
 use super::{ClientKey, UpstreamError};
@@ -34,37 +35,6 @@ const MAX_SERVER_REQUESTS: usize = 256;
 const OUTSIDE_CALLS: u64 = 0;
 /// How long a question asked outside any call waits for its answer.
 const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Where a request's progress, logs and server-to-client requests go, on
-/// their way to the client's response stream.
-pub type EventSink = mpsc::Sender<Event>;
-
-/// What a backend sends a client about one of its requests.
-#[derive(Debug)]
-pub enum Event {
-    /// A notification (progress, log message), as a JSON-RPC line.
-    Notification(String),
-    /// A request for the client, under the gateway's id for it. A legacy
-    /// client gets it as a JSON-RPC request; a 2026-07-28 client as an
-    /// input request (see `front::bridge`).
-    Request {
-        id: String,
-        method: String,
-        params: Option<Box<RawValue>>,
-    },
-}
-
-impl Event {
-    /// The JSON-RPC line a legacy client reads.
-    pub fn line(&self) -> String {
-        match self {
-            Event::Notification(line) => line.clone(),
-            Event::Request { id, method, params } => {
-                jsonrpc::request(&jsonrpc::raw(id), method, params.as_deref())
-            }
-        }
-    }
-}
 
 /// The client a request is for, and its response stream: whatever the
 /// backend sends about the request goes there, and only that client may

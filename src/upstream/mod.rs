@@ -9,6 +9,7 @@ mod conn;
 mod deadline;
 mod error;
 pub(crate) mod event_stream;
+pub(crate) mod events;
 mod headers;
 mod http;
 pub(crate) mod http_client;
@@ -30,8 +31,9 @@ use serde_json::value::RawValue;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use conn::{Answered, Event, EventSink};
+pub use conn::Answered;
 pub use error::UpstreamError;
+pub use events::{Event, EventSink};
 pub(crate) use headers::AccessToken;
 pub use link::SharedSession;
 pub use notice::Notice;
