@@ -4,10 +4,13 @@
 //! serde's derived visitors cost about 3,800 instructions for a 100-byte
 //! JSON-RPC message (every key decoded and matched, every string checked as
 //! UTF-8 again, one allocation per string field). Here the keys are compared
-//! where they lie and only the values go through serde, borrowed. Anything
-//! out of the ordinary (a key with an escape, a top level that is not an
-//! object, trailing bytes) is left to the caller's serde path, so both paths
-//! agree on every input: this one only ever answers the common case sooner.
+//! where they lie, and a value is checked by a walk that knows only the
+//! plain cases (strings without escapes, numbers, literals, shallow arrays
+//! and objects of those: `skip_value`), a quarter of serde's cost; any other
+//! value goes through serde, borrowed. Anything out of the ordinary (a key
+//! with an escape, a top level that is not an object, trailing bytes) is
+//! left to the caller's serde path, so both paths agree on every input: this
+//! one only ever answers the common case sooner.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -75,26 +78,19 @@ pub(crate) fn members<'a>(
 /// characters (then it is valid JSON: `text` is UTF-8), and the offset just
 /// past it.
 fn plain_string(text: &str, at: usize) -> Option<(&str, usize)> {
-    let bytes = text.as_bytes();
-    if bytes.get(at) != Some(&b'"') {
-        return None;
-    }
-    let start = at + 1;
-    let len = bytes
-        .get(start..)?
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-    if bytes[start + len] != b'"' {
-        return None;
-    }
-    Some((text.get(start..start + len)?, start + len + 1))
+    let past = plain_string_end(text.as_bytes(), at)?;
+    Some((text.get(at + 1..past - 1)?, past))
 }
 
 /// The value starting at `at`, and the offset just past it: a plain string
-/// read here, anything else validated by serde (borrowed, no copy).
+/// read here, a plain value checked here, anything else validated by serde
+/// (borrowed, no copy).
 fn value_at(text: &str, at: usize) -> Option<(Value<'_>, usize)> {
     if let Some((s, past)) = plain_string(text, at) {
         return Some((Value::Str(s), past));
+    }
+    if let Some(past) = skip_value(text.as_bytes(), at) {
+        return Some((Value::Raw(raw_value(text.get(at..past)?)), past));
     }
     let rest = text.get(at..)?;
     let mut de = serde_json::Deserializer::from_str(rest);
@@ -102,6 +98,152 @@ fn value_at(text: &str, at: usize) -> Option<(Value<'_>, usize)> {
     // serde starts a raw value at its first byte, which is `at`.
     let start = value.get().as_ptr() as usize - text.as_ptr() as usize;
     (start == at).then_some((Value::Raw(value), at + value.get().len()))
+}
+
+/// How deep `skip_value` follows arrays and objects (serde, which takes
+/// the deeper ones, allows 128).
+const MAX_DEPTH: u32 = 32;
+
+/// The offset just past the JSON value at `at`, if it is made only of
+/// strings without escapes or control characters, numbers, `true`, `false`,
+/// `null`, and arrays and objects of those at most `MAX_DEPTH` deep. None:
+/// something else (an escape, a deeper nesting) or not JSON; serde decides.
+/// What it accepts serde accepts too (RFC 8259's grammar, nothing looser).
+/// A loop over the bytes with the open containers as bits (1: an object),
+/// not a call per value: the values it sees are small, the calls were most
+/// of the cost.
+fn skip_value(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let mut open: u64 = 0;
+    let mut depth = 0;
+    loop {
+        // A value starts at `at`.
+        match *bytes.get(at)? {
+            b'"' => at = plain_string_end(bytes, at)?,
+            c @ (b'{' | b'[') => {
+                if depth == MAX_DEPTH {
+                    return None;
+                }
+                let object = c == b'{';
+                at = whitespace(bytes, at + 1);
+                if bytes.get(at) == Some(if object { &b'}' } else { &b']' }) {
+                    at += 1;
+                } else {
+                    open = open << 1 | u64::from(object);
+                    depth += 1;
+                    if object {
+                        at = member_value(bytes, at)?;
+                    }
+                    continue;
+                }
+            }
+            b't' => at = literal(bytes, at, b"true")?,
+            b'f' => at = literal(bytes, at, b"false")?,
+            b'n' => at = literal(bytes, at, b"null")?,
+            _ => at = number_end(bytes, at)?,
+        }
+        // A value ended: the containers it ends, then the next value.
+        loop {
+            if depth == 0 {
+                return Some(at);
+            }
+            at = whitespace(bytes, at);
+            let object = open & 1 == 1;
+            match (*bytes.get(at)?, object) {
+                (b',', _) => {
+                    at = whitespace(bytes, at + 1);
+                    if object {
+                        at = member_value(bytes, at)?;
+                    }
+                    break;
+                }
+                (b'}', true) | (b']', false) => {
+                    at += 1;
+                    open >>= 1;
+                    depth -= 1;
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Past a member's key and colon (and the whitespace after): where its
+/// value starts.
+fn member_value(bytes: &[u8], at: usize) -> Option<usize> {
+    let colon = whitespace(bytes, plain_string_end(bytes, at)?);
+    (bytes.get(colon) == Some(&b':')).then(|| whitespace(bytes, colon + 1))
+}
+
+/// The bytes that end a plain string's scan: its closing quote, or what
+/// makes it not plain (a backslash, a control character).
+const STRING_STOPS: [bool; 256] = {
+    let mut stops = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        stops[b] = true;
+        b += 1;
+    }
+    stops[b'"' as usize] = true;
+    stops[b'\\' as usize] = true;
+    stops
+};
+
+/// Past the string at `at` if it is plain (see `plain_string`).
+fn plain_string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let len = bytes
+        .get(at + 1..)?
+        .iter()
+        .position(|&b| STRING_STOPS[usize::from(b)])?;
+    (bytes[at + 1 + len] == b'"').then_some(at + len + 2)
+}
+
+fn literal(bytes: &[u8], at: usize, word: &[u8]) -> Option<usize> {
+    bytes
+        .get(at..)?
+        .starts_with(word)
+        .then_some(at + word.len())
+}
+
+/// Past the number at `at`: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+/// A digit right after a leading zero ends it here, and the caller then
+/// finds no delimiter: left to serde, which refuses it.
+fn number_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let digits = |from: usize| {
+        let n = bytes
+            .get(from..)
+            .map_or(0, |b| b.iter().take_while(|b| b.is_ascii_digit()).count());
+        (n > 0).then_some(from + n)
+    };
+    if bytes.get(at) == Some(&b'-') {
+        at += 1;
+    }
+    at = match bytes.get(at)? {
+        b'0' => at + 1,
+        b'1'..=b'9' => digits(at)?,
+        _ => return None,
+    };
+    if bytes.get(at) == Some(&b'.') {
+        at = digits(at + 1)?;
+    }
+    if let Some(b'e' | b'E') = bytes.get(at) {
+        at += 1;
+        if let Some(b'+' | b'-') = bytes.get(at) {
+            at += 1;
+        }
+        at = digits(at)?;
+    }
+    Some(at)
+}
+
+/// `json`, just checked to be one JSON value, as serde's raw value.
+fn raw_value(json: &str) -> &RawValue {
+    // SAFETY: `RawValue` is `#[repr(transparent)]` over `str`; serde_json
+    // converts its own `&str` to `&RawValue` this way (`from_borrowed`), and
+    // `json` is what a `RawValue` holds: one JSON value, no whitespace around.
+    unsafe { &*(json as *const str as *const RawValue) }
 }
 
 /// JSON's whitespace (RFC 8259: space, tab, line feed, carriage return).
@@ -170,6 +312,95 @@ mod tests {
         ] {
             assert_eq!(all(text), None, "{text:?}");
         }
+    }
+
+    /// What `skip_value` accepts, serde accepts (it must never pass what
+    /// serde refuses); and the plain cases are taken here, not by serde.
+    #[test]
+    fn plain_values_are_checked_here_as_serde_would() {
+        let whole = |t: &str| skip_value(t.as_bytes(), 0) == Some(t.len());
+        let serde = |t: &str| serde_json::from_str::<&RawValue>(t).is_ok();
+        let plain = [
+            "0",
+            "-0",
+            "12",
+            "-1.5e+10",
+            "2E-3",
+            "0.25",
+            "true",
+            "false",
+            "null",
+            "\"\"",
+            "\"é ü\"",
+            "[]",
+            "{}",
+            "[ 1 , [\"a\" , {}] ,null ]",
+            "{\"content\":[{\"type\":\"text\",\"text\":\"hello\"}],\"isError\":false}",
+            "{ \"a\" : { \"b\" : [ ] } }",
+            "{\"a\":1,\"a\":2}",
+        ];
+        for t in plain {
+            assert!(whole(t) && serde(t), "{t:?}");
+        }
+        let not_here = [
+            "",
+            " ",
+            "01",
+            "-",
+            "1.",
+            ".5",
+            "1e",
+            "1e+",
+            "+1",
+            "tru",
+            "nul",
+            "truex",
+            "[1,]",
+            "[,1]",
+            "{,}",
+            "{\"a\"}",
+            "{\"a\":}",
+            "{\"a\":1,}",
+            "{a:1}",
+            "{\"a\" 1}",
+            "[1 2]",
+            "[1}",
+            "{\"a\":1]",
+            "\"a\\\"b\"",
+            "\"\\u0041\"",
+            "\"a\u{1}\"",
+            "\"a\tb\"",
+            "[\"x\\n\"]",
+            "\"open",
+            "[",
+            "{",
+            "NaN",
+            "Infinity",
+            "[1]x",
+        ];
+        for t in not_here {
+            assert!(!whole(t), "{t:?}");
+        }
+        for t in plain.iter().chain(&not_here) {
+            assert!(!whole(t) || serde(t), "{t:?}");
+        }
+        // Nested past MAX_DEPTH: left to serde, which takes it.
+        let deep = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        assert!(whole(&deep(32)));
+        assert!(!whole(&deep(33)) && serde(&deep(33)));
+        let objects = |n: usize| "{\"k\":".repeat(n) + "1" + &"}".repeat(n);
+        assert!(whole(&objects(32)));
+        assert!(!whole(&objects(33)) && serde(&objects(33)));
+    }
+
+    /// The raw value made without serde is the very text it was made from.
+    #[test]
+    fn a_raw_value_is_its_text() {
+        let text = "{\"a\":[1,2]}";
+        let raw = raw_value(text);
+        assert_eq!(raw.get().as_ptr(), text.as_ptr());
+        assert_eq!(raw.get(), text);
+        assert_eq!(raw.to_owned().get(), text);
     }
 
     #[test]

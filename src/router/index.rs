@@ -16,7 +16,9 @@ const MAX_NAMES: usize = 100_000;
 
 #[derive(Default)]
 pub(super) struct NameIndex {
-    names: FastMap<(Kind, String), Entry>,
+    /// One map per kind (`Kind as usize`), so a lookup by `&str` needs no
+    /// key of its own.
+    names: [FastMap<String, Entry>; 4],
     /// The version each member's entries were recorded at.
     versions: FastMap<usize, u64>,
 }
@@ -41,7 +43,9 @@ impl NameIndex {
     pub(super) fn begin(&mut self, member: usize, version: u64) {
         let previous = self.versions.insert(member, version);
         if previous.is_some_and(|v| v != version) {
-            self.names.retain(|_, e| e.member != member);
+            for names in &mut self.names {
+                names.retain(|_, e| e.member != member);
+            }
         }
     }
 
@@ -55,17 +59,17 @@ impl NameIndex {
         version: u64,
         current: impl Fn(usize) -> u64,
     ) -> Claim {
-        if self.names.len() >= MAX_NAMES {
-            self.names.clear();
+        if self.len() >= MAX_NAMES {
+            self.names.iter_mut().for_each(FastMap::clear);
         }
-        let key = (kind, name.to_owned());
-        if let Some(e) = self.names.get(&key)
+        let names = &mut self.names[kind as usize];
+        if let Some(e) = names.get(name)
             && e.member != member
             && current(e.member) == e.version
         {
             return Claim::Taken(e.member);
         }
-        self.names.insert(key, Entry { member, version });
+        names.insert(name.to_owned(), Entry { member, version });
         Claim::Ours
     }
 
@@ -76,21 +80,21 @@ impl NameIndex {
         name: &str,
         current: impl Fn(usize) -> u64,
     ) -> Option<usize> {
-        let e = self.names.get(&(kind, name.to_owned()))?;
+        let e = self.names[kind as usize].get(name)?;
         (current(e.member) == e.version).then_some(e.member)
     }
 
     /// The templates indexed for any current member, with their member.
     pub(super) fn templates(&self, current: impl Fn(usize) -> u64) -> Vec<(String, usize)> {
-        self.names
+        self.names[Kind::Template as usize]
             .iter()
-            .filter(|((k, _), e)| *k == Kind::Template && current(e.member) == e.version)
-            .map(|((_, t), e)| (t.clone(), e.member))
+            .filter(|(_, e)| current(e.member) == e.version)
+            .map(|(t, e)| (t.clone(), e.member))
             .collect()
     }
 
     pub(super) fn len(&self) -> usize {
-        self.names.len()
+        self.names.iter().map(FastMap::len).sum()
     }
 }
 

@@ -348,7 +348,7 @@ impl Namespace {
     /// The input schema of an exposed tool, for checking `Mcp-Param-*`.
     pub async fn tool_schema(&self, caller: &Caller, exposed: &str) -> Option<serde_json::Value> {
         let (i, original) = self.resolve(caller, Kind::Tool, exposed).await?;
-        self.members[i].backend.tool_schema(caller, &original).await
+        self.members[i].backend.tool_schema(caller, original).await
     }
 
     /// Routes a client's answer to a server-to-client request back to the
@@ -399,7 +399,12 @@ impl Namespace {
     }
 
     /// The member and original name behind an exposed name.
-    async fn resolve(&self, caller: &Caller, kind: Kind, exposed: &str) -> Option<(usize, String)> {
+    async fn resolve<'a>(
+        &'a self,
+        caller: &Caller,
+        kind: Kind,
+        exposed: &'a str,
+    ) -> Option<(usize, &'a str)> {
         if self.prefix == Prefix::Always {
             return self.members.iter().enumerate().find_map(|(i, m)| {
                 let rest = if kind.is_uri() {
@@ -411,10 +416,10 @@ impl Namespace {
                     Kind::Tool => m.tools.original(rest)?,
                     _ => rest,
                 };
-                Some((i, original.to_owned()))
+                Some((i, original))
             });
         }
-        let lookup = |this: &Self| {
+        let lookup = |this: &'a Self| {
             let i = this
                 .index
                 .lock()
@@ -423,7 +428,7 @@ impl Namespace {
                 Kind::Tool => this.members[i].tools.original(exposed)?,
                 _ => exposed,
             };
-            Some((i, original.to_owned()))
+            Some((i, original))
         };
         if let Some(hit) = lookup(self) {
             return Some(hit);
@@ -443,7 +448,7 @@ impl Namespace {
     /// A URI no list named (a template's instance, or one only the backend
     /// knows): the backend whose template matches it, else the only
     /// backend that serves resources.
-    async fn resolve_uri(&self, caller: &Caller, uri: &str) -> Option<(usize, String)> {
+    async fn resolve_uri<'a>(&self, caller: &Caller, uri: &'a str) -> Option<(usize, &'a str)> {
         self.fill_index(caller, Kind::Template).await;
         let by_template = self
             .index
@@ -453,7 +458,7 @@ impl Namespace {
             .find(|(template, _)| names::template_matches(template, uri))
             .map(|(_, i)| i);
         if let Some(i) = by_template {
-            return Some((i, uri.to_owned()));
+            return Some((i, uri));
         }
         let mut serving = self
             .members
@@ -461,7 +466,7 @@ impl Namespace {
             .enumerate()
             .filter(|(_, m)| m.backend.info().is_some_and(|i| i.has("resources")));
         match (serving.next(), serving.next()) {
-            (Some((i, _)), None) => Some((i, uri.to_owned())),
+            (Some((i, _)), None) => Some((i, uri)),
             _ => None,
         }
     }

@@ -6,6 +6,7 @@
 //! the rest (list changes). A 404 for our session means the backend forgot
 //! it: the request was not executed, so we re-initialize once and retry.
 
+use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -262,7 +263,7 @@ impl Endpoint {
         req
     }
 
-    fn post(&self, session: &Session, body: String) -> RequestBuilder {
+    fn post(&self, session: &Session, body: impl Into<Bytes>) -> RequestBuilder {
         self.request(Method::POST, session)
             .header(CONTENT_TYPE, JSON)
             .header(ACCEPT, JSON_OR_SSE)
@@ -455,18 +456,21 @@ async fn write_frames(wire: Arc<Endpoint>, conn: Arc<Conn>, mut rx: mpsc::Receiv
     while in_flight.next().await.is_some() {}
 }
 
-async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
+async fn send(wire: &Endpoint, conn: &Conn, mut frame: Frame) {
     let name = &wire.ctx.name;
     if wire.modern && frame.call.is_none() {
         // 2026-07-28 has no client notifications or responses over HTTP.
         return;
     }
+    // The legacy body, shared by both attempts without a copy.
+    let mut body: Option<Bytes> = None;
     for attempt in 0..2 {
         let session = wire.session.lock().clone();
         let req = if wire.modern {
             wire.post_modern(&frame.line, &frame.headers)
         } else {
-            wire.post(&session, frame.line.clone())
+            let body = body.get_or_insert_with(|| Bytes::from(std::mem::take(&mut frame.line)));
+            wire.post(&session, body.clone())
                 .header_pairs(&frame.headers)
         };
         let resp = match req.send().await {
