@@ -47,6 +47,10 @@ pub(super) async fn handle(
     )
     .await?;
     let message = Message::parse_body(&bytes, front.max_batch_items).map_err(Reject::Parse)?;
+    // The body and the head are slices of the connection's read buffer:
+    // while they live, hyper's next read (it reads ahead while the request
+    // runs) needs a new buffer. The message holds copies.
+    drop(bytes);
 
     // Modern by its body's `_meta`, or by its header even when the body
     // lacks the `_meta` (then it is refused as the modern request it is).
@@ -103,6 +107,7 @@ pub(super) async fn handle(
         trace: front.traces.parent(headers),
         token,
     };
+    drop(parts);
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),
         RpcBody::Single(Message::Notification(n)) => {
