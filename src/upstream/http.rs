@@ -6,12 +6,12 @@
 //! the rest (list changes). A 404 for our session means the backend forgot
 //! it: the request was not executed, so we re-initialize once and retry.
 
-use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use ::http::{Method, StatusCode};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;

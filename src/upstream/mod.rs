@@ -339,6 +339,19 @@ enum Pool {
     PerSession(Arc<PerSession>),
 }
 
+/// Where a caller's link stands (`Backend::find_link`).
+enum Found<'a> {
+    /// Open: the call goes over it.
+    Ready(Arc<Link>),
+    /// A legacy client of a dual-era backend: its legacy session is found
+    /// or opened, else this modern link serves it statelessly.
+    Legacy(Arc<Link>),
+    /// The caller's own session (per-session isolation), not open yet.
+    Unopened(&'a Arc<PerSession>),
+    /// The shared session is gone; its replacement is not there yet.
+    Gone,
+}
+
 enum Health {
     Starting,
     Up(Arc<InitInfo>),
@@ -687,20 +700,35 @@ impl Backend {
         self.modern.lock().clone().filter(|l| !l.is_dead())
     }
 
+    /// Where the caller's link stands, as far as can be told without a wait.
+    fn find_link(&self, caller: &Caller) -> Found<'_> {
+        if let Some(modern) = self.modern_link() {
+            use std::sync::atomic::Ordering::Relaxed;
+            return if caller.era == Era::Modern || self.legacy_refused.load(Relaxed) {
+                Found::Ready(modern)
+            } else {
+                Found::Legacy(modern)
+            };
+        }
+        match &self.pool {
+            Pool::Shared(slot) => slot
+                .lock()
+                .clone()
+                .filter(|l| !l.is_dead())
+                .map_or(Found::Gone, Found::Ready),
+            Pool::PerSession(p) => p.existing(caller).map_or(Found::Unopened(p), Found::Ready),
+        }
+    }
+
     /// The link a call goes over when none has to be waited for or opened:
     /// the backend is up and the caller's session open (else `link_for`).
     fn ready_link(&self, caller: &Caller) -> Option<Arc<Link>> {
         if self.problem().is_some() {
             return None;
         }
-        if let Some(modern) = self.modern_link() {
-            use std::sync::atomic::Ordering::Relaxed;
-            return (caller.era == Era::Modern || self.legacy_refused.load(Relaxed))
-                .then_some(modern);
-        }
-        match &self.pool {
-            Pool::Shared(slot) => slot.lock().clone().filter(|l| !l.is_dead()),
-            Pool::PerSession(p) => p.existing(caller),
+        match self.find_link(caller) {
+            Found::Ready(link) => Some(link),
+            Found::Legacy(_) | Found::Unopened(_) | Found::Gone => None,
         }
     }
 
@@ -727,26 +755,22 @@ impl Backend {
 
     /// None: the shared session is gone and its replacement not yet there.
     async fn live_link(&self, caller: &Caller) -> Result<Option<Arc<Link>>, UpstreamError> {
-        if let Some(modern) = self.modern_link() {
-            use std::sync::atomic::Ordering::Relaxed;
-            if caller.era == Era::Modern || self.legacy_refused.load(Relaxed) {
-                return Ok(Some(modern));
-            }
+        match self.find_link(caller) {
+            Found::Ready(link) => Ok(Some(link)),
+            Found::Gone => Ok(None),
             // A legacy client keeps its legacy semantics (sessions, server
             // requests, logging) when the backend still speaks them.
-            return match self.legacy_link(caller).await {
+            Found::Legacy(modern) => match self.legacy_link(caller).await {
                 Ok(link) => Ok(Some(link)),
                 Err(e) if !e.is_unreachable() => {
                     tracing::info!(backend = %self.name, error = %e, "no legacy sessions; serving legacy clients statelessly");
-                    self.legacy_refused.store(true, Relaxed);
+                    self.legacy_refused
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     Ok(Some(modern))
                 }
                 Err(e) => Err(e),
-            };
-        }
-        match &self.pool {
-            Pool::Shared(slot) => Ok(slot.lock().clone().filter(|l| !l.is_dead())),
-            Pool::PerSession(p) => {
+            },
+            Found::Unopened(p) => {
                 let me = self.owned()?;
                 let client = (caller.key.clone(), caller.caps);
                 let link = p
