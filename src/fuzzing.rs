@@ -68,6 +68,25 @@ pub fn sse(bytes: &[u8]) {
     );
 }
 
+/// A backend's HTTP/1.1 response, its head and its body's framing. The
+/// first byte picks the size of the pieces it arrives in; however it
+/// arrives, it reads the same as when it arrives whole.
+pub fn backend_response(bytes: &[u8]) {
+    let Some((cut, wire)) = bytes.split_first() else {
+        return;
+    };
+    let cut = usize::from(*cut % 32) + 1;
+    let read = crate::upstream::http_client::read_whole(wire, cut);
+    assert_eq!(
+        read,
+        crate::upstream::http_client::read_whole(wire, wire.len()),
+        "read in pieces of {cut} and whole"
+    );
+    if let Ok((_, body, _)) = read {
+        assert!(body.len() <= wire.len(), "a body larger than its input");
+    }
+}
+
 /// A config file, TOML or the desktop `mcpServers` JSON.
 pub fn config(text: &str) {
     struct NoEnv;

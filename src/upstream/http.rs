@@ -34,7 +34,9 @@ use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
 const WRITE_QUEUE: usize = 1024;
 /// POSTs one link has in flight at once; more wait their turn.
 const MAX_POSTS: usize = 256;
-/// The largest response body taken from a backend.
+/// The largest response body taken from a backend (the bound stdio lines
+/// and SSE events have too): a backend cannot make the gateway buffer
+/// without limit.
 const MAX_BODY: usize = 64 * 1024 * 1024;
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const JSON_OR_SSE: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
@@ -515,7 +517,7 @@ async fn send(wire: &Endpoint, conn: &Conn, mut frame: Frame) {
             // A JSON-RPC error riding on a 4xx (-32021, -32602, ...) is the
             // backend's answer: it passes through, its data intact.
             if is_json(&resp)
-                && let Ok(body) = bounded_body(resp).await
+                && let Ok(body) = resp.bytes(MAX_BODY).await
                 && let Ok(Message::Response(_)) = Message::parse(&body)
             {
                 dispatch(wire, conn, &body, frame.call);
@@ -552,7 +554,7 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
             }
         }
     } else {
-        let body = match bounded_body(resp).await {
+        let body = match resp.bytes(MAX_BODY).await {
             Ok(body) => body,
             Err(e) => {
                 if wire.ctx.warnings.admit().is_some() {
@@ -589,25 +591,6 @@ fn dispatch(wire: &Endpoint, conn: &Conn, data: &[u8], origin: Option<u64>) {
     }
 }
 
-/// A JSON body, read whole but never past `MAX_BODY` (the bound stdio
-/// lines and SSE events have too): a backend cannot make the gateway
-/// buffer without limit.
-async fn bounded_body(resp: Response) -> Result<bytes::Bytes, String> {
-    if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
-        return Err(format!("body larger than {MAX_BODY} bytes"));
-    }
-    let mut body = bytes::BytesMut::new();
-    let mut chunks = resp.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk?;
-        if body.len() + chunk.len() > MAX_BODY {
-            return Err(format!("body larger than {MAX_BODY} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
-}
-
 fn is_json(resp: &Response) -> bool {
     resp.headers()
         .get(CONTENT_TYPE)
@@ -639,7 +622,7 @@ async fn answer_of(
                 return Ok(o);
             }
         }
-    } else if let Ok(body) = bounded_body(resp).await
+    } else if let Ok(body) = resp.bytes(MAX_BODY).await
         && let Some(o) = matches(&String::from_utf8_lossy(&body))
     {
         return Ok(o);

@@ -1,41 +1,52 @@
-//! The HTTP client to backends: HTTP/1.1 connections of hyper's own
-//! `client::conn`, pooled per backend, TLS by rustls with the platform's
-//! verifier. A connection is driven by the task that uses it (the call's
-//! own task while it waits for the head, then whoever reads the body), so a
-//! call is not handed to a connection task and back; an idle connection is
-//! driven by no one and is checked when it is taken.
+//! The HTTP client to backends: HTTP/1.1 connections pooled per backend,
+//! TLS by rustls with the platform's verifier. A request is written and
+//! its response read by the task that makes it (the call's own task, then
+//! whoever reads the body), straight off the socket into the connection's
+//! one read buffer; an idle connection is read by no one and is checked
+//! when it is taken. The wire format is `h1`'s.
 //!
 //! Not reqwest: its per-request URL handling (a parse for its redirect
 //! policy, another for the URI, IDNA included) was a sixth of the gateway's
 //! instructions per forwarded call. Not hyper-util's pooled client: its
-//! pool key hash, checkout guard and connection task were another 11,500
-//! (bench/analysis.md). The shape below is the little the backends need.
+//! pool key hash, checkout guard and connection task were another 11,500.
+//! Not hyper's `client::conn` either: its dispatcher (a channel and a
+//! oneshot per request, the request and response moved through it, a
+//! `HeaderMap` built for the request, a new read buffer per response) was
+//! most of the rest of the client's cost (bench/analysis.md). What a
+//! backend needs is one request, one response, in order.
 
-use std::future::{Future, poll_fn};
+mod h1;
+
+#[doc(hidden)]
+pub(crate) use h1::read_whole;
+
+use std::future::poll_fn;
+use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
+use tokio::io::AsyncWrite;
 use tokio::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
-use http::header::{CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue};
-use http::uri::{Authority, Scheme};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, StatusCode, Uri};
-use http_body_util::Full;
-use hyper::body::{Body as _, Incoming};
-use hyper::client::conn::http1;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tower::Service;
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
-type Io = hyper_rustls::MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>;
-type Driver = http1::Connection<Io, Full<Bytes>>;
+/// The connector's stream (hyper's I/O traits), seen through tokio's.
+type Io = TokioIo<hyper_rustls::MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>>;
 
+/// What a read asks the socket for at least: a response of the common size
+/// arrives in one read.
+const READ_BUF: usize = 8 * 1024;
 /// Idle connections kept per backend: as many as calls a link may have in
 /// flight (`conn::MAX_POSTS`), so a steady load reuses every one.
 const MAX_IDLE: usize = 256;
@@ -109,14 +120,12 @@ impl Client {
     }
 
     pub(crate) fn request(&self, method: Method, target: &Target) -> RequestBuilder {
-        let mut req = http::Request::new(Full::new(Bytes::new()));
-        *req.method_mut() = method;
-        *req.uri_mut() = target.0.path.clone();
-        req.headers_mut().insert(HOST, target.0.host.clone());
         RequestBuilder {
             client: self.clone(),
             target: target.clone(),
-            req,
+            method,
+            headers: Vec::new(),
+            body: Bytes::new(),
             bad: false,
         }
     }
@@ -183,11 +192,10 @@ impl Shared {
             .call(target.uri.clone())
             .await
             .map_err(SendError::Connect)?;
-        let (sender, driver) = http1::handshake(io).await.map_err(SendError::Http)?;
         Ok(Conn {
             origin: target.origin.clone(),
-            sender,
-            driver: Some(Box::pin(driver)),
+            io: Box::pin(TokioIo::new(io)),
+            buf: BytesMut::new(),
         })
     }
 }
@@ -232,7 +240,7 @@ impl std::fmt::Debug for Target {
 struct Prepared {
     uri: Uri,
     origin: Origin,
-    path: Uri,
+    path: PathAndQuery,
     host: HeaderValue,
 }
 
@@ -249,91 +257,123 @@ impl Target {
         let path = uri
             .path_and_query()
             .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
         Ok(Target(Arc::new(Prepared {
             uri: uri.clone(),
             origin: Origin {
                 scheme: uri.scheme().cloned(),
                 authority: uri.authority().cloned(),
             },
-            path: Uri::from(path),
+            path,
             host,
         })))
     }
 }
 
-/// One HTTP/1.1 connection: the half that sends requests and the future
-/// that does its I/O, polled by whoever waits on the connection.
+/// One HTTP/1.1 connection, and what has been read from it and not yet
+/// taken (the buffer is kept across requests).
 struct Conn {
     origin: Origin,
-    sender: http1::SendRequest<Full<Bytes>>,
-    /// `None` once the connection has ended.
-    driver: Option<Pin<Box<Driver>>>,
+    /// Boxed: a TLS stream is kilobytes, and a connection moves in and out
+    /// of the pool and lives in every call's future.
+    io: Pin<Box<Io>>,
+    buf: BytesMut,
 }
 
 impl Conn {
-    /// Does the connection's I/O; false once it has ended.
-    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
-        if let Some(driver) = &mut self.driver
-            && driver.as_mut().poll(cx).is_ready()
-        {
-            self.driver = None;
+    /// Reads what has arrived; `Ok(0)` once the backend has closed.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < READ_BUF / 2 {
+            // In place when the last response's bytes are all dropped.
+            self.buf.reserve(READ_BUF);
         }
-        self.driver.is_some()
+        tokio_util::io::poll_read_buf(self.io.as_mut(), cx, &mut self.buf)
     }
 
-    /// Open and waiting for a request. The last response may not have been
-    /// followed up by the connection yet (it reads the end of the message,
-    /// then asks for the next request), so it is driven once, with no one
-    /// to wake: a closed socket is noticed here too.
+    /// Open, with nothing unasked-for arrived. A socket whose readiness is
+    /// not set answers without a system call (tokio clears it on a short
+    /// read); a backend's close, once seen by the reactor, is noticed here.
     fn reusable(&mut self) -> bool {
-        if !self.sender.is_ready() && !self.drive(&mut Context::from_waker(Waker::noop())) {
-            return false;
-        }
-        self.driver.is_some() && self.sender.is_ready()
+        self.buf.is_empty()
+            && self
+                .poll_fill(&mut Context::from_waker(Waker::noop()))
+                .is_pending()
     }
 
-    async fn send(
-        &mut self,
-        req: http::Request<Full<Bytes>>,
-    ) -> Result<
-        http::Response<Incoming>,
-        hyper::client::conn::TrySendError<http::Request<Full<Bytes>>>,
-    > {
-        let mut answer = std::pin::pin!(self.sender.try_send_request(req));
-        poll_fn(|cx| {
-            // The answer arrives only while this task drives the connection
-            // (or drops it): it needs no waker of its own. One would be
-            // woken from inside `drive`, and a task woken while it runs is
-            // queued again and may wake an idle worker thread for nothing.
-            if self.drive(cx) {
-                answer
-                    .as_mut()
-                    .poll(&mut Context::from_waker(Waker::noop()))
+    /// Writes a request whole. An error says whether nothing of it left,
+    /// so that it may be sent again elsewhere.
+    async fn write(&mut self, head: &[u8], body: &[u8]) -> Result<(), Unsent> {
+        let mut written = 0;
+        while written < head.len() + body.len() {
+            let slices = if written < head.len() {
+                [IoSlice::new(&head[written..]), IoSlice::new(body)]
             } else {
-                answer.as_mut().poll(cx)
+                [
+                    IoSlice::new(&body[written - head.len()..]),
+                    IoSlice::new(&[]),
+                ]
+            };
+            match poll_fn(|cx| self.io.as_mut().poll_write_vectored(cx, &slices)).await {
+                Ok(0) => return Err(Unsent::new(std::io::ErrorKind::WriteZero.into(), written)),
+                Ok(n) => written += n,
+                Err(e) => return Err(Unsent::new(e, written)),
+            }
+        }
+        // TLS holds records until flushed; a plain socket has nothing to do.
+        poll_fn(|cx| self.io.as_mut().poll_flush(cx))
+            .await
+            .map_err(|e| Unsent::new(e, written))
+    }
+
+    async fn read_head(&mut self, method: &Method) -> Result<h1::Head, SendError> {
+        poll_fn(|cx| {
+            loop {
+                if let Some(head) = h1::read_head(&mut self.buf, method)? {
+                    return Poll::Ready(Ok(head));
+                }
+                match ready!(self.poll_fill(cx)) {
+                    Ok(0) => return Poll::Ready(Err(SendError::Response(h1::Error::Incomplete))),
+                    Ok(_) => {}
+                    Err(e) => return Poll::Ready(Err(SendError::Io(e))),
+                }
             }
         })
         .await
     }
 }
 
+/// A write that failed.
+struct Unsent {
+    error: std::io::Error,
+    /// Not a byte of the request left: it may go on another connection.
+    whole: bool,
+}
+
+impl Unsent {
+    fn new(error: std::io::Error, written: usize) -> Self {
+        Unsent {
+            error,
+            whole: written == 0,
+        }
+    }
+}
+
 /// A request being built; like `http::request::Builder`, a bad header is
-/// kept as an error until `send`. Headers go straight into the request
-/// (the builder moves a large `Result` through every call).
+/// kept as an error until `send`.
 pub(crate) struct RequestBuilder {
     client: Client,
     target: Target,
-    req: http::Request<Full<Bytes>>,
+    method: Method,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    body: Bytes,
     bad: bool,
 }
 
 impl RequestBuilder {
     pub(crate) fn headers(mut self, headers: &HeaderMap) -> Self {
-        let own = self.req.headers_mut();
-        own.reserve(headers.len());
+        self.headers.reserve(headers.len());
         for (k, v) in headers {
-            own.append(k.clone(), v.clone());
+            self.headers.push((k.clone(), v.clone()));
         }
         self
     }
@@ -344,9 +384,7 @@ impl RequestBuilder {
         V: TryInto<HeaderValue>,
     {
         match (name.try_into(), value.try_into()) {
-            (Ok(k), Ok(v)) => {
-                self.req.headers_mut().append(k, v);
-            }
+            (Ok(k), Ok(v)) => self.headers.push((k, v)),
             _ => self.bad = true,
         }
         self
@@ -360,9 +398,9 @@ impl RequestBuilder {
                 HeaderName::try_from(k.as_str()),
                 HeaderValue::try_from(v.as_str()),
             ) {
-                (Ok(k), Ok(mut v)) => {
-                    v.set_sensitive(k == http::header::AUTHORIZATION);
-                    self.req.headers_mut().insert(k, v);
+                (Ok(k), Ok(v)) => {
+                    self.headers.retain(|(name, _)| *name != k);
+                    self.headers.push((k, v));
                 }
                 _ => self.bad = true,
             }
@@ -371,19 +409,27 @@ impl RequestBuilder {
     }
 
     pub(crate) fn body(mut self, body: impl Into<Bytes>) -> Self {
-        *self.req.body_mut() = Full::new(body.into());
+        self.body = body.into();
         self
     }
 
     /// Sends on an idle connection to the same origin, or a new one. A
-    /// request that an idle connection refused before writing a byte (it
+    /// request that an idle connection refused before taking a byte (it
     /// had closed meanwhile) is sent again on the next.
     pub(crate) async fn send(self) -> Result<Response, SendError> {
         if self.bad {
             return Err(SendError::Builder);
         }
         let (shared, target) = (self.client.shared, &self.target.0);
-        let mut req = self.req;
+        let mut head = Vec::with_capacity(128 + 64 * self.headers.len());
+        h1::write_head(
+            &mut head,
+            &self.method,
+            target.path.as_str(),
+            &target.host,
+            self.headers.iter().map(|(k, v)| (k, v)),
+            self.body.len(),
+        );
         loop {
             let (mut conn, reused) = match shared.checkout(&target.origin) {
                 Some(conn) => (conn, true),
@@ -391,24 +437,23 @@ impl RequestBuilder {
                 // TLS handshake's.
                 None => (Box::pin(shared.connect(target)).await?, false),
             };
-            match conn.send(req).await {
-                Ok(resp) => {
-                    let (head, body) = resp.into_parts();
-                    return Ok(Response {
-                        head,
-                        body: ResponseBody {
-                            body,
-                            ended: false,
-                            conn: Some(conn),
-                            shared,
-                        },
-                    });
-                }
-                Err(mut e) => match e.take_message() {
-                    Some(again) if reused => req = again,
-                    _ => return Err(SendError::Http(e.into_error())),
-                },
+            match conn.write(&head, &self.body).await {
+                Ok(()) => {}
+                Err(e) if reused && e.whole => continue,
+                Err(e) => return Err(SendError::Io(e.error)),
             }
+            let head = conn.read_head(&self.method).await?;
+            return Ok(Response {
+                status: head.status,
+                headers: head.headers,
+                content_length: head.content_length,
+                body: ResponseBody {
+                    decoder: head.body,
+                    keep_alive: head.keep_alive,
+                    conn: Some(conn),
+                    shared,
+                },
+            });
         }
     }
 }
@@ -429,8 +474,16 @@ pub(crate) enum SendError {
     Builder,
     #[error("connect error: {}", chain(.0.as_ref()))]
     Connect(tower::BoxError),
-    #[error("{}", chain(.0))]
-    Http(hyper::Error),
+    #[error("connection error: {0}")]
+    Io(std::io::Error),
+    #[error("{0}")]
+    Response(h1::Error),
+}
+
+impl From<h1::Error> for SendError {
+    fn from(e: h1::Error) -> Self {
+        SendError::Response(e)
+    }
 }
 
 impl SendError {
@@ -458,27 +511,19 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 pub(crate) struct Response {
-    head: http::response::Parts,
+    status: StatusCode,
+    headers: HeaderMap,
+    content_length: Option<u64>,
     body: ResponseBody,
 }
 
 impl Response {
     pub(crate) fn status(&self) -> StatusCode {
-        self.head.status
+        self.status
     }
 
     pub(crate) fn headers(&self) -> &HeaderMap {
-        &self.head.headers
-    }
-
-    pub(crate) fn content_length(&self) -> Option<u64> {
-        self.head
-            .headers
-            .get(CONTENT_LENGTH)?
-            .to_str()
-            .ok()?
-            .parse()
-            .ok()
+        &self.headers
     }
 
     /// The body as it arrives (trailers skipped).
@@ -486,52 +531,50 @@ impl Response {
         self.body
     }
 
-    /// The whole body; one larger than `limit` bytes is refused.
+    /// The whole body; one larger than `limit` bytes is refused (by its
+    /// length before it is read, when it has one).
     pub(crate) async fn bytes(self, limit: usize) -> Result<Bytes, String> {
         use futures_util::StreamExt as _;
-        let mut body = Vec::new();
+        let too_large = || format!("a body larger than {limit} bytes");
+        if self.content_length.is_some_and(|n| n > limit as u64) {
+            return Err(too_large());
+        }
         let mut chunks = self.body;
+        // A body that arrives in one piece (the common case) is that piece,
+        // not copied; only a second piece starts a buffer.
+        let mut whole = Bytes::new();
+        let mut joined: Option<BytesMut> = None;
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk?;
-            if body.len() + chunk.len() > limit {
-                return Err(format!("a body larger than {limit} bytes"));
+            let so_far = joined.as_ref().map_or(whole.len(), BytesMut::len);
+            if so_far + chunk.len() > limit {
+                return Err(too_large());
             }
-            body.extend_from_slice(&chunk);
+            match &mut joined {
+                None if whole.is_empty() => whole = chunk,
+                None => {
+                    let mut buf = BytesMut::with_capacity(so_far + chunk.len());
+                    buf.extend_from_slice(&whole);
+                    buf.extend_from_slice(&chunk);
+                    joined = Some(buf);
+                }
+                Some(buf) => buf.extend_from_slice(&chunk),
+            }
         }
-        Ok(Bytes::from(body))
+        Ok(joined.map_or(whole, BytesMut::freeze))
     }
 }
 
-/// A response's body and the connection it arrives on, which reading the
-/// body drives. Read to its end (or empty), the connection goes back to
-/// the pool when this is dropped; dropped earlier, it is closed.
+/// A response's body and the connection it arrives on, read as the body
+/// is. Read to its end (or empty), the connection goes back to the pool
+/// when this is dropped; dropped earlier, or broken, it is closed.
 struct ResponseBody {
-    body: Incoming,
-    ended: bool,
+    decoder: h1::Decoder,
+    /// The backend did not say it would close the connection.
+    keep_alive: bool,
+    /// `None` once the connection broke.
     conn: Option<Conn>,
     shared: Arc<Shared>,
-}
-
-impl ResponseBody {
-    fn frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, String>>> {
-        loop {
-            return match Pin::new(&mut self.body).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => Poll::Ready(Some(Ok(data))),
-                    Err(_trailers) => continue,
-                },
-                Poll::Ready(Some(Err(e))) => {
-                    self.conn = None;
-                    Poll::Ready(Some(Err(chain(&e))))
-                }
-                Poll::Ready(None) => {
-                    self.ended = true;
-                    Poll::Ready(None)
-                }
-                Poll::Pending => Poll::Pending,
-            };
-        }
-    }
 }
 
 impl Stream for ResponseBody {
@@ -539,24 +582,40 @@ impl Stream for ResponseBody {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if let Poll::Ready(item) = this.frame(cx) {
-            return Poll::Ready(item);
-        }
-        // The body waits on its connection: read what has come, look again.
-        match &mut this.conn {
-            Some(conn) => {
-                conn.drive(cx);
-                this.frame(cx)
+        let Some(conn) = &mut this.conn else {
+            return Poll::Ready(None);
+        };
+        let broke = loop {
+            match this.decoder.step(&mut conn.buf) {
+                Ok(h1::Step::Data(data)) => return Poll::Ready(Some(Ok(data))),
+                Ok(h1::Step::Done) => return Poll::Ready(None),
+                Ok(h1::Step::More) => {}
+                Err(e) => break e.to_string(),
             }
-            None => Poll::Pending,
-        }
+            match ready!(conn.poll_fill(cx)) {
+                Ok(0) => match this.decoder.eof() {
+                    // Framed by the close: ended, but not reusable.
+                    Ok(()) => {
+                        this.keep_alive = false;
+                        return Poll::Ready(None);
+                    }
+                    Err(e) => break e.to_string(),
+                },
+                Ok(_) => {}
+                Err(e) => break SendError::Io(e).to_string(),
+            }
+        };
+        this.conn = None;
+        Poll::Ready(Some(Err(broke)))
     }
 }
 
 impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take()
-            && (self.ended || self.body.is_end_stream())
+            && self.keep_alive
+            && self.decoder.is_done()
+            && conn.buf.is_empty()
         {
             self.shared.checkin(conn);
         }
