@@ -176,15 +176,10 @@ pub(super) fn list(id: u64) -> Value {
 
 async fn read(resp: Response) -> Answer {
     let status = resp.status();
-    let session = resp
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let session = resp.headers().get_str(&SESSION_HEADER).map(str::to_owned);
     let sse = resp
         .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+        .get_str(&CONTENT_TYPE)
         .is_some_and(|v| v.starts_with("text/event-stream"));
     let mut messages = Vec::new();
     if sse {

@@ -329,7 +329,7 @@ impl Endpoint {
             ));
         }
         let opened = Session {
-            id: resp.headers().get(SESSION_HEADER).cloned(),
+            id: resp.headers().get(&SESSION_HEADER),
             ..fresh
         };
         let mut unfinished = Unfinished::new(self, &opened);
@@ -593,15 +593,13 @@ fn dispatch(wire: &Endpoint, conn: &Conn, data: &[u8], origin: Option<u64>) {
 
 fn is_json(resp: &Response) -> bool {
     resp.headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+        .get_str(&CONTENT_TYPE)
         .is_some_and(|v| v.starts_with("application/json"))
 }
 
 fn is_event_stream(resp: &Response) -> bool {
     resp.headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+        .get_str(&CONTENT_TYPE)
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 

@@ -217,11 +217,22 @@ async fn reap(shared: std::sync::Weak<Shared>, shard: usize) {
     }
 }
 
-/// Where a connection goes: scheme and authority.
+/// Where a connection goes: scheme and authority, in lower case, in one
+/// string (compared at every checkout; `Authority`'s own comparison folds
+/// case byte by byte).
 #[derive(Clone, PartialEq)]
-struct Origin {
-    scheme: Option<Scheme>,
-    authority: Option<Authority>,
+struct Origin(Arc<str>);
+
+impl Origin {
+    fn of(uri: &Uri) -> Origin {
+        let scheme = uri.scheme_str().unwrap_or_default();
+        let authority = uri.authority().map_or("", Authority::as_str);
+        Origin(
+            format!("{scheme}://{authority}")
+                .to_ascii_lowercase()
+                .into(),
+        )
+    }
 }
 
 /// A URL prepared once for the requests to it (a backend's, with its
@@ -260,10 +271,7 @@ impl Target {
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         Ok(Target(Arc::new(Prepared {
             uri: uri.clone(),
-            origin: Origin {
-                scheme: uri.scheme().cloned(),
-                authority: uri.authority().cloned(),
-            },
+            origin: Origin::of(uri),
             path,
             host,
         })))
@@ -512,7 +520,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 pub(crate) struct Response {
     status: StatusCode,
-    headers: HeaderMap,
+    headers: h1::Headers,
     content_length: Option<u64>,
     body: ResponseBody,
 }
@@ -522,7 +530,7 @@ impl Response {
         self.status
     }
 
-    pub(crate) fn headers(&self) -> &HeaderMap {
+    pub(crate) fn headers(&self) -> &h1::Headers {
         &self.headers
     }
 

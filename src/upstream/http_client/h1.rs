@@ -7,8 +7,11 @@
 //! (the head, a chunk's size line, the trailers) and every malformed frame
 //! is an error, never a guess.
 
+use std::mem::MaybeUninit;
+use std::ops::Range;
+
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue};
+use http::header::{CONNECTION, CONTENT_LENGTH, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 
 /// The largest response head taken (status line and headers).
@@ -79,7 +82,7 @@ fn is_framing(name: &HeaderName) -> bool {
 #[derive(Debug)]
 pub(super) struct Head {
     pub(super) status: StatusCode,
-    pub(super) headers: HeaderMap,
+    pub(super) headers: Headers,
     pub(super) content_length: Option<u64>,
     pub(super) body: Decoder,
     /// The connection may carry another request once this body has ended.
@@ -90,9 +93,16 @@ pub(super) struct Head {
 /// heads before it too); `None` until the whole head is there.
 pub(super) fn read_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, Error> {
     loop {
-        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut slots);
-        let len = match parsed.parse(buf) {
+        // Uninitialised: zeroing a hundred slots per response costs more
+        // than reading the few that are there.
+        let mut slots = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut []);
+        let parsing = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut parsed,
+            buf,
+            &mut slots,
+        );
+        let len = match parsing {
             // However it arrived: whole or in pieces, the same bound.
             Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => {
                 return Err(Error::HeadTooLarge);
@@ -118,38 +128,80 @@ pub(super) fn read_head(buf: &mut BytesMut, method: &Method) -> Result<Option<He
         // Offsets, not slices: the head is split off `buf` and its values
         // shared from it, not copied.
         let base = buf.as_ptr() as usize;
-        let mut fields: Vec<(HeaderName, std::ops::Range<usize>)> =
-            Vec::with_capacity(parsed.headers.len());
-        for h in parsed.headers.iter() {
-            let name =
-                HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| Error::Head("bad name"))?;
-            let at = h.value.as_ptr() as usize - base;
-            fields.push((name, at..at + h.value.len()));
-        }
-        let head = buf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(fields.len());
-        for (name, range) in fields {
-            let value = HeaderValue::from_maybe_shared(head.slice(range))
-                .map_err(|_| Error::Head("bad header value"))?;
-            headers.append(name, value);
-        }
+        let at = |s: &[u8]| {
+            let start = s.as_ptr() as usize - base;
+            start..start + s.len()
+        };
+        let fields = parsed
+            .headers
+            .iter()
+            .map(|h| Field {
+                name: at(h.name.as_bytes()),
+                value: at(h.value),
+            })
+            .collect();
+        let headers = Headers {
+            head: buf.split_to(len).freeze(),
+            fields,
+        };
         return frame(status, headers, http11, method).map(Some);
+    }
+}
+
+/// A response's header fields as they came, looked up by name: a response
+/// is asked for two or three of them, so no map is built.
+#[derive(Debug)]
+pub(crate) struct Headers {
+    head: Bytes,
+    fields: Vec<Field>,
+}
+
+#[derive(Debug)]
+struct Field {
+    name: Range<usize>,
+    value: Range<usize>,
+}
+
+impl Headers {
+    /// The first value of `name`, shared from the head.
+    pub(crate) fn get(&self, name: &HeaderName) -> Option<HeaderValue> {
+        let value = self.all(name.as_str()).next()?;
+        HeaderValue::from_maybe_shared(self.head.slice_ref(value)).ok()
+    }
+
+    /// The first value of `name`, if it is visible ASCII.
+    pub(crate) fn get_str(&self, name: &HeaderName) -> Option<&str> {
+        let value = self.all(name.as_str()).next()?;
+        value
+            .iter()
+            .all(|b| *b == b'\t' || (0x20..0x7f).contains(b))
+            .then(|| std::str::from_utf8(value).ok())?
+    }
+
+    /// Every value of `name` (lower case), in order.
+    fn all<'a, 'n>(
+        &'a self,
+        name: &'n str,
+    ) -> impl DoubleEndedIterator<Item = &'a [u8]> + use<'a, 'n> {
+        self.fields
+            .iter()
+            .filter(move |f| self.head[f.name.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .map(|f| &self.head[f.value.clone()])
     }
 }
 
 /// RFC 9112 §6.3: how the body's end is known.
 fn frame(
     status: StatusCode,
-    headers: HeaderMap,
+    headers: Headers,
     http11: bool,
     method: &Method,
 ) -> Result<Head, Error> {
     let content_length = content_length(&headers)?;
     let chunked = headers
-        .get_all(http::header::TRANSFER_ENCODING)
-        .iter()
+        .all("transfer-encoding")
         .next_back()
-        .map(|v| last_token(v.as_bytes()).eq_ignore_ascii_case(b"chunked"));
+        .map(|v| last_token(v).eq_ignore_ascii_case(b"chunked"));
     let close = has_token(&headers, b"close");
     let mut keep_alive = if http11 {
         !close
@@ -186,10 +238,10 @@ fn frame(
 }
 
 /// All `Content-Length` values (and the members of a list) must agree.
-fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Error> {
+fn content_length(headers: &Headers) -> Result<Option<u64>, Error> {
     let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|b| *b == b',') {
+    for value in headers.all("content-length") {
+        for part in value.split(|b| *b == b',') {
             let part = part.trim_ascii();
             if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
                 return Err(Error::Head("bad content-length"));
@@ -212,10 +264,9 @@ fn last_token(value: &[u8]) -> &[u8] {
         .trim_ascii()
 }
 
-fn has_token(headers: &HeaderMap, token: &[u8]) -> bool {
-    headers.get_all(CONNECTION).iter().any(|v| {
-        v.as_bytes()
-            .split(|b| *b == b',')
+fn has_token(headers: &Headers, token: &[u8]) -> bool {
+    headers.all("connection").any(|v| {
+        v.split(|b| *b == b',')
             .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
     })
 }

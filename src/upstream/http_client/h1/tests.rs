@@ -60,12 +60,15 @@ fn a_length_framed_response_is_its_bytes_and_keeps_the_connection() {
 #[test]
 fn the_head_keeps_its_headers_and_length() {
     let mut buf = BytesMut::from(
-        &b"HTTP/1.1 202 Accepted\r\nMcp-Session-Id: abc\r\nX-A: 1\r\nX-A: 2\r\ncontent-length: 0\r\n\r\n"[..],
+        &b"HTTP/1.1 202 Accepted\r\nMCP-Session-ID: abc\r\nX-A: 1\r\nX-A: 2\r\ncontent-length: 0\r\n\r\n"[..],
     );
     let head = read_head(&mut buf, &Method::POST).unwrap().unwrap();
     assert_eq!(head.status, StatusCode::ACCEPTED);
-    assert_eq!(head.headers.get("mcp-session-id").unwrap(), "abc");
-    assert_eq!(head.headers.get_all("x-a").iter().count(), 2);
+    let session = HeaderName::from_static("mcp-session-id");
+    assert_eq!(head.headers.get(&session).unwrap(), "abc");
+    assert_eq!(head.headers.get_str(&session), Some("abc"));
+    assert_eq!(head.headers.all("x-a").collect::<Vec<_>>(), [b"1", b"2"]);
+    assert_eq!(head.headers.get(&ACCEPT), None);
     assert_eq!(head.content_length, Some(0));
     assert!(head.body.is_done(), "an empty body has ended unread");
     assert!(buf.is_empty());
