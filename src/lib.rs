@@ -25,6 +25,7 @@ mod random;
 pub(crate) mod reload;
 pub mod router;
 pub mod sessions;
+pub(crate) mod timers;
 pub(crate) mod traces;
 pub mod upstream;
 pub mod workers;

@@ -3,15 +3,16 @@
 //! Every accepted socket holds a permit; at `max_connections` (kept below
 //! the file-descriptor limit) a new one is answered 503 and closed at once,
 //! so the connections already open keep being served and accept never
-//! spins on EMFILE. hyper's header-read timeout bounds a client that opens
-//! a connection and sends a partial request, or nothing at all, and also
-//! ends keep-alive connections that sit idle between requests.
+//! spins on EMFILE. hyper's header-read timeout (on `crate::timers`) bounds
+//! a client that opens a connection and sends a partial request, or
+//! nothing at all, and also ends keep-alive connections that sit idle
+//! between requests.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -111,7 +112,7 @@ pub async fn accept(
     let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let permits = Arc::new(Semaphore::new(max as usize));
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
+    http.timer(crate::timers::HyperTimer)
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
     let mut backoff = Duration::from_millis(5);

@@ -3,9 +3,7 @@
 //! answers costs a bounded time, however many steps the operation has.
 
 use std::future::Future;
-use std::time::Duration;
-
-use tokio::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::UpstreamError;
 use crate::config::BackendName;
@@ -19,12 +17,13 @@ impl Deadline {
     }
 
     /// `fut`, or a timeout error naming the backend once the deadline passes.
+    /// (`crate::timers`, not tokio's wheel: every call waits under one.)
     pub(super) async fn run<T>(
         self,
         backend: &BackendName,
         fut: impl Future<Output = T>,
     ) -> Result<T, UpstreamError> {
-        tokio::time::timeout_at(self.0, fut)
+        crate::timers::timeout_at(self.0, fut)
             .await
             .map_err(|_| UpstreamError::timeout(backend))
     }

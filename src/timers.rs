@@ -1,0 +1,202 @@
+//! Deadlines without tokio's timer wheel: sleeps kept in a slab per worker
+//! shard and fired by one thread that sleeps until the earliest of them.
+//!
+//! Every forwarded call waits under two deadlines (hyper's header-read
+//! timeout for the client's next request, the call's own), and nearly all
+//! of them are cancelled long before they expire. tokio registers each in
+//! its wheel on first poll and unlinks it on drop, about 1,000
+//! instructions a deadline (bench/analysis.md); here a deadline is a slab
+//! slot under an uncontended lock, and the thread wakes only when the
+//! earliest one is due. A deadline that expires wakes its task from that
+//! thread, which is rare and costs one cross-thread wake-up.
+//!
+//! Real time (`std::time::Instant`): tokio's paused test clock does not
+//! move these.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use slab::Slab;
+
+/// The sleeps of every shard, and the thread that fires them.
+struct Timers {
+    shards: Box<[Mutex<Slab<Entry>>]>,
+    /// When the thread will next look, in nanoseconds since `origin`
+    /// (`u64::MAX`: when woken).
+    armed: AtomicU64,
+    origin: Instant,
+    thread: std::thread::Thread,
+}
+
+struct Entry {
+    deadline: Instant,
+    /// `None` once fired (or before the first poll registered one).
+    waker: Option<Waker>,
+    fired: bool,
+}
+
+fn timers() -> &'static Timers {
+    static TIMERS: OnceLock<Arc<Timers>> = OnceLock::new();
+    TIMERS.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Arc<Timers>>();
+        let thread = std::thread::Builder::new()
+            .name("sluice-timers".into())
+            .spawn(move || fire(&rx.recv().expect("sent at start")))
+            .expect("the timer thread starts");
+        let timers = Arc::new(Timers {
+            // Enough for every worker, started before or after this.
+            shards: (0..crate::workers::shards()
+                .max(std::thread::available_parallelism().map_or(1, usize::from)))
+                .map(|_| Mutex::default())
+                .collect(),
+            armed: AtomicU64::new(u64::MAX),
+            origin: Instant::now(),
+            thread: thread.thread().clone(),
+        });
+        let _ = tx.send(timers.clone());
+        timers
+    })
+}
+
+/// The thread: wakes every sleep that is due, then parks until the next.
+fn fire(timers: &Timers) -> ! {
+    loop {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        for shard in &timers.shards {
+            for (_, entry) in shard.lock().iter_mut() {
+                if entry.fired {
+                    continue;
+                }
+                if entry.deadline <= now {
+                    entry.fired = true;
+                    if let Some(waker) = entry.waker.take() {
+                        waker.wake();
+                    }
+                } else {
+                    next = Some(next.map_or(entry.deadline, |n| n.min(entry.deadline)));
+                }
+            }
+        }
+        // A sleep added since the scan and earlier than this unparks us.
+        timers
+            .armed
+            .store(next.map_or(u64::MAX, |n| timers.nanos(n)), Ordering::SeqCst);
+        match next {
+            Some(n) => std::thread::park_timeout(n.saturating_duration_since(now)),
+            None => std::thread::park(),
+        }
+    }
+}
+
+impl Timers {
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Completes at `deadline`. Registers on its first poll, unregisters when
+/// dropped.
+pub(crate) struct Sleep {
+    deadline: Instant,
+    /// Shard and slot, once registered.
+    slot: Option<(usize, usize)>,
+}
+
+pub(crate) fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        slot: None,
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let timers = timers();
+        match self.slot {
+            Some((shard, key)) => {
+                let mut slab = timers.shards[shard].lock();
+                let entry = &mut slab[key];
+                if entry.fired {
+                    return Poll::Ready(());
+                }
+                match &mut entry.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    w => *w = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            None => {
+                if Instant::now() >= self.deadline {
+                    return Poll::Ready(());
+                }
+                let shard = crate::workers::shard() % timers.shards.len();
+                let key = timers.shards[shard].lock().insert(Entry {
+                    deadline: self.deadline,
+                    waker: Some(cx.waker().clone()),
+                    fired: false,
+                });
+                self.slot = Some((shard, key));
+                let at = timers.nanos(self.deadline);
+                if at < timers.armed.load(Ordering::SeqCst) {
+                    timers.armed.fetch_min(at, Ordering::SeqCst);
+                    timers.thread.unpark();
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some((shard, key)) = self.slot.take() {
+            let entry = timers().shards[shard].lock().remove(key);
+            // Outside the lock: a waker's drop may run a task's.
+            drop(entry);
+        }
+    }
+}
+
+/// `fut`, unless `deadline` passes first.
+pub(crate) async fn timeout_at<F: Future>(deadline: Instant, fut: F) -> Result<F::Output, Elapsed> {
+    let mut fut = std::pin::pin!(fut);
+    let mut sleep = std::pin::pin!(sleep_until(deadline));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(out));
+        }
+        sleep.as_mut().poll(cx).map(|()| Err(Elapsed))
+    })
+    .await
+}
+
+/// The deadline passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Elapsed;
+
+impl hyper::rt::Sleep for Sleep {}
+
+/// hyper's timer (the header-read timeout), on these sleeps.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HyperTimer;
+
+impl hyper::rt::Timer for HyperTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(Instant::now() + duration)
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(sleep_until(deadline))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,54 @@
+use std::time::{Duration, Instant};
+
+use super::{Elapsed, sleep_until, timeout_at, timers};
+
+/// Sleeps registered and not yet dropped, in every shard.
+fn registered() -> usize {
+    timers().shards.iter().map(|s| s.lock().len()).sum()
+}
+
+// One test, not several: the count of registered sleeps is the process's,
+// and tests run in parallel.
+#[tokio::test]
+async fn sleeps_fire_at_their_deadline_and_leave_nothing_behind() {
+    // A sleep completes, and not before its deadline.
+    let deadline = Instant::now() + Duration::from_millis(30);
+    sleep_until(deadline).await;
+    assert!(Instant::now() >= deadline);
+
+    // A long sleep registered first does not hold up a shorter one added
+    // while the thread waits for it: the shorter wakes the thread.
+    let long = tokio::spawn(sleep_until(Instant::now() + Duration::from_secs(3600)));
+    tokio::task::yield_now().await;
+    let short = Instant::now() + Duration::from_millis(30);
+    tokio::time::timeout(Duration::from_secs(30), sleep_until(short))
+        .await
+        .expect("the earlier deadline fired");
+    assert!(Instant::now() >= short);
+
+    // A future that is ready first wins, and its sleep is gone with it;
+    // one that is not loses to the deadline.
+    let before = registered();
+    for _ in 0..1000 {
+        let answer = timeout_at(Instant::now() + Duration::from_secs(60), async {
+            tokio::task::yield_now().await;
+            7
+        });
+        assert_eq!(answer.await, Ok(7));
+    }
+    assert_eq!(registered(), before, "cancelled sleeps are unregistered");
+    let hang = timeout_at(
+        Instant::now() + Duration::from_millis(20),
+        std::future::pending::<()>(),
+    );
+    assert_eq!(hang.await, Err(Elapsed));
+    assert_eq!(registered(), before);
+
+    long.abort();
+    let _ = long.await;
+    assert_eq!(
+        registered(),
+        before - 1,
+        "an aborted task's sleep is dropped"
+    );
+}
