@@ -63,32 +63,57 @@ fn timers() -> &'static Timers {
     })
 }
 
+/// How late a sleep may fire: the thread looks at most this often, so a
+/// crowd of sleeps falling due one after another costs a scan per tick, not
+/// one per sleep.
+const TICK: Duration = Duration::from_millis(10);
+/// Slots scanned per hold of a shard's lock: a scan of many sleeps never
+/// holds up that shard's worker for long.
+const SCAN_CHUNK: usize = 1024;
+
 /// The thread: wakes every sleep that is due, then parks until the next.
 fn fire(timers: &Timers) -> ! {
+    let mut due = Vec::new();
     loop {
+        // Scanning: any sleep added from now on unparks us, so one added
+        // behind the scan (in a shard already looked at) is not missed.
+        timers.armed.store(u64::MAX, Ordering::SeqCst);
         let now = Instant::now();
         let mut next: Option<Instant> = None;
         for shard in &timers.shards {
-            for (_, entry) in shard.lock().iter_mut() {
-                if entry.fired {
-                    continue;
-                }
-                if entry.deadline <= now {
-                    entry.fired = true;
-                    if let Some(waker) = entry.waker.take() {
-                        waker.wake();
+            let mut from = 0;
+            loop {
+                let mut slab = shard.lock();
+                let end = slab.capacity();
+                let to = end.min(from + SCAN_CHUNK);
+                for key in from..to {
+                    let Some(entry) = slab.get_mut(key).filter(|e| !e.fired) else {
+                        continue;
+                    };
+                    if entry.deadline <= now {
+                        entry.fired = true;
+                        due.extend(entry.waker.take());
+                    } else {
+                        next = Some(next.map_or(entry.deadline, |n| n.min(entry.deadline)));
                     }
-                } else {
-                    next = Some(next.map_or(entry.deadline, |n| n.min(entry.deadline)));
                 }
+                drop(slab);
+                if to >= end {
+                    break;
+                }
+                from = to;
             }
         }
-        // A sleep added since the scan and earlier than this unparks us.
-        timers
-            .armed
-            .store(next.map_or(u64::MAX, |n| timers.nanos(n)), Ordering::SeqCst);
-        match next {
-            Some(n) => std::thread::park_timeout(n.saturating_duration_since(now)),
+        // Outside the locks: a wake may run code of its own.
+        due.drain(..).for_each(Waker::wake);
+        let wait = next.map(|n| n.saturating_duration_since(now).max(TICK));
+        // From here, only a sleep earlier than this unparks us.
+        timers.armed.store(
+            wait.map_or(u64::MAX, |w| timers.nanos(now + w)),
+            Ordering::SeqCst,
+        );
+        match wait {
+            Some(w) => std::thread::park_timeout(w),
             None => std::thread::park(),
         }
     }
