@@ -75,6 +75,21 @@ fn the_head_keeps_its_headers_and_length() {
 }
 
 #[test]
+fn empty_header_values_are_values() {
+    let mut buf =
+        BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A:\r\nX-B: \r\nContent-Length: 0\r\n\r\n"[..]);
+    let head = read_head(&mut buf, &Method::POST).unwrap().unwrap();
+    assert_eq!(
+        head.headers.get_str(&HeaderName::from_static("x-a")),
+        Some("")
+    );
+    assert_eq!(
+        head.headers.get_str(&HeaderName::from_static("x-b")),
+        Some("")
+    );
+}
+
+#[test]
 fn a_chunked_response_is_decoded_with_its_extensions_and_trailers() {
     let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
         5;name=value\r\nhello\r\n1 \r\n,\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n";
