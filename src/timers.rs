@@ -15,8 +15,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -40,15 +40,22 @@ struct Entry {
     fired: bool,
 }
 
+/// The process's timers, started on first use.
 fn timers() -> &'static Timers {
-    static TIMERS: OnceLock<Arc<Timers>> = OnceLock::new();
-    TIMERS.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Arc<Timers>>();
+    static TIMERS: OnceLock<&'static Timers> = OnceLock::new();
+    TIMERS.get_or_init(Timers::start)
+}
+
+impl Timers {
+    /// A set of timers and its thread, for the life of the process (tests
+    /// start their own, so that counting sleeps sees only theirs).
+    fn start() -> &'static Timers {
+        let (tx, rx) = std::sync::mpsc::channel::<&'static Timers>();
         let thread = std::thread::Builder::new()
             .name("sluice-timers".into())
-            .spawn(move || fire(&rx.recv().expect("sent at start")))
+            .spawn(move || fire(rx.recv().expect("sent at start")))
             .expect("the timer thread starts");
-        let timers = Arc::new(Timers {
+        let timers: &'static Timers = Box::leak(Box::new(Timers {
             // Enough for every worker, started before or after this.
             shards: (0..crate::workers::shards()
                 .max(std::thread::available_parallelism().map_or(1, usize::from)))
@@ -57,10 +64,18 @@ fn timers() -> &'static Timers {
             armed: AtomicU64::new(u64::MAX),
             origin: Instant::now(),
             thread: thread.thread().clone(),
-        });
-        let _ = tx.send(timers.clone());
+        }));
+        let _ = tx.send(timers);
         timers
-    })
+    }
+
+    fn sleep_until(&'static self, deadline: Instant) -> Sleep {
+        Sleep {
+            timers: self,
+            deadline,
+            slot: None,
+        }
+    }
 }
 
 /// How late a sleep may fire: the thread looks at most this often, so a
@@ -128,23 +143,21 @@ impl Timers {
 /// Completes at `deadline`. Registers on its first poll, unregisters when
 /// dropped.
 pub(crate) struct Sleep {
+    timers: &'static Timers,
     deadline: Instant,
     /// Shard and slot, once registered.
     slot: Option<(usize, usize)>,
 }
 
 pub(crate) fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep {
-        deadline,
-        slot: None,
-    }
+    timers().sleep_until(deadline)
 }
 
 impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let timers = timers();
+        let timers = self.timers;
         match self.slot {
             Some((shard, key)) => {
                 let mut slab = timers.shards[shard].lock();
@@ -183,7 +196,7 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some((shard, key)) = self.slot.take() {
-            let entry = timers().shards[shard].lock().remove(key);
+            let entry = self.timers.shards[shard].lock().remove(key);
             // Outside the lock: a waker's drop may run a task's.
             drop(entry);
         }
@@ -192,8 +205,16 @@ impl Drop for Sleep {
 
 /// `fut`, unless `deadline` passes first.
 pub(crate) async fn timeout_at<F: Future>(deadline: Instant, fut: F) -> Result<F::Output, Elapsed> {
+    timeout_in(timers(), deadline, fut).await
+}
+
+async fn timeout_in<F: Future>(
+    timers: &'static Timers,
+    deadline: Instant,
+    fut: F,
+) -> Result<F::Output, Elapsed> {
     let mut fut = std::pin::pin!(fut);
-    let mut sleep = std::pin::pin!(sleep_until(deadline));
+    let mut sleep = std::pin::pin!(timers.sleep_until(deadline));
     std::future::poll_fn(|cx| {
         if let Poll::Ready(out) = fut.as_mut().poll(cx) {
             return Poll::Ready(Ok(out));

@@ -1,16 +1,19 @@
 use std::time::{Duration, Instant};
 
-use super::{Elapsed, sleep_until, timeout_at, timers};
+use super::{Elapsed, Timers, timeout_in};
 
 /// Sleeps registered and not yet dropped, in every shard.
-fn registered() -> usize {
-    timers().shards.iter().map(|s| s.lock().len()).sum()
+fn registered(timers: &Timers) -> usize {
+    timers.shards.iter().map(|s| s.lock().len()).sum()
 }
 
-// One test, not several: the count of registered sleeps is the process's,
-// and tests run in parallel.
+// Timers of the test's own: the process's are shared with every test
+// running beside it.
 #[tokio::test]
 async fn sleeps_fire_at_their_deadline_and_leave_nothing_behind() {
+    let timers = Timers::start();
+    let sleep_until = |at| timers.sleep_until(at);
+    let registered = || registered(timers);
     // A sleep completes, and not before its deadline.
     let deadline = Instant::now() + Duration::from_millis(30);
     sleep_until(deadline).await;
@@ -30,14 +33,15 @@ async fn sleeps_fire_at_their_deadline_and_leave_nothing_behind() {
     // one that is not loses to the deadline.
     let before = registered();
     for _ in 0..1000 {
-        let answer = timeout_at(Instant::now() + Duration::from_secs(60), async {
+        let answer = timeout_in(timers, Instant::now() + Duration::from_secs(60), async {
             tokio::task::yield_now().await;
             7
         });
         assert_eq!(answer.await, Ok(7));
     }
     assert_eq!(registered(), before, "cancelled sleeps are unregistered");
-    let hang = timeout_at(
+    let hang = timeout_in(
+        timers,
         Instant::now() + Duration::from_millis(20),
         std::future::pending::<()>(),
     );
