@@ -87,6 +87,32 @@ pub fn backend_response(bytes: &[u8]) {
     }
 }
 
+/// A client's HTTP/1.1 requests on one connection. The first byte picks
+/// the size of the pieces they arrive in; however they arrive, the same
+/// requests are taken, with the same headers and bodies, and what goes to
+/// hyper is the rest of the input, untouched.
+pub fn client_request(bytes: &[u8]) {
+    let Some((cut, wire)) = bytes.split_first() else {
+        return;
+    };
+    let cut = usize::from(*cut % 32) + 1;
+    let (taken, other) = crate::front::read_requests(wire, cut);
+    let (whole, whole_other) = crate::front::read_requests(wire, wire.len());
+    assert_eq!(taken, whole, "read in pieces of {cut} and whole");
+    let at = |o: &Option<(usize, Vec<u8>)>| o.as_ref().map(|(at, _)| *at);
+    assert_eq!(
+        at(&other),
+        at(&whole_other),
+        "handed to hyper at another place"
+    );
+    for (at, handed) in other.iter().chain(&whole_other) {
+        assert!(
+            wire[*at..].starts_with(handed),
+            "hyper is handed bytes other than the client's next ones"
+        );
+    }
+}
+
 /// A config file, TOML or the desktop `mcpServers` JSON.
 pub fn config(text: &str) {
     struct NoEnv;
@@ -108,4 +134,24 @@ pub fn backend_line(bytes: &[u8]) {
     if let Ok(text) = std::str::from_utf8(bytes) {
         let _ = crate::mirror::decode(text);
     }
+}
+
+/// Runs `target` on each seed of `fuzz/corpus/<name>`, behind every first
+/// byte that picks a piece size (0 to 32); returns how many seeds there are.
+#[cfg(test)]
+pub(crate) fn run_seeds(name: &str, target: fn(&[u8])) -> usize {
+    let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(name);
+    let mut n = 0;
+    for entry in std::fs::read_dir(seeds).unwrap() {
+        let wire = std::fs::read(entry.unwrap().path()).unwrap();
+        for cut in 0..=32 {
+            let mut input = vec![cut];
+            input.extend_from_slice(&wire);
+            target(&input);
+        }
+        n += 1;
+    }
+    n
 }

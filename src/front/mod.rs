@@ -5,6 +5,7 @@
 mod authority;
 mod bridge;
 mod checks;
+mod conn;
 mod error;
 mod follow;
 mod limits;
@@ -29,6 +30,8 @@ use axum::routing::{any, get};
 use tokio_util::sync::CancellationToken;
 
 pub use checks::Policy;
+/// For `fuzzing`: what a connection makes of a client's bytes.
+pub(crate) use conn::read_whole as read_requests;
 pub(crate) use limits::Limits;
 
 /// For `fuzzing`: the Host/Origin parsers on one value.
@@ -118,6 +121,18 @@ pub struct Edge {
     rest: HttpRouter,
 }
 
+impl Edge {
+    /// `POST /mcp`: the same guard as every route, then the default
+    /// namespace's handler.
+    async fn post_mcp(front: Arc<Front>, req: Request<Body>) -> Response {
+        let guarded = front.layout.load().policy.guard(req.headers(), req.uri());
+        match guarded {
+            Ok(()) => mcp(front, "default", req).await,
+            Err(reject) => front.refuse(req.method(), reject),
+        }
+    }
+}
+
 impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
     type Response = Response;
     type Error = std::convert::Infallible;
@@ -127,15 +142,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
         let req = req.map(Body::new);
         if req.method() == Method::POST && req.uri().path() == "/mcp" {
             let front = self.front.clone();
-            Box::pin(async move {
-                // The same guard as every route below.
-                Ok(
-                    match front.layout.load().policy.guard(req.headers(), req.uri()) {
-                        Ok(()) => mcp(front, "default", req).await,
-                        Err(reject) => front.refuse(req.method(), reject),
-                    },
-                )
-            })
+            Box::pin(async move { Ok(Edge::post_mcp(front, req).await) })
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
         }

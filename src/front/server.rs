@@ -3,16 +3,15 @@
 //! Every accepted socket holds a permit; at `max_connections` (kept below
 //! the file-descriptor limit) a new one is answered 503 and closed at once,
 //! so the connections already open keep being served and accept never
-//! spins on EMFILE. hyper's header-read timeout (on `crate::timers`) bounds
-//! a client that opens a connection and sends a partial request, or
-//! nothing at all, and also ends keep-alive connections that sit idle
-//! between requests.
+//! spins on EMFILE. The header-read timeout (on `crate::timers`, in
+//! `conn` and in hyper) bounds a client that opens a connection and sends
+//! a partial request, or nothing at all, and also ends keep-alive
+//! connections that sit idle between requests.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -76,6 +75,9 @@ fn raise_nofile_limit() -> Option<u64> {
 
 /// The connections of a stopped accept loop, still finishing.
 pub struct Connections {
+    /// Tells the connections served by `conn` itself to finish.
+    closing: CancellationToken,
+    /// The same for those handed to hyper.
     graceful: GracefulShutdown,
     permits: Arc<Semaphore>,
     max: u32,
@@ -87,11 +89,16 @@ impl Connections {
     /// error) and the connections get `flush` to write that. Returns
     /// whether every connection closed.
     pub async fn drain(self, grace: Duration, flush: Duration, abort: impl FnOnce()) -> bool {
+        // Every connection holds a permit until it ends, whoever serves it.
         let all_closed = self.permits.acquire_many_owned(self.max);
         tokio::pin!(all_closed);
-        let signal = self.graceful.shutdown();
-        tokio::pin!(signal);
-        if tokio::time::timeout(grace, &mut signal).await.is_ok() {
+        self.closing.cancel();
+        let hyper_closed = self.graceful.shutdown();
+        let closed = async {
+            hyper_closed.await;
+            (&mut all_closed).await
+        };
+        if tokio::time::timeout(grace, closed).await.is_ok() {
             return true;
         }
         tracing::warn!("in-flight requests did not finish within the grace period; ending them");
@@ -109,6 +116,7 @@ pub async fn accept(
     stop: CancellationToken,
 ) -> Connections {
     let graceful = GracefulShutdown::new();
+    let closing = CancellationToken::new();
     let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let permits = Arc::new(Semaphore::new(max as usize));
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -141,17 +149,21 @@ pub async fn accept(
         };
         // SSE streams can be written faster without Nagle (a 30x difference).
         let _ = tcp.set_nodelay(true);
-        let (http, app, watcher) = (http.clone(), app.clone(), graceful.watcher());
+        let serve = super::conn::Serve {
+            edge: app.clone(),
+            hyper: http.clone(),
+            watcher: graceful.watcher(),
+            closing: closing.clone(),
+            header_read_timeout: limits.header_read_timeout,
+        };
         let open = Open::new(metrics.clone(), permit);
         crate::workers::spawn_connection(tcp, move |tcp| async move {
-            let conn = watcher.watch(http.serve_connection(TokioIo::new(tcp), app));
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
+            super::conn::serve(tcp, serve).await;
             drop(open);
         });
     }
     Connections {
+        closing,
         graceful,
         permits,
         max,

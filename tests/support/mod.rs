@@ -772,17 +772,26 @@ impl KeepAlive {
     /// POSTs `body` to `path` with these headers; (status, body). Panics if
     /// the connection is gone.
     pub fn post(&mut self, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
-        use std::io::{Read, Write};
-        let mut req = format!(
-            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        self.stream.get_mut().write_all(req.as_bytes()).unwrap();
+        self.send(post_request(path, headers, body).as_bytes());
+        let r = self.response();
+        (r.status, r.text())
+    }
+
+    /// Writes `raw`, then reads one response.
+    pub fn response_to(&mut self, raw: &str) -> RawResponse {
+        self.send(raw.as_bytes());
+        self.response()
+    }
+
+    /// Writes `raw` as it is.
+    pub fn send(&mut self, raw: &[u8]) {
+        use std::io::Write;
+        self.stream.get_mut().write_all(raw).unwrap();
+    }
+
+    /// Reads one response (its body by `Content-Length` or chunked).
+    pub fn response(&mut self) -> RawResponse {
+        use std::io::Read;
         let mut status_line = String::new();
         self.stream.read_line(&mut status_line).unwrap();
         let status: u16 = status_line
@@ -790,8 +799,7 @@ impl KeepAlive {
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or_else(|| panic!("no status line: {status_line:?}"));
-        let mut length = None;
-        let mut chunked = false;
+        let mut headers = Vec::new();
         loop {
             let mut line = String::new();
             self.stream.read_line(&mut line).unwrap();
@@ -800,15 +808,14 @@ impl KeepAlive {
                 break;
             }
             let (k, v) = line.split_once(':').unwrap();
-            if k.eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse::<usize>().ok();
-            }
-            if k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked") {
-                chunked = true;
-            }
+            headers.push((k.to_ascii_lowercase(), v.trim().to_owned()));
         }
+        let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let chunked = header("transfer-encoding").is_some_and(|v| v.contains("chunked"));
+        let length = header("content-length").and_then(|v| v.parse::<usize>().ok());
         let mut body = Vec::new();
-        if chunked {
+        if status == 100 {
+        } else if chunked {
             loop {
                 let mut size = String::new();
                 self.stream.read_line(&mut size).unwrap();
@@ -824,7 +831,46 @@ impl KeepAlive {
             body.resize(n, 0);
             self.stream.read_exact(&mut body).unwrap();
         }
-        (status, String::from_utf8_lossy(&body).into_owned())
+        RawResponse {
+            status,
+            headers,
+            body,
+        }
+    }
+}
+
+/// A `POST` as a client writes it, `Content-Length` first.
+pub fn post_request(path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    req
+}
+
+/// A response read off a `KeepAlive`.
+pub struct RawResponse {
+    pub status: u16,
+    /// Names lower-cased, in order.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
     }
 }
 

@@ -240,16 +240,6 @@ fn a_large_chunk_arrives_as_it_comes_not_whole() {
 /// The fuzz target's seeds, each read cut every way.
 #[test]
 fn the_fuzz_seeds_read_alike_however_cut() {
-    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/backend_response");
-    let mut n = 0;
-    for entry in std::fs::read_dir(seeds).unwrap() {
-        let wire = std::fs::read(entry.unwrap().path()).unwrap();
-        for cut in 0..=32 {
-            let mut input = vec![cut];
-            input.extend_from_slice(&wire);
-            crate::fuzzing::backend_response(&input);
-        }
-        n += 1;
-    }
+    let n = crate::fuzzing::run_seeds("backend_response", crate::fuzzing::backend_response);
     assert!(n >= 5, "{n} seeds");
 }

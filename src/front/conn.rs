@@ -1,0 +1,704 @@
+//! A client connection. The common request, `POST /mcp` over HTTP/1.1
+//! with a `Content-Length` body, is read, served and answered here. At
+//! the first request that is anything else (another method or target, a
+//! chunked or `Expect`ed body, `Upgrade`, HTTP/1.0, a head httparse
+//! refuses) the connection is handed to hyper with every byte read so
+//! far, and hyper serves it to its end: whatever is unusual is answered
+//! exactly as it was before this path existed. The common request skips
+//! hyper's dispatcher, its body channel (a body that came with its head is
+//! one piece; only one still arriving is fed to the request as it is read,
+//! `feed`) and a boxed service future per request.
+//!
+//! hyper's behaviour is kept where a client can see it: the header-read
+//! timeout (which also ends idle keep-alive connections), a client that
+//! goes away drops its request's future (the request decides what
+//! continues), pipelined requests are answered in order, and a shutdown
+//! lets the request in flight finish and closes an idle connection at once.
+
+use std::future::{Future, poll_fn};
+use std::io::IoSlice;
+use std::mem::MaybeUninit;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::{Body, HttpBody};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, header};
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::Watcher;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use super::Edge;
+use feed::Feed;
+
+mod feed;
+
+/// What a connection needs besides its socket.
+pub(super) struct Serve {
+    pub(super) edge: Edge,
+    pub(super) hyper: hyper::server::conn::http1::Builder,
+    pub(super) watcher: Watcher,
+    /// Cancelled when the gateway begins to shut down.
+    pub(super) closing: CancellationToken,
+    pub(super) header_read_timeout: std::time::Duration,
+}
+
+/// Headers a request may have here (hyper's limit too: more go to hyper,
+/// which answers 431).
+const MAX_HEADERS: usize = 100;
+/// A head longer than this goes to hyper (its own limit is larger).
+const MAX_HEAD: usize = 64 * 1024;
+/// What one read asks for.
+const READ_CHUNK: usize = 8 * 1024;
+/// Bytes read and not yet taken: a request's body that its handler has
+/// not read yet, or what a client sends ahead while its request runs.
+/// Past them the socket is not read (nor watched for the client leaving)
+/// until they are taken, as with hyper.
+const MAX_AHEAD: usize = 256 * 1024;
+/// A response body is written once this much of it has gathered.
+const WRITE_CHUNK: usize = 64 * 1024;
+
+/// Serves one client connection to its end.
+pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
+    let mut io = Io {
+        tcp,
+        buf: BytesMut::with_capacity(READ_CHUNK),
+    };
+    let closing = serve.closing.clone();
+    let mut closing_wait = pin!(closing.cancelled());
+    let mut watching_closing = false;
+    loop {
+        let deadline = Instant::now() + serve.header_read_timeout;
+        let request = poll_fn(|cx| {
+            // Registered once: the token wakes this task when it is
+            // cancelled; after that its flag is all there is to read.
+            if !watching_closing {
+                watching_closing = true;
+                if closing_wait.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Next::Closed);
+                }
+            }
+            io.poll_request(cx, &closing)
+        });
+        let request = match crate::timers::timeout_at(deadline, request).await {
+            Ok(Next::Request(r)) => r,
+            Ok(Next::Other) => break,
+            Ok(Next::Closed) | Err(crate::timers::Elapsed) => return,
+        };
+        let handler = pin!(Edge::post_mcp(serve.edge.front.clone(), request.req));
+        let Some(response) = io.run(handler, request.feed.as_ref()).await else {
+            return;
+        };
+        // A body still on the wire, unread: this connection is done.
+        let unread = request.feed.as_ref().is_some_and(|f| !f.is_whole());
+        let close =
+            request.close || unread || closing.is_cancelled() || wants_close(response.headers());
+        if io.respond(response, close).await.is_err() || close {
+            let _ = io.tcp.shutdown().await;
+            return;
+        }
+    }
+    // Something hyper answers: it reads the bytes already here first.
+    let io = TokioIo::new(Replay {
+        read: io.buf.freeze(),
+        tcp: io.tcp,
+    });
+    let conn = serve
+        .watcher
+        .watch(serve.hyper.serve_connection(io, serve.edge));
+    if let Err(e) = conn.await {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+/// What a connection waits for between requests.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, moved once: a box would be an allocation"
+)]
+enum Next {
+    Request(Taken),
+    /// Something for hyper.
+    Other,
+    /// The client left, the socket failed, or the gateway is closing.
+    Closed,
+}
+
+/// A request for `POST /mcp`.
+struct Taken {
+    req: Request<Body>,
+    /// The client asked for the connection to close after it.
+    close: bool,
+    /// Where the rest of its body goes as it is read (None: it came whole).
+    feed: Option<Feed>,
+}
+
+struct Io {
+    tcp: TcpStream,
+    /// Read and not yet taken.
+    buf: BytesMut,
+}
+
+impl Io {
+    /// The next request, reading as needed.
+    fn poll_request(&mut self, cx: &mut Context<'_>, closing: &CancellationToken) -> Poll<Next> {
+        loop {
+            if !self.buf.is_empty() {
+                match take(&mut self.buf) {
+                    Take::Ready(t) => return Poll::Ready(Next::Request(t)),
+                    Take::Other => return Poll::Ready(Next::Other),
+                    Take::Partial => {}
+                }
+            }
+            // An idle connection closes at shutdown; one with a request
+            // under way reads it first.
+            if self.buf.is_empty() && closing.is_cancelled() {
+                return Poll::Ready(Next::Closed);
+            }
+            match self.poll_read(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Read::Some) => {}
+                Poll::Ready(Read::Closed) => return Poll::Ready(Next::Closed),
+            }
+        }
+    }
+
+    /// One read into the buffer.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Read> {
+        if self.buf.capacity() - self.buf.len() < 1024 {
+            self.buf.reserve(READ_CHUNK);
+        }
+        // Through `AsyncRead`: a short read there takes the socket's
+        // readiness with it, so no read that would block follows.
+        match tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut self.buf) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(0) | Err(_)) => Poll::Ready(Read::Closed),
+            Poll::Ready(Ok(_)) => Poll::Ready(Read::Some),
+        }
+    }
+
+    /// `fut`, unless the client goes away first (then None: `fut` is
+    /// dropped, as hyper drops a request's future). Meanwhile the rest of
+    /// its body goes to `feed`.
+    async fn run<F: Future<Output = Response>>(
+        &mut self,
+        mut fut: Pin<&mut F>,
+        feed: Option<&Feed>,
+    ) -> Option<Response> {
+        poll_fn(|cx| {
+            if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            match self.poll_peer(cx, feed) {
+                Poll::Ready(()) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// Reads while a request runs: the rest of its body into `feed`, then
+    /// whatever the client sends ahead (the next request, pipelined), up
+    /// to `MAX_AHEAD`. Ready when the client has gone.
+    fn poll_peer(&mut self, cx: &mut Context<'_>, feed: Option<&Feed>) -> Poll<()> {
+        loop {
+            if let Some(feed) = feed.filter(|f| !f.is_whole()) {
+                if !self.buf.is_empty() {
+                    let n = feed.left().min(self.buf.len());
+                    feed.push(self.buf.split_to(n).freeze());
+                    continue;
+                }
+                if feed.is_full(MAX_AHEAD, cx) {
+                    return Poll::Pending;
+                }
+            } else if self.buf.len() >= MAX_AHEAD {
+                return Poll::Pending;
+            }
+            match self.poll_read(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Read::Some) => {}
+                Poll::Ready(Read::Closed) => {
+                    if let Some(feed) = feed {
+                        feed.cut();
+                    }
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+
+    /// Writes the response: its head and a body of known length in one
+    /// write when it is small, else chunked as the body's frames come.
+    async fn respond(&mut self, response: Response, close: bool) -> std::io::Result<()> {
+        let (parts, body) = response.into_parts();
+        let bodyless = parts.status.is_informational()
+            || parts.status == StatusCode::NO_CONTENT
+            || parts.status == StatusCode::NOT_MODIFIED;
+        let framing = match body.size_hint().exact() {
+            _ if bodyless => Framing::None,
+            Some(n) => Framing::Length(n),
+            None => Framing::Chunked,
+        };
+        let mut out = Vec::with_capacity(256);
+        write_head(&mut out, parts.status, &parts.headers, framing, close);
+        if matches!(framing, Framing::None) {
+            return self.tcp.write_all(&out).await;
+        }
+        let chunked = matches!(framing, Framing::Chunked);
+        let mut body = pin!(body);
+        loop {
+            // Every frame that is ready joins the write; a pause in the
+            // body (an SSE stream between events) sends what there is.
+            let next = poll_fn(|cx| match body.as_mut().poll_frame(cx) {
+                Poll::Ready(f) => Poll::Ready(Frame::Got(f)),
+                Poll::Pending if !out.is_empty() => Poll::Ready(Frame::Pause),
+                Poll::Pending => match self.poll_peer(cx, None) {
+                    Poll::Ready(()) => Poll::Ready(Frame::Gone),
+                    Poll::Pending => Poll::Pending,
+                },
+            })
+            .await;
+            match next {
+                Frame::Got(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue; // trailers: not sent
+                    };
+                    if data.is_empty() {
+                        continue;
+                    }
+                    if chunked {
+                        write_chunk(&mut out, &data);
+                    } else if out.is_empty() || out.len() + data.len() > WRITE_CHUNK {
+                        self.write_two(&out, &data).await?;
+                        out.clear();
+                        continue;
+                    } else {
+                        out.extend_from_slice(&data);
+                    }
+                    if out.len() >= WRITE_CHUNK {
+                        self.tcp.write_all(&out).await?;
+                        out.clear();
+                    }
+                }
+                Frame::Got(None) => {
+                    if chunked {
+                        out.extend_from_slice(b"0\r\n\r\n");
+                    }
+                    return self.tcp.write_all(&out).await;
+                }
+                // A body that fails mid-way: the connection ends, so the
+                // client sees a cut response, not a complete wrong one.
+                Frame::Got(Some(Err(_))) | Frame::Gone => {
+                    return Err(std::io::ErrorKind::ConnectionAborted.into());
+                }
+                Frame::Pause => {
+                    self.tcp.write_all(&out).await?;
+                    out.clear();
+                }
+            }
+        }
+    }
+
+    /// `head` then `data`, in one system call when the socket takes both.
+    async fn write_two(&mut self, head: &[u8], data: &[u8]) -> std::io::Result<()> {
+        let (mut head, mut data) = (head, data);
+        while !head.is_empty() {
+            let n = self
+                .tcp
+                .write_vectored(&[IoSlice::new(head), IoSlice::new(data)])
+                .await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            let from_head = n.min(head.len());
+            head = &head[from_head..];
+            data = &data[n - from_head..];
+        }
+        self.tcp.write_all(data).await
+    }
+}
+
+enum Read {
+    Some,
+    Closed,
+}
+
+enum Frame {
+    Got(Option<Result<hyper::body::Frame<Bytes>, axum::Error>>),
+    /// Nothing more yet, and something gathered to write.
+    Pause,
+    Gone,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// What `take` made of the buffer.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, moved once: a box would be an allocation"
+)]
+enum Take {
+    Ready(Taken),
+    Other,
+    Partial,
+}
+
+/// Where a header's name and value lie in the head: name start and end,
+/// value start and end.
+type Span = [u32; 4];
+
+/// Takes the request at the front of `buf` once its head has arrived, if
+/// it is one this path serves, with as much of its body as is here;
+/// leaves `buf` as it was otherwise.
+fn take(buf: &mut BytesMut) -> Take {
+    let mut spans = [[0; 4]; MAX_HEADERS];
+    let simple = match classify(buf, &mut spans) {
+        Head::Partial => return Take::Partial,
+        Head::Other => return Take::Other,
+        Head::Simple(simple) => simple,
+    };
+    let head = buf.split_to(simple.head_len).freeze();
+    let Some(headers) = headers(&head, &spans[..simple.count]) else {
+        // Back as it was, for hyper.
+        let mut all = BytesMut::with_capacity(head.len() + buf.len());
+        all.extend_from_slice(&head);
+        all.extend_from_slice(&buf[..]);
+        *buf = all;
+        return Take::Other;
+    };
+    let here = buf.split_to(simple.body_len.min(buf.len())).freeze();
+    let (body, feed) = match simple.body_len - here.len() {
+        0 => (Body::from(here), None),
+        left => {
+            let feed = Feed::new(here, left);
+            (Body::new(feed.body()), Some(feed))
+        }
+    };
+    let mut req = Request::new(body);
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = Uri::from_static("/mcp");
+    *req.headers_mut() = headers;
+    Take::Ready(Taken {
+        req,
+        close: simple.close,
+        feed,
+    })
+}
+
+/// The head at the front of a buffer.
+enum Head {
+    Simple(Simple),
+    Other,
+    Partial,
+}
+
+/// A head this path serves.
+struct Simple {
+    head_len: usize,
+    body_len: usize,
+    close: bool,
+    /// Headers, their spans the first this many of `classify`'s.
+    count: usize,
+}
+
+fn classify(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Head {
+    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let head_len = match req.parse_with_uninit_headers(buf, &mut slots) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Head::Partial,
+        _ => return Head::Other,
+    };
+    if head_len > MAX_HEAD
+        || req.method != Some("POST")
+        || req.path != Some("/mcp")
+        || req.version != Some(1)
+    {
+        return Head::Other;
+    }
+    let mut simple = Simple {
+        head_len,
+        body_len: 0,
+        close: false,
+        count: req.headers.len(),
+    };
+    let mut length = None;
+    let base = buf.as_ptr() as usize;
+    for (h, span) in req.headers.iter().zip(spans.iter_mut()) {
+        let name = h.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            if length.is_some() {
+                return Head::Other;
+            }
+            match content_length(h.value) {
+                Some(n) => length = Some(n),
+                None => return Head::Other,
+            }
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            match connection(h.value) {
+                Some(close) => simple.close |= close,
+                None => return Head::Other,
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
+            || name.eq_ignore_ascii_case(b"expect")
+            || name.eq_ignore_ascii_case(b"upgrade")
+        {
+            return Head::Other;
+        }
+        let at = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
+        let (n, v) = (at(name), at(h.value));
+        *span = [n, n + name.len() as u32, v, v + h.value.len() as u32];
+    }
+    simple.body_len = length.unwrap_or(0);
+    Head::Simple(simple)
+}
+
+/// Digits only, as few as a length needs.
+fn content_length(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 9 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    value
+        .iter()
+        .try_fold(0usize, |n, d| Some(n * 10 + usize::from(d - b'0')))
+}
+
+/// Whether `Connection` asks to close; None for any option but `close`
+/// and `keep-alive` (hop-by-hop headers named there are hyper's to drop).
+fn connection(value: &[u8]) -> Option<bool> {
+    let mut close = false;
+    for option in value.split(|&b| b == b',') {
+        let option = option.trim_ascii();
+        if option.eq_ignore_ascii_case(b"close") {
+            close = true;
+        } else if !option.eq_ignore_ascii_case(b"keep-alive") && !option.is_empty() {
+            return None;
+        }
+    }
+    Some(close)
+}
+
+/// The request's headers, their values slices of `head`.
+fn headers(head: &Bytes, spans: &[Span]) -> Option<HeaderMap> {
+    let mut headers = HeaderMap::with_capacity(spans.len());
+    for &[ns, ne, vs, ve] in spans {
+        let name = HeaderName::from_bytes(&head[ns as usize..ne as usize]).ok()?;
+        let value = head.slice(vs as usize..ve as usize);
+        // SAFETY: httparse has checked the value: visible ASCII, spaces,
+        // tabs and obs-text, which is what a `HeaderValue` may hold (hyper
+        // relies on the same check).
+        let value = unsafe { HeaderValue::from_maybe_shared_unchecked(value) };
+        headers.append(name, value);
+    }
+    Some(headers)
+}
+
+fn wants_close(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONNECTION)
+        .is_some_and(|v| connection(v.as_bytes()) != Some(false))
+}
+
+/// The status line and headers; the framing headers are this module's
+/// (any the response carries are left out), and `date` is added.
+fn write_head(
+    out: &mut Vec<u8>,
+    status: StatusCode,
+    headers: &HeaderMap,
+    framing: Framing,
+    close: bool,
+) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in headers {
+        if name == header::CONTENT_LENGTH
+            || name == header::TRANSFER_ENCODING
+            || name == header::CONNECTION
+        {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    match framing {
+        Framing::None => {}
+        Framing::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    }
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    if !headers.contains_key(header::DATE) {
+        out.extend_from_slice(b"date: ");
+        date::now(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The `Date` header's value, formatted once a second per thread.
+mod date {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    thread_local! {
+        static CACHED: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+
+    pub(super) fn now(out: &mut Vec<u8>) {
+        let now = SystemTime::now();
+        let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        CACHED.with_borrow_mut(|(at, text)| {
+            if *at != secs {
+                *at = secs;
+                *text = httpdate::fmt_http_date(now);
+            }
+            out.extend_from_slice(text.as_bytes());
+        });
+    }
+}
+
+/// The bytes this path read before it handed the connection on, then the
+/// socket.
+struct Replay {
+    read: Bytes,
+    tcp: TcpStream,
+}
+
+impl AsyncRead for Replay {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.read.is_empty() {
+            return Pin::new(&mut self.tcp).poll_read(cx, buf);
+        }
+        let n = self.read.len().min(buf.remaining());
+        buf.put_slice(&self.read.split_to(n));
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Replay {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// What the connection makes of `wire` arriving in pieces of `cut`
+/// bytes (for the fuzz target and its seeds): each request taken (its
+/// headers, its body as far as it came, whether it asked to close), then,
+/// if a request of another kind came, where in `wire` hyper takes over and
+/// the bytes it is handed (those that had arrived).
+pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, Vec<u8>)>) {
+    let mut arrived = 0;
+    let mut buf = BytesMut::new();
+    let mut taken: Vec<Seen> = Vec::new();
+    let mut feeding: Option<(Feed, Body)> = None;
+    // What a body has now; it never waits here.
+    let drain = |body: &mut Body, into: &mut Vec<u8>| {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut *body).poll_frame(&mut cx) {
+            into.extend_from_slice(&frame.into_data().unwrap_or_default());
+        }
+    };
+    for piece in wire.chunks(cut.max(1)) {
+        buf.extend_from_slice(piece);
+        arrived += piece.len();
+        loop {
+            if let Some((feed, body)) = &mut feeding {
+                let n = feed.left().min(buf.len());
+                feed.push(buf.split_to(n).freeze());
+                let last = taken.last_mut().expect("a request is fed");
+                drain(body, &mut last.body);
+                if !feed.is_whole() {
+                    break;
+                }
+                feeding = None;
+            }
+            if buf.is_empty() {
+                break;
+            }
+            match take(&mut buf) {
+                Take::Ready(t) => {
+                    let (parts, mut body) = t.req.into_parts();
+                    let mut read = Seen {
+                        headers: parts
+                            .headers
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                            .collect(),
+                        body: Vec::new(),
+                        close: t.close,
+                    };
+                    drain(&mut body, &mut read.body);
+                    taken.push(read);
+                    feeding = t.feed.map(|f| (f, body));
+                }
+                Take::Other => return (taken, Some((arrived - buf.len(), buf.to_vec()))),
+                Take::Partial => break,
+            }
+        }
+    }
+    (taken, None)
+}
+
+/// A request as `read_whole` saw it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub(crate) headers: Vec<(String, Vec<u8>)>,
+    pub(crate) body: Vec<u8>,
+    pub(crate) close: bool,
+}
+
+#[cfg(test)]
+mod tests;

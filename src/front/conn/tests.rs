@@ -1,0 +1,242 @@
+use super::*;
+
+fn taken(wire: &[u8]) -> (Take, BytesMut) {
+    let mut buf = BytesMut::from(wire);
+    let t = take(&mut buf);
+    (t, buf)
+}
+
+const CALL: &[u8] = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+Mcp-Session-Id: abc\r\nContent-Length: 5\r\n\r\nhello";
+
+#[test]
+fn a_whole_post_to_mcp_is_taken_with_its_headers_and_body() {
+    let mut wire = CALL.to_vec();
+    wire.extend_from_slice(b"POST /mcp HT");
+    let (t, rest) = taken(&wire);
+    let Take::Ready(t) = t else {
+        panic!("not taken")
+    };
+    assert_eq!(&rest[..], b"POST /mcp HT", "the next request stays");
+    assert!(!t.close);
+    let (parts, body) = t.req.into_parts();
+    assert_eq!(parts.method, Method::POST);
+    assert_eq!(parts.uri, "/mcp");
+    assert_eq!(parts.version, axum::http::Version::HTTP_11);
+    assert_eq!(parts.headers.len(), 4);
+    assert_eq!(parts.headers["mcp-session-id"], "abc");
+    assert_eq!(parts.headers["host"], "127.0.0.1");
+    assert_eq!(body.size_hint().exact(), Some(5));
+}
+
+#[test]
+fn a_head_cut_anywhere_waits_for_the_rest_and_leaves_the_buffer() {
+    let head_len = CALL.len() - 5;
+    for cut in 0..head_len {
+        let (t, rest) = taken(&CALL[..cut]);
+        assert!(matches!(t, Take::Partial), "cut at {cut}");
+        assert_eq!(&rest[..], &CALL[..cut], "cut at {cut}");
+    }
+}
+
+#[test]
+fn a_body_still_coming_is_fed_with_what_is_here() {
+    for cut in CALL.len() - 5..CALL.len() {
+        let (t, rest) = taken(&CALL[..cut]);
+        let Take::Ready(t) = t else {
+            panic!("cut at {cut}: the head is whole")
+        };
+        assert!(rest.is_empty());
+        let feed = t.feed.expect("a body still coming");
+        assert_eq!(feed.left(), CALL.len() - cut);
+        assert_eq!(t.req.body().size_hint().exact(), Some(5));
+    }
+    let Take::Ready(t) = taken(CALL).0 else {
+        panic!("not taken")
+    };
+    assert!(t.feed.is_none(), "a whole body is one piece");
+}
+
+#[test]
+fn anything_unusual_goes_to_hyper_with_every_byte() {
+    let cases: &[&[u8]] = &[
+        b"GET /mcp HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"POST /ns/x/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /mcp?x=1 HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST http://a/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /mcp HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+        b"post /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: +2\r\n\r\nab",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\nab",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nConnection: keep-alive, TE\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nBad Name: x\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nFolded: a\r\n b\r\n\r\n",
+        b"POST /mcp HTTP/1.1\r\nX: a\x01b\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+    ];
+    for wire in cases {
+        let (t, rest) = taken(wire);
+        assert!(
+            matches!(t, Take::Other),
+            "{:?}",
+            String::from_utf8_lossy(wire)
+        );
+        assert_eq!(&rest[..], *wire, "the bytes are kept for hyper");
+    }
+}
+
+#[test]
+fn too_many_headers_or_too_long_a_head_go_to_hyper() {
+    let mut many = b"POST /mcp HTTP/1.1\r\n".to_vec();
+    for i in 0..=MAX_HEADERS {
+        many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    assert!(matches!(taken(&many).0, Take::Other));
+    let mut long = b"POST /mcp HTTP/1.1\r\nX: ".to_vec();
+    long.resize(MAX_HEAD + 1, b'a');
+    assert!(matches!(taken(&long).0, Take::Other), "an endless head");
+    let mut fewer = b"POST /mcp HTTP/1.1\r\n".to_vec();
+    for i in 0..MAX_HEADERS {
+        fewer.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+    }
+    fewer.extend_from_slice(b"\r\n");
+    let Take::Ready(t) = taken(&fewer).0 else {
+        panic!("a hundred headers are taken")
+    };
+    assert_eq!(t.req.headers().len(), MAX_HEADERS);
+}
+
+#[test]
+fn connection_close_is_honoured_and_keep_alive_allowed() {
+    for (value, close) in [
+        ("close", true),
+        ("Close", true),
+        ("keep-alive", false),
+        ("Keep-Alive, close", true),
+        ("", false),
+    ] {
+        let wire =
+            format!("POST /mcp HTTP/1.1\r\nConnection: {value}\r\nContent-Length: 0\r\n\r\n");
+        let Take::Ready(t) = taken(wire.as_bytes()).0 else {
+            panic!("{value:?} not taken")
+        };
+        assert_eq!(t.close, close, "{value:?}");
+    }
+}
+
+#[test]
+fn repeated_headers_are_all_kept() {
+    let wire = b"POST /mcp HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 0\r\n\r\n";
+    let Take::Ready(t) = taken(wire).0 else {
+        panic!("not taken")
+    };
+    let hosts: Vec<_> = t.req.headers().get_all("host").iter().collect();
+    assert_eq!(hosts, ["a", "b"], "the guard refuses two Host headers");
+}
+
+#[test]
+fn a_head_names_its_framing_once_and_the_date() {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("99"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+    let mut out = Vec::new();
+    write_head(
+        &mut out,
+        StatusCode::OK,
+        &headers,
+        Framing::Length(12),
+        false,
+    );
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(
+        text.contains("\r\ncontent-type: application/json\r\n"),
+        "{text}"
+    );
+    assert!(text.contains("\r\ncontent-length: 12\r\n"), "{text}");
+    assert!(
+        !text.contains("99") && !text.contains("keep-alive"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\r\ndate: ") && text.ends_with(" GMT\r\n\r\n"),
+        "{text}"
+    );
+
+    let mut out = Vec::new();
+    write_head(
+        &mut out,
+        StatusCode::ACCEPTED,
+        &HeaderMap::new(),
+        Framing::Chunked,
+        true,
+    );
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.starts_with("HTTP/1.1 202 Accepted\r\n"), "{text}");
+    assert!(
+        text.contains("\r\ntransfer-encoding: chunked\r\nconnection: close\r\n"),
+        "{text}"
+    );
+
+    let mut out = Vec::new();
+    write_head(
+        &mut out,
+        StatusCode::NO_CONTENT,
+        &HeaderMap::new(),
+        Framing::None,
+        false,
+    );
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains("content-length") && !text.contains("transfer-encoding"));
+}
+
+#[test]
+fn a_response_asks_to_close_by_its_connection_header() {
+    let mut headers = HeaderMap::new();
+    assert!(!wants_close(&headers));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    assert!(wants_close(&headers));
+}
+
+#[test]
+fn chunks_are_framed_in_hex() {
+    let mut out = Vec::new();
+    write_chunk(&mut out, &[b'x'; 26]);
+    assert_eq!(out, [b"1a\r\n".as_slice(), &[b'x'; 26], b"\r\n"].concat());
+}
+
+/// The fuzz target's seeds, each read cut every way.
+#[test]
+fn the_fuzz_seeds_read_alike_however_cut() {
+    let n = crate::fuzzing::run_seeds("client_request", crate::fuzzing::client_request);
+    assert!(n >= 5, "{n} seeds");
+}
+
+#[test]
+fn pipelined_requests_then_another_kind_read_alike_in_pieces() {
+    let wire = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/corpus/client_request/pipelined"
+    ))
+    .unwrap();
+    let (taken, rest) = read_whole(&wire, 1);
+    assert_eq!(taken.len(), 2);
+    assert_eq!(taken[0].body, b"ab");
+    assert!(!taken[0].close);
+    assert_eq!(taken[1].body, b"xyz");
+    assert!(taken[1].close);
+    let (at, handed) = rest.expect("the GET goes to hyper");
+    assert_eq!(&wire[at..], b"GET /healthz HTTP/1.1\r\n\r\n");
+    assert_eq!(handed, b"GET /healthz HTTP/1.1\r\n\r\n");
+}

@@ -1,0 +1,183 @@
+//! The client side's HTTP/1.1, byte by byte: the gateway serves the common
+//! `POST /mcp` itself and hands a connection to hyper at its first request
+//! of any other kind; either way a client sees one HTTP/1.1 server. Each
+//! test drives one socket by hand, so every request goes over that very
+//! connection.
+
+mod support;
+
+use std::io::Read;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+fn echo(id: u64, text: &str) -> String {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+        "params":{"name":"demo__echo","arguments":{"text":text}}})
+    .to_string()
+}
+
+/// A gateway, an open session and its request headers.
+async fn gateway() -> (Gateway, String) {
+    let gw = Gateway::start(&demo_backend("demo"));
+    let sid = Http::new(gw.url("/mcp")).initialize().await;
+    (gw, sid)
+}
+
+fn headers(sid: &str) -> [(&str, &str); 3] {
+    [
+        ("Content-Type", "application/json"),
+        ("Accept", ACCEPT_BOTH),
+        ("Mcp-Session-Id", sid),
+    ]
+}
+
+fn echoed(r: &RawResponse) -> String {
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    text_of(&v).to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_are_answered_in_order_on_one_connection() {
+    let (gw, sid) = gateway().await;
+    let mut c = KeepAlive::connect(&gw.base);
+    let mut wire = String::new();
+    for i in 0..5 {
+        wire.push_str(&post_request(
+            "/mcp",
+            &headers(&sid),
+            &echo(i, &format!("n{i}")),
+        ));
+    }
+    c.send(wire.as_bytes());
+    for i in 0..5 {
+        let r = c.response();
+        assert_eq!(echoed(&r), format!("n{i}"));
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert!(
+            r.header("date").is_some(),
+            "a server with a clock sends Date"
+        );
+        assert_eq!(r.header("connection"), None);
+    }
+    // Still open for more.
+    let (status, _) = c.post("/mcp", &headers(&sid), &echo(9, "more"));
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_sent_after_its_head_is_read_as_it_comes() {
+    let (gw, sid) = gateway().await;
+    let mut c = KeepAlive::connect(&gw.base);
+    let body = echo(1, "in pieces");
+    let wire = post_request("/mcp", &headers(&sid), &body);
+    let split = wire.len() - body.len() + 7;
+    c.send(&wire.as_bytes()[..split]);
+    std::thread::sleep(Duration::from_millis(200));
+    c.send(&wire.as_bytes()[split..split + 10]);
+    std::thread::sleep(Duration::from_millis(200));
+    c.send(&wire.as_bytes()[split + 10..]);
+    assert_eq!(echoed(&c.response()), "in pieces");
+    let (status, _) = c.post("/mcp", &headers(&sid), &echo(2, "after"));
+    assert_eq!(status, 200, "the connection is still good");
+}
+
+/// Requests of other kinds on a connection that began with the common
+/// one: hyper answers them, and the common one after them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_carries_on_after_a_request_of_another_kind() {
+    let (gw, sid) = gateway().await;
+    let mut c = KeepAlive::connect(&gw.base);
+    assert_eq!(
+        echoed(&c.response_to(&post_request("/mcp", &headers(&sid), &echo(1, "a")))),
+        "a"
+    );
+
+    c.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    assert_eq!(c.response().status, 200);
+
+    // A chunked body.
+    let body = echo(2, "chunked");
+    let (a, b) = body.split_at(10);
+    let mut wire = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {sid}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    wire.push_str(&format!(
+        "{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    ));
+    assert_eq!(echoed(&c.response_to(&wire)), "chunked");
+
+    // `Expect: 100-continue`: the interim answer, then the real one.
+    let body = echo(3, "expected");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {sid}\r\nExpect: 100-continue\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.send(head.as_bytes());
+    assert_eq!(c.response().status, 100);
+    c.send(body.as_bytes());
+    assert_eq!(echoed(&c.response()), "expected");
+
+    assert_eq!(
+        echoed(&c.response_to(&post_request("/mcp", &headers(&sid), &echo(4, "b")))),
+        "b"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_close_is_answered_then_the_connection_closes() {
+    let (gw, sid) = gateway().await;
+    let mut c = KeepAlive::connect(&gw.base);
+    let mut h = headers(&sid).to_vec();
+    h.push(("Connection", "close"));
+    let r = c.response_to(&post_request("/mcp", &h, &echo(1, "last")));
+    assert_eq!(echoed(&r), "last");
+    assert_eq!(r.header("connection"), Some("close"));
+    let mut rest = Vec::new();
+    c.stream.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "closed after the answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_1_0_and_a_target_with_a_query_are_still_served() {
+    let (gw, sid) = gateway().await;
+    let body = echo(1, "old");
+    let wire = post_request("/mcp", &headers(&sid), &body).replacen("HTTP/1.1", "HTTP/1.0", 1);
+    let mut c = KeepAlive::connect(&gw.base);
+    assert_eq!(echoed(&c.response_to(&wire)), "old");
+
+    let wire = post_request("/mcp?x=1", &headers(&sid), &echo(2, "query"));
+    let mut c = KeepAlive::connect(&gw.base);
+    assert_eq!(echoed(&c.response_to(&wire)), "query");
+}
+
+/// A request refused before its body is read leaves that body on the
+/// wire: the answer says the connection closes, and it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_refused_unread_closes_the_connection() {
+    let (gw, sid) = gateway().await;
+    let mut c = KeepAlive::connect(&gw.base);
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {sid}\r\nContent-Length: 999999999\r\n\r\n{{"
+    );
+    let r = c.response_to(&head);
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+    let mut rest = Vec::new();
+    let _ = c.stream.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    // Other connections are not disturbed.
+    let mut d = KeepAlive::connect(&gw.base);
+    assert_eq!(
+        echoed(&d.response_to(&post_request("/mcp", &headers(&sid), &echo(2, "ok")))),
+        "ok"
+    );
+}
