@@ -1,14 +1,16 @@
 //! Deadlines without tokio's timer wheel: sleeps kept in a slab per worker
 //! shard and fired by one thread that sleeps until the earliest of them.
 //!
-//! Every forwarded call waits under two deadlines (hyper's header-read
+//! Every forwarded call waits under two deadlines (the header-read
 //! timeout for the client's next request, the call's own), and nearly all
 //! of them are cancelled long before they expire. tokio registers each in
 //! its wheel on first poll and unlinks it on drop, about 1,000
 //! instructions a deadline (bench/analysis.md); here a deadline is a slab
 //! slot under an uncontended lock, and the thread wakes only when the
-//! earliest one is due. A deadline that expires wakes its task from that
-//! thread, which is rare and costs one cross-thread wake-up.
+//! earliest one is due, and a connection's header-read timeout is one
+//! sleep moved at each request (`Sleep::reset`). A deadline that expires
+//! wakes its task from that thread, which is rare and costs one
+//! cross-thread wake-up.
 //!
 //! Real time (`std::time::Instant`): tokio's paused test clock does not
 //! move these.
@@ -189,6 +191,29 @@ impl Future for Sleep {
                 }
                 Poll::Pending
             }
+        }
+    }
+}
+
+impl Sleep {
+    /// Moves the deadline, firing or not: the slot stays where it is (a
+    /// connection's header-read timeout, one per request, is this).
+    pub(crate) fn reset(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        let Some((shard, key)) = self.slot else {
+            return;
+        };
+        let mut slab = self.timers.shards[shard].lock();
+        let entry = &mut slab[key];
+        entry.deadline = deadline;
+        entry.fired = false;
+        drop(slab);
+        // A later deadline than the thread's next look needs nothing: it
+        // finds this one then (or sooner).
+        let at = self.timers.nanos(deadline);
+        if at < self.timers.armed.load(Ordering::SeqCst) {
+            self.timers.armed.fetch_min(at, Ordering::SeqCst);
+            self.timers.thread.unpark();
         }
     }
 }

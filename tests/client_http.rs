@@ -181,3 +181,35 @@ async fn a_body_refused_unread_closes_the_connection() {
         "ok"
     );
 }
+
+/// A chunked body declares no length: it is counted as it arrives, and
+/// refused once it passes `max_body_bytes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_past_the_limit_is_refused() {
+    let gw = Gateway::start(&format!(
+        "[server]\nmax_body_bytes = 1000\n{}",
+        demo_backend("demo")
+    ));
+    let sid = Http::new(gw.url("/mcp")).initialize().await;
+    let mut c = KeepAlive::connect(&gw.base);
+    let chunk = "x".repeat(800);
+    let wire = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {sid}\r\nTransfer-Encoding: chunked\r\n\r\n\
+         320\r\n{chunk}\r\n320\r\n{chunk}\r\n0\r\n\r\n"
+    );
+    let r = c.response_to(&wire);
+    assert_eq!(r.status, 413, "{}", r.text());
+    // Within the limit, in pieces, it is read whole.
+    let body = echo(1, &"y".repeat(600));
+    let (a, b) = body.split_at(300);
+    let wire = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {sid}\r\nTransfer-Encoding: chunked\r\n\r\n\
+         {:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    );
+    let mut d = KeepAlive::connect(&gw.base);
+    assert_eq!(echoed(&d.response_to(&wire)), "y".repeat(600));
+}

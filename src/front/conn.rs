@@ -61,18 +61,23 @@ const READ_CHUNK: usize = 8 * 1024;
 const MAX_AHEAD: usize = 256 * 1024;
 /// A response body is written once this much of it has gathered.
 const WRITE_CHUNK: usize = 64 * 1024;
+/// The most a connection keeps of its response buffer between responses.
+const KEEP_OUT: usize = 4 * 1024;
 
 /// Serves one client connection to its end.
 pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
     let mut io = Io {
         tcp,
         buf: BytesMut::with_capacity(READ_CHUNK),
+        out: Vec::new(),
     };
     let closing = serve.closing.clone();
     let mut closing_wait = pin!(closing.cancelled());
     let mut watching_closing = false;
+    // One sleep for the connection, moved at each request.
+    let mut header_read = crate::timers::sleep_until(Instant::now());
     loop {
-        let deadline = Instant::now() + serve.header_read_timeout;
+        header_read.reset(Instant::now() + serve.header_read_timeout);
         let request = poll_fn(|cx| {
             // Registered once: the token wakes this task when it is
             // cancelled; after that its flag is all there is to read.
@@ -82,12 +87,16 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
                     return Poll::Ready(Next::Closed);
                 }
             }
-            io.poll_request(cx, &closing)
-        });
-        let request = match crate::timers::timeout_at(deadline, request).await {
-            Ok(Next::Request(r)) => r,
-            Ok(Next::Other) => break,
-            Ok(Next::Closed) | Err(crate::timers::Elapsed) => return,
+            match io.poll_request(cx, &closing) {
+                Poll::Pending => Pin::new(&mut header_read).poll(cx).map(|()| Next::Closed),
+                ready => ready,
+            }
+        })
+        .await;
+        let request = match request {
+            Next::Request(r) => r,
+            Next::Other => break,
+            Next::Closed => return,
         };
         let handler = pin!(Edge::post_mcp(serve.edge.front.clone(), request.req));
         let Some(response) = io.run(handler, request.feed.as_ref()).await else {
@@ -95,9 +104,8 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
         };
         // A body still on the wire, unread: this connection is done.
         let unread = request.feed.as_ref().is_some_and(|f| !f.is_whole());
-        let close =
-            request.close || unread || closing.is_cancelled() || wants_close(response.headers());
-        if io.respond(response, close).await.is_err() || close {
+        let close = request.close || unread || closing.is_cancelled();
+        if io.respond(response, close).await.unwrap_or(true) {
             let _ = io.tcp.shutdown().await;
             return;
         }
@@ -124,7 +132,8 @@ enum Next {
     Request(Taken),
     /// Something for hyper.
     Other,
-    /// The client left, the socket failed, or the gateway is closing.
+    /// The client left, the socket failed, the header-read timeout
+    /// passed, or the gateway is closing.
     Closed,
 }
 
@@ -141,6 +150,8 @@ struct Io {
     tcp: TcpStream,
     /// Read and not yet taken.
     buf: BytesMut,
+    /// A response's head, and the body gathered behind it.
+    out: Vec<u8>,
 }
 
 impl Io {
@@ -233,7 +244,8 @@ impl Io {
 
     /// Writes the response: its head and a body of known length in one
     /// write when it is small, else chunked as the body's frames come.
-    async fn respond(&mut self, response: Response, close: bool) -> std::io::Result<()> {
+    /// Returns whether the connection closes after it (see `write_head`).
+    async fn respond(&mut self, response: Response, close: bool) -> std::io::Result<bool> {
         let (parts, body) = response.into_parts();
         let bodyless = parts.status.is_informational()
             || parts.status == StatusCode::NO_CONTENT
@@ -243,10 +255,26 @@ impl Io {
             Some(n) => Framing::Length(n),
             None => Framing::Chunked,
         };
-        let mut out = Vec::with_capacity(256);
-        write_head(&mut out, parts.status, &parts.headers, framing, close);
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let close = write_head(&mut out, parts.status, &parts.headers, framing, close);
+        let sent = self.send(&mut out, framing, body).await;
+        // Kept for the next response unless a large one grew it.
+        if out.capacity() <= KEEP_OUT {
+            self.out = out;
+        }
+        sent.map(|()| close)
+    }
+
+    /// `out` (the head), then the body behind it.
+    async fn send(
+        &mut self,
+        out: &mut Vec<u8>,
+        framing: Framing,
+        body: Body,
+    ) -> std::io::Result<()> {
         if matches!(framing, Framing::None) {
-            return self.tcp.write_all(&out).await;
+            return self.tcp.write_all(out).await;
         }
         let chunked = matches!(framing, Framing::Chunked);
         let mut body = pin!(body);
@@ -271,16 +299,16 @@ impl Io {
                         continue;
                     }
                     if chunked {
-                        write_chunk(&mut out, &data);
+                        write_chunk(out, &data);
                     } else if out.is_empty() || out.len() + data.len() > WRITE_CHUNK {
-                        self.write_two(&out, &data).await?;
+                        self.write_two(out, &data).await?;
                         out.clear();
                         continue;
                     } else {
                         out.extend_from_slice(&data);
                     }
                     if out.len() >= WRITE_CHUNK {
-                        self.tcp.write_all(&out).await?;
+                        self.tcp.write_all(out).await?;
                         out.clear();
                     }
                 }
@@ -288,7 +316,7 @@ impl Io {
                     if chunked {
                         out.extend_from_slice(b"0\r\n\r\n");
                     }
-                    return self.tcp.write_all(&out).await;
+                    return self.tcp.write_all(out).await;
                 }
                 // A body that fails mid-way: the connection ends, so the
                 // client sees a cut response, not a complete wrong one.
@@ -296,7 +324,7 @@ impl Io {
                     return Err(std::io::ErrorKind::ConnectionAborted.into());
                 }
                 Frame::Pause => {
-                    self.tcp.write_all(&out).await?;
+                    self.tcp.write_all(out).await?;
                     out.clear();
                 }
             }
@@ -435,24 +463,25 @@ fn classify(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Head {
     let base = buf.as_ptr() as usize;
     for (h, span) in req.headers.iter().zip(spans.iter_mut()) {
         let name = h.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"content-length") {
-            if length.is_some() {
-                return Head::Other;
+        // By length first: most names are none of these.
+        match name.len() {
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                if length.is_some() {
+                    return Head::Other;
+                }
+                match content_length(h.value) {
+                    Some(n) => length = Some(n),
+                    None => return Head::Other,
+                }
             }
-            match content_length(h.value) {
-                Some(n) => length = Some(n),
-                None => return Head::Other,
-            }
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            match connection(h.value) {
+            10 if name.eq_ignore_ascii_case(b"connection") => match connection(h.value) {
                 Some(close) => simple.close |= close,
                 None => return Head::Other,
-            }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
-            || name.eq_ignore_ascii_case(b"expect")
-            || name.eq_ignore_ascii_case(b"upgrade")
-        {
-            return Head::Other;
+            },
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => return Head::Other,
+            6 if name.eq_ignore_ascii_case(b"expect") => return Head::Other,
+            7 if name.eq_ignore_ascii_case(b"upgrade") => return Head::Other,
+            _ => {}
         }
         let at = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
         let (n, v) = (at(name), at(h.value));
@@ -491,7 +520,7 @@ fn connection(value: &[u8]) -> Option<bool> {
 fn headers(head: &Bytes, spans: &[Span]) -> Option<HeaderMap> {
     let mut headers = HeaderMap::with_capacity(spans.len());
     for &[ns, ne, vs, ve] in spans {
-        let name = HeaderName::from_bytes(&head[ns as usize..ne as usize]).ok()?;
+        let name = header_name(&head[ns as usize..ne as usize])?;
         let value = head.slice(vs as usize..ve as usize);
         // SAFETY: httparse has checked the value: visible ASCII, spaces,
         // tabs and obs-text, which is what a `HeaderValue` may hold (hyper
@@ -502,33 +531,48 @@ fn headers(head: &Bytes, spans: &[Span]) -> Option<HeaderMap> {
     Some(headers)
 }
 
-fn wants_close(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONNECTION)
-        .is_some_and(|v| connection(v.as_bytes()) != Some(false))
+/// A header's name; the protocol's own, which every request carries, without
+/// the copy a name `http` does not know costs.
+fn header_name(name: &[u8]) -> Option<HeaderName> {
+    use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
+    let known = match name.len() {
+        14 => SESSION_HEADER,
+        20 => VERSION_HEADER,
+        _ => return HeaderName::from_bytes(name).ok(),
+    };
+    if name.eq_ignore_ascii_case(known.as_str().as_bytes()) {
+        Some(known)
+    } else {
+        HeaderName::from_bytes(name).ok()
+    }
 }
 
 /// The status line and headers; the framing headers are this module's
-/// (any the response carries are left out), and `date` is added.
+/// (any the response carries are left out), and `date` is added unless
+/// the response has one. Returns whether the connection closes after it:
+/// `close`, or the response's `Connection` says so.
 fn write_head(
     out: &mut Vec<u8>,
     status: StatusCode,
     headers: &HeaderMap,
     framing: Framing,
-    close: bool,
-) {
+    mut close: bool,
+) -> bool {
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
     out.extend_from_slice(b"\r\n");
+    let mut dated = false;
     for (name, value) in headers {
-        if name == header::CONTENT_LENGTH
-            || name == header::TRANSFER_ENCODING
-            || name == header::CONNECTION
-        {
+        if name == header::CONNECTION {
+            close |= connection(value.as_bytes()) != Some(false);
             continue;
         }
+        if name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        dated |= name == header::DATE;
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
@@ -546,12 +590,13 @@ fn write_head(
     if close {
         out.extend_from_slice(b"connection: close\r\n");
     }
-    if !headers.contains_key(header::DATE) {
+    if !dated {
         out.extend_from_slice(b"date: ");
         date::now(out);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
+    close
 }
 
 fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {

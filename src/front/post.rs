@@ -43,7 +43,7 @@ pub(super) async fn handle(
         body,
         headers,
         layout.policy.max_body_bytes,
-        front.body_read_timeout,
+        started.into_std() + front.body_read_timeout,
     )
     .await?;
     let message = Message::parse_body(&bytes, front.max_batch_items).map_err(Reject::Parse)?;
@@ -157,8 +157,9 @@ async fn read_body(
     body: Body,
     headers: &HeaderMap,
     max: usize,
-    deadline: std::time::Duration,
+    deadline: std::time::Instant,
 ) -> Result<bytes::Bytes, Reject> {
+    use http_body_util::BodyExt;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -166,18 +167,36 @@ async fn read_body(
     if declared.is_some_and(|n| n > max) {
         return Err(Reject::PayloadTooLarge(max));
     }
-    let read = tokio::time::timeout(deadline, axum::body::to_bytes(body, max))
-        .await
-        .map_err(|_| Reject::BodyTimeout)?;
-    read.map_err(|e| {
-        let too_large = std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-        if too_large {
-            Reject::PayloadTooLarge(max)
-        } else {
-            Reject::BodyUnreadable
+    let mut body = std::pin::pin!(body);
+    // A body that came whole is one frame, taken as it is; only one in
+    // pieces is copied together.
+    let mut whole: Option<bytes::Bytes> = None;
+    let mut pieces = bytes::BytesMut::new();
+    loop {
+        let frame = crate::timers::timeout_at(deadline, body.frame())
+            .await
+            .map_err(|_| Reject::BodyTimeout)?;
+        let data = match frame {
+            None => break,
+            Some(Err(_)) => return Err(Reject::BodyUnreadable),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue, // trailers
+            },
+        };
+        let read = whole.as_ref().map_or(pieces.len(), bytes::Bytes::len);
+        if read + data.len() > max {
+            return Err(Reject::PayloadTooLarge(max));
         }
-    })
+        match whole.take() {
+            None if pieces.is_empty() => whole = Some(data),
+            first => {
+                pieces.extend_from_slice(&first.unwrap_or_default());
+                pieces.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(whole.unwrap_or_else(|| pieces.freeze()))
 }
 
 /// Whether `params._meta["io.modelcontextprotocol/protocolVersion"]` names

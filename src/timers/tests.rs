@@ -56,3 +56,45 @@ async fn sleeps_fire_at_their_deadline_and_leave_nothing_behind() {
         "an aborted task's sleep is dropped"
     );
 }
+
+/// A sleep moved to a later deadline fires then, not at the first one; one
+/// that has fired and is moved fires again; moved earlier than the
+/// thread's next look, it wakes the thread. One slot all along.
+#[tokio::test]
+async fn a_reset_sleep_keeps_its_slot_and_fires_at_the_new_deadline() {
+    use std::future::Future;
+    let timers = Timers::start();
+    let start = Instant::now();
+    let mut sleep = timers.sleep_until(start + Duration::from_millis(20));
+    let polled = |sleep: &mut super::Sleep| {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::pin::Pin::new(sleep).poll(&mut cx).is_ready()
+    };
+    assert!(!polled(&mut sleep));
+    assert_eq!(registered(timers), 1);
+    sleep.reset(start + Duration::from_millis(150));
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert!(
+        !polled(&mut sleep),
+        "fired at the deadline it was moved from"
+    );
+    (&mut sleep).await;
+    assert!(Instant::now() >= start + Duration::from_millis(150));
+
+    // Fired, then moved: it waits again. A far one first holds the thread's
+    // next look an hour away; moving this one near must wake the thread.
+    let mut far = timers.sleep_until(Instant::now() + Duration::from_secs(3600));
+    assert!(!polled(&mut far));
+    sleep.reset(Instant::now() + Duration::from_secs(3000));
+    assert!(!polled(&mut sleep));
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let near = Instant::now() + Duration::from_millis(20);
+    sleep.reset(near);
+    tokio::time::timeout(Duration::from_secs(30), &mut sleep)
+        .await
+        .expect("moved nearer, it woke the thread");
+    assert!(Instant::now() >= near);
+    assert_eq!(registered(timers), 2, "no slot but the two sleeps'");
+    drop((sleep, far));
+    assert_eq!(registered(timers), 0);
+}

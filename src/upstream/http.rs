@@ -85,9 +85,15 @@ struct Endpoint {
 impl super::conn::Post for Endpoint {
     fn post<'a>(&'a self, conn: &'a Conn, frame: Frame) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            // Closed only with the endpoint, never while it is in use.
-            let Ok(_permit) = self.posts.acquire().await else {
-                return;
+            // Closed only with the endpoint, never while it is in use. A
+            // permit is nearly always free: taken without a waiter.
+            let _permit = match self.posts.try_acquire() {
+                Ok(permit) => permit,
+                Err(tokio::sync::TryAcquireError::NoPermits) => match self.posts.acquire().await {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                },
+                Err(tokio::sync::TryAcquireError::Closed) => return,
             };
             send(self, conn, frame).await;
         })

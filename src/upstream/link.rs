@@ -173,10 +173,10 @@ impl Link {
         self.detached.load(Ordering::Relaxed)
     }
 
-    /// Marks the link in use until the guard drops; both ends count as use.
+    /// Marks the link in use until the guard drops, which stamps its last
+    /// use (while it is in use, it is not idle at all).
     pub(super) fn begin(self: &Arc<Self>) -> InUse {
         self.busy.fetch_add(1, Ordering::AcqRel);
-        *self.last_used.lock() = Instant::now();
         InUse(self.clone())
     }
 

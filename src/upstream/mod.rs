@@ -524,6 +524,10 @@ impl Backend {
     /// settle window closes. After that nothing ever waits here: a backend
     /// that hangs in its handshake delays no one else's `initialize`.
     pub async fn settle(&self) {
+        // Nearly always: settled long ago, no waiter needed.
+        if *self.settled.borrow() {
+            return;
+        }
         let mut rx = self.settled.subscribe();
         let _ = tokio::time::timeout_at(self.settle_until, rx.wait_for(|s| *s)).await;
     }

@@ -202,11 +202,38 @@ fn a_head_names_its_framing_once_and_the_date() {
 }
 
 #[test]
-fn a_response_asks_to_close_by_its_connection_header() {
+fn a_response_asks_to_close_by_its_connection_header_and_may_bring_its_date() {
     let mut headers = HeaderMap::new();
-    assert!(!wants_close(&headers));
+    assert!(!write_head(
+        &mut Vec::new(),
+        StatusCode::OK,
+        &headers,
+        Framing::None,
+        false
+    ));
+    assert!(write_head(
+        &mut Vec::new(),
+        StatusCode::OK,
+        &headers,
+        Framing::None,
+        true
+    ));
+    headers.insert(
+        header::DATE,
+        HeaderValue::from_static("Tue, 01 Dec 2026 00:00:00 GMT"),
+    );
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    assert!(wants_close(&headers));
+    let mut out = Vec::new();
+    assert!(write_head(
+        &mut out,
+        StatusCode::OK,
+        &headers,
+        Framing::None,
+        false
+    ));
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.matches("date: ").count(), 1, "{text}");
+    assert_eq!(text.matches("connection: close\r\n").count(), 1, "{text}");
 }
 
 #[test]
