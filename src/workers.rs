@@ -17,14 +17,21 @@
 //! Connections are long-lived (keep-alive), so handing each to a runtime
 //! once at accept costs nothing per request; `SO_REUSEPORT` listeners per
 //! runtime would only move that hand-off into the kernel.
+//!
+//! What one task does for callers on other workers (a shared stdio child's
+//! reader answering them) goes over in batches ([`Handoff`]): waking a task
+//! of another current-thread runtime writes to that runtime's eventfd every
+//! time, so answers read together are delivered together, by one relay
+//! task per worker, woken once.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use futures_util::{FutureExt, Stream, StreamExt};
 use tokio::runtime::Handle;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 thread_local! {
     /// This thread's shard: `1..n` on the extra workers, 0 on the main
@@ -58,6 +65,8 @@ impl Mode {
 /// after the gateway has stopped.
 pub struct Workers {
     handles: Vec<Handle>,
+    /// Each worker's relay, by shard.
+    relays: Vec<Relay>,
     stops: std::sync::Mutex<Vec<(oneshot::Sender<()>, std::thread::JoinHandle<()>)>>,
     next: AtomicUsize,
 }
@@ -86,8 +95,17 @@ impl Workers {
                 })?;
             stops.push((stop, thread));
         }
+        let relays = handles
+            .iter()
+            .map(|h| {
+                let (relay, batches) = mpsc::unbounded_channel();
+                h.spawn(run_batches(batches));
+                relay
+            })
+            .collect();
         let workers = Workers {
             handles,
+            relays,
             stops: std::sync::Mutex::new(stops),
             next: AtomicUsize::new(0),
         };
@@ -146,3 +164,81 @@ where
         make(tcp).await;
     });
 }
+
+/// Work for a worker's thread: runs there, in its relay task.
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+type Relay = mpsc::UnboundedSender<Vec<Job>>;
+
+async fn run_batches(mut batches: mpsc::UnboundedReceiver<Vec<Job>>) {
+    while let Some(batch) = batches.recv().await {
+        batch.into_iter().for_each(|job| job());
+    }
+}
+
+/// Jobs gathered for other workers until [`Handoff::flush`]. A job for the
+/// calling thread's own worker (or when there are no workers) runs at once.
+/// Unbounded by itself: its callers hand over answers to calls in flight,
+/// which are bounded.
+pub(crate) struct Handoff {
+    relays: &'static [Relay],
+    here: usize,
+    /// By shard; a shard's `Vec` is allocated by its first job of a batch.
+    batches: Vec<Vec<Job>>,
+}
+
+impl Handoff {
+    /// For the calling thread.
+    pub(crate) fn new() -> Handoff {
+        Handoff::with(WORKERS.get().map_or(&[], |w| &w.relays), shard())
+    }
+
+    fn with(relays: &'static [Relay], here: usize) -> Handoff {
+        Handoff {
+            relays,
+            here,
+            batches: Vec::new(),
+        }
+    }
+
+    /// Runs `job` on `shard`'s worker: now if that is this one, else once
+    /// the batch is flushed.
+    pub(crate) fn run_on(&mut self, shard: usize, job: impl FnOnce() + Send + 'static) {
+        if shard == self.here || shard >= self.relays.len() {
+            return job();
+        }
+        if self.batches.len() <= shard {
+            self.batches.resize_with(self.relays.len(), Vec::new);
+        }
+        self.batches[shard].push(Box::new(job));
+    }
+
+    /// Sends each worker its batch: one wake-up per worker.
+    pub(crate) fn flush(&mut self) {
+        for (batch, relay) in self.batches.iter_mut().zip(self.relays) {
+            if !batch.is_empty() {
+                // A worker that has stopped drops the jobs, and with them
+                // the answers' senders: their callers see the link gone.
+                let _ = relay.send(std::mem::take(batch));
+            }
+        }
+    }
+
+    /// The stream's next item; the batch so far is flushed before waiting
+    /// for it, so what was read together is delivered together.
+    pub(crate) async fn next<S: Stream + Unpin>(&mut self, stream: &mut S) -> Option<S::Item> {
+        if let Some(item) = stream.next().now_or_never() {
+            return item;
+        }
+        self.flush();
+        stream.next().await
+    }
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -26,6 +26,7 @@ use super::{ClientKey, UpstreamError};
 use crate::config::BackendName;
 use crate::jsonrpc::{self, Message, Outcome, RawId};
 use crate::protocol::ClientCaps;
+use crate::workers::Handoff;
 
 /// Requests one backend connection may have in flight.
 pub(super) const MAX_IN_FLIGHT: usize = 4096;
@@ -145,6 +146,8 @@ impl Pending {
 
 struct PendingCall {
     reply: oneshot::Sender<Result<Outcome, UpstreamError>>,
+    /// The caller's worker, where its answer is delivered.
+    shard: usize,
     to: Option<Listener>,
     client_token: Option<Box<RawValue>>,
     delivery: Delivery,
@@ -279,6 +282,7 @@ impl Conn {
                 id,
                 PendingCall {
                     reply: tx,
+                    shard: crate::workers::shard(),
                     to: to.cloned(),
                     client_token,
                     delivery: match self.writes {
@@ -396,6 +400,17 @@ impl Conn {
     /// the request whose response stream carried it, when the transport
     /// tells. Returns what the backend announced for clients, if anything.
     pub(super) fn dispatch(&self, line: impl AsRef<[u8]>, origin: Option<u64>) -> Option<Notice> {
+        self.dispatch_via(line, origin, &mut Handoff::new())
+    }
+
+    /// `dispatch` for a reader that answers callers on other workers: their
+    /// answers go with `handoff`'s next flush.
+    pub(super) fn dispatch_via(
+        &self,
+        line: impl AsRef<[u8]>,
+        origin: Option<u64>,
+        handoff: &mut Handoff,
+    ) -> Option<Notice> {
         let msg = match Message::parse(line.as_ref()) {
             Ok(m) => m,
             Err(e) => {
@@ -410,9 +425,9 @@ impl Conn {
                 let id: Option<u64> = serde_json::from_str(r.id.get()).ok();
                 let call = id.and_then(|id| self.state.lock().calls.remove(&id));
                 match call {
-                    Some(call) => {
+                    Some(call) => handoff.run_on(call.shard, move || {
                         let _ = call.reply.send(Ok(r.outcome));
-                    }
+                    }),
                     None => {
                         tracing::debug!(backend = %self.backend, "response for no pending request")
                     }

@@ -18,6 +18,7 @@ use super::http::HttpSpec;
 use super::http_client::Target;
 use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
+use crate::workers::Handoff;
 
 const WRITE_QUEUE: usize = 1024;
 /// A POST is only acknowledged (the answer comes on the stream).
@@ -59,13 +60,16 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     let reader_conn = conn.clone();
     let reader_ctx = ctx.clone();
     let reader = tokio::spawn(async move {
-        while let Some(Ok(ev)) = stream.next().await {
+        // Callers on other workers get the answers of one read together.
+        let mut handoff = Handoff::new();
+        while let Some(Ok(ev)) = handoff.next(&mut stream).await {
             if ev.event.as_deref().unwrap_or("message") == "message"
-                && let Some(notice) = reader_conn.dispatch(&ev.data, None)
+                && let Some(notice) = reader_conn.dispatch_via(&ev.data, None, &mut handoff)
             {
                 reader_ctx.notice(notice);
             }
         }
+        handoff.flush();
         // The stream is the only way answers come: fail whoever waits.
         reader_conn.fail_all();
     });

@@ -15,6 +15,7 @@ use super::child::{self, Spawned};
 use super::conn::{Conn, Frame, Writes};
 use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
+use crate::workers::Handoff;
 
 /// A line longer than this from a backend is a protocol error, not a reason
 /// to buffer without bound.
@@ -159,11 +160,13 @@ async fn write_lines(
 
 async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {
     let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE));
-    while let Some(line) = lines.next().await {
+    // Callers on other workers get the answers of one read together.
+    let mut handoff = Handoff::new();
+    while let Some(line) = handoff.next(&mut lines).await {
         match line {
             Ok(line) if line.trim().is_empty() => {}
             Ok(line) => {
-                if let Some(notice) = conn.dispatch(&line, None) {
+                if let Some(notice) = conn.dispatch_via(&line, None, &mut handoff) {
                     ctx.notice(notice);
                 }
             }
@@ -173,6 +176,7 @@ async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {
             }
         }
     }
+    handoff.flush();
     // No answer can come any more: whoever waits (the handshake included,
     // for a child that exits at once) learns it now, not at its deadline.
     conn.fail_all();
