@@ -269,6 +269,7 @@ pub async fn serve(
     let limits = front::server::Limits {
         max_connections,
         header_read_timeout: config.server.header_read_timeout,
+        write_timeout: config.server.write_timeout,
     };
     let accepting = tokio::spawn(front::server::accept(
         listener,

@@ -873,3 +873,62 @@ async fn a_dead_http_backend_is_noticed_while_idle() {
     );
     assert!(tools.contains("demo__echo"), "{tools}");
 }
+
+/// A client that stops reading its answer gives its connection up after
+/// `write_timeout`, however the connection is served (the gateway's own
+/// HTTP/1.1 for a plain POST, hyper after a chunked one); the session and
+/// other clients are served meanwhile and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_loses_its_connection_to_the_write_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let toml = format!(
+        "[server]\nmax_body_bytes = 33554432\nwrite_timeout = \"1s\"\nheader_read_timeout = \"10m\"\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let addr: std::net::SocketAddr = gw.base.strip_prefix("http://").unwrap().parse().unwrap();
+    // Large enough that neither socket's buffers hold the answer.
+    let text = "x".repeat(8 << 20);
+    let body = echo(7, "demo__echo", &text).to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n"
+    );
+    let plain = format!("{head}Content-Length: {}\r\n\r\n{body}", body.len());
+    let chunked = format!(
+        "{head}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    // (The header-read timeout is long so that no idle connection closes
+    // meanwhile: the count of open ones tells when the stalled one ends.)
+    for request in [plain, chunked] {
+        let open = || gw.metrics().get("sluice_connections_open");
+        let before = open();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stalled = socket.connect(addr).await.unwrap();
+        stalled.write_all(request.as_bytes()).await.unwrap();
+        wait_until(Duration::from_secs(20), || open() > before);
+        // The answer is not read: the gateway's write waits, then ends.
+        wait_until(Duration::from_secs(30), || open() <= before);
+        let answer = http
+            .tool(&session, 8, "demo__echo", json!({"text": "still"}))
+            .await;
+        assert_eq!(text_of(&answer), "still");
+        // What the client gets now is a cut answer.
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(30), stalled.read_to_end(&mut got)).await;
+        assert!(
+            got.starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&got[..got.len().min(200)])
+        );
+        assert!(
+            got.len() < text.len(),
+            "the whole answer arrived: {} bytes",
+            got.len()
+        );
+    }
+}

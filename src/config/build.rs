@@ -320,6 +320,7 @@ impl Builder<'_> {
                 s.body_read_timeout,
                 d.body_read_timeout,
             ),
+            write_timeout: self.nonzero("server.write_timeout", s.write_timeout, d.write_timeout),
         }
     }
 

@@ -63,6 +63,7 @@ pub fn describe(loaded: &Loaded) -> String {
     line("server.max_connections", s.max_connections.to_string());
     line("server.header_read_timeout", dur(s.header_read_timeout));
     line("server.body_read_timeout", dur(s.body_read_timeout));
+    line("server.write_timeout", dur(s.write_timeout));
     if let Some(o) = c.auth.as_ref().and_then(|a| a.oauth.as_ref()) {
         let scopes = if o.required_scopes.is_empty() {
             String::new()

@@ -31,6 +31,7 @@ pub(super) const DEFAULT_MAX_BATCH_ITEMS: usize = 256;
 pub(super) const DEFAULT_MAX_CONNECTIONS: usize = 8_192;
 pub(super) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub(super) const DEFAULT_METRICS_PATH: &str = "/metrics";
 pub(super) const DEFAULT_SUMMARY_INTERVAL: Duration = Duration::from_secs(15 * 60);
 pub(super) const DEFAULT_BACKEND_MAX_SESSIONS: usize = 64;
@@ -121,6 +122,7 @@ pub(super) struct FileServer {
     pub(super) max_connections: Option<usize>,
     pub(super) header_read_timeout: Option<FileDuration>,
     pub(super) body_read_timeout: Option<FileDuration>,
+    pub(super) write_timeout: Option<FileDuration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

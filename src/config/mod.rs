@@ -105,6 +105,8 @@ pub struct ServerSettings {
     /// may sit idle between requests.
     pub header_read_timeout: Duration,
     pub body_read_timeout: Duration,
+    /// How long a write to a client may wait for it to take any bytes.
+    pub write_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -349,6 +351,7 @@ impl Default for ServerSettings {
             max_connections: file::DEFAULT_MAX_CONNECTIONS,
             header_read_timeout: file::DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: file::DEFAULT_BODY_READ_TIMEOUT,
+            write_timeout: file::DEFAULT_WRITE_TIMEOUT,
         }
     }
 }

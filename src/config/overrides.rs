@@ -17,7 +17,7 @@ use super::file::{File, FileAuth, FileLimits, FileMetrics, FileServer, FileTraci
 
 const PREFIX: &str = "SLUICE_";
 
-pub(super) const SERVER_KEYS: [&str; 17] = [
+pub(super) const SERVER_KEYS: [&str; 18] = [
     "listen",
     "sessions",
     "session_ids",
@@ -35,6 +35,7 @@ pub(super) const SERVER_KEYS: [&str; 17] = [
     "max_connections",
     "header_read_timeout",
     "body_read_timeout",
+    "write_timeout",
 ];
 pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
@@ -157,6 +158,7 @@ fn written(file: &File) -> Vec<String> {
         s.max_connections.is_some(),
         s.header_read_timeout.is_some(),
         s.body_read_timeout.is_some(),
+        s.write_timeout.is_some(),
     ];
     let auth = [file
         .auth
@@ -209,6 +211,7 @@ fn set_server(s: &mut FileServer, key: &str, v: &str) -> Result<(), Rejected> {
         "max_connections" => s.max_connections = Some(count(v)?),
         "header_read_timeout" => s.header_read_timeout = Some(word(v)?),
         "body_read_timeout" => s.body_read_timeout = Some(word(v)?),
+        "write_timeout" => s.write_timeout = Some(word(v)?),
         _ => return Err(Rejected::Key),
     }
     Ok(())

@@ -28,14 +28,16 @@ use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::Watcher;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use super::Edge;
 use feed::Feed;
+use socket::Socket;
 
 mod feed;
+mod socket;
 
 /// What a connection needs besides its socket.
 pub(super) struct Serve {
@@ -45,6 +47,7 @@ pub(super) struct Serve {
     /// Cancelled when the gateway begins to shut down.
     pub(super) closing: CancellationToken,
     pub(super) header_read_timeout: std::time::Duration,
+    pub(super) write_timeout: std::time::Duration,
 }
 
 /// Headers a request may have here (hyper's limit too: more go to hyper,
@@ -67,7 +70,7 @@ const KEEP_OUT: usize = 4 * 1024;
 /// Serves one client connection to its end.
 pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
     let mut io = Io {
-        tcp,
+        tcp: Socket::new(tcp, serve.write_timeout),
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: Vec::new(),
     };
@@ -111,10 +114,7 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
         }
     }
     // Something hyper answers: it reads the bytes already here first.
-    let io = TokioIo::new(Replay {
-        read: io.buf.freeze(),
-        tcp: io.tcp,
-    });
+    let io = TokioIo::new(io.tcp.replaying(io.buf.freeze()));
     let conn = serve
         .watcher
         .watch(serve.hyper.serve_connection(io, serve.edge));
@@ -147,7 +147,7 @@ struct Taken {
 }
 
 struct Io {
-    tcp: TcpStream,
+    tcp: Socket,
     /// Read and not yet taken.
     buf: BytesMut,
     /// A response's head, and the body gathered behind it.
@@ -624,58 +624,6 @@ mod date {
             }
             out.extend_from_slice(text.as_bytes());
         });
-    }
-}
-
-/// The bytes this path read before it handed the connection on, then the
-/// socket.
-struct Replay {
-    read: Bytes,
-    tcp: TcpStream,
-}
-
-impl AsyncRead for Replay {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if self.read.is_empty() {
-            return Pin::new(&mut self.tcp).poll_read(cx, buf);
-        }
-        let n = self.read.len().min(buf.remaining());
-        buf.put_slice(&self.read.split_to(n));
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl AsyncWrite for Replay {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_shutdown(cx)
     }
 }
 

@@ -24,6 +24,8 @@ use crate::metrics::Metrics;
 pub struct Limits {
     pub max_connections: usize,
     pub header_read_timeout: Duration,
+    /// A write the client takes no bytes of for this long ends the connection.
+    pub write_timeout: Duration,
 }
 
 /// The answer to a connection over the cap: small enough to go out in
@@ -155,6 +157,7 @@ pub async fn accept(
             watcher: graceful.watcher(),
             closing: closing.clone(),
             header_read_timeout: limits.header_read_timeout,
+            write_timeout: limits.write_timeout,
         };
         let open = Open::new(metrics.clone(), permit);
         crate::workers::spawn_connection(tcp, move |tcp| async move {
