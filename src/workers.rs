@@ -166,7 +166,7 @@ where
 }
 
 /// Work for a worker's thread: runs there, in its relay task.
-pub(crate) type Job = Box<dyn FnOnce() + Send>;
+type Job = Box<dyn FnOnce() + Send>;
 type Relay = mpsc::UnboundedSender<Vec<Job>>;
 
 async fn run_batches(mut batches: mpsc::UnboundedReceiver<Vec<Job>>) {

@@ -69,7 +69,6 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
                 reader_ctx.notice(notice);
             }
         }
-        handoff.flush();
         // The stream is the only way answers come: fail whoever waits.
         reader_conn.fail_all();
     });

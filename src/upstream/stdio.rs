@@ -160,7 +160,8 @@ async fn write_lines(
 
 async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {
     let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE));
-    // Callers on other workers get the answers of one read together.
+    // Callers on other workers get the answers of one read together (what
+    // it holds is sent when it is dropped, the task aborted included).
     let mut handoff = Handoff::new();
     while let Some(line) = handoff.next(&mut lines).await {
         match line {
@@ -176,7 +177,6 @@ async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {
             }
         }
     }
-    handoff.flush();
     // No answer can come any more: whoever waits (the handshake included,
     // for a child that exits at once) learns it now, not at its deadline.
     conn.fail_all();

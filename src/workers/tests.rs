@@ -13,8 +13,9 @@ fn two_shards() -> (
     oneshot::Sender<()>,
     thread::JoinHandle<()>,
 ) {
-    let (here, _unused) = mpsc::unbounded_channel();
-    std::mem::forget(_unused);
+    // Shard 0's relay is never sent to (its jobs run at once); kept open.
+    let (here, unused) = mpsc::unbounded_channel();
+    std::mem::forget(unused);
     let (there, batches) = mpsc::unbounded_channel();
     let (stop, stopped) = oneshot::channel::<()>();
     let worker = thread::spawn(move || {

@@ -155,22 +155,28 @@ mod tests {
     #[tokio::test]
     async fn a_reader_that_keeps_taking_bytes_is_served_past_the_limit() {
         let (mut writer, mut reader) = pair(Duration::from_millis(400)).await;
+        // The reader pauses after every read it makes.
+        let pause = Duration::from_millis(20);
         let read = tokio::spawn(async move {
-            let (mut got, mut buf) = (0, vec![0; 64 * 1024]);
+            let (mut got, mut reads, mut buf) = (0, 0u32, vec![0; 64 * 1024]);
             while got < SIZE {
                 got += reader.read(&mut buf).await.unwrap();
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                reads += 1;
+                tokio::time::sleep(pause).await;
             }
-            got
+            (got, reads)
         });
-        let started = std::time::Instant::now();
         writer.write_all(&vec![b'x'; SIZE]).await.unwrap();
-        assert_eq!(read.await.unwrap(), SIZE);
-        // Longer than the limit in all, so the deadline did move on.
+        let (got, reads) = read.await.unwrap();
+        assert_eq!(got, SIZE);
+        // The write waited for the reader, and the reader's pauses alone
+        // add up to more than the limit: only a deadline that bytes move
+        // on lets the write through.
         assert!(
-            started.elapsed() > Duration::from_millis(400),
+            writer.stall.is_some(),
             "the write never waited: the test shows nothing"
         );
+        assert!(pause * reads > Duration::from_millis(400), "{reads} reads");
     }
 
     #[tokio::test]
