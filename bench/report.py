@@ -38,6 +38,7 @@ SERVERS = {
     "supergateway-stateless": "supergateway stateless (stdio child per request)",
     "mcp-proxy-stateful": "mcp-proxy (stateful)",
     "mcp-proxy-stateless": "mcp-proxy --stateless",
+    "agentgateway": "agentgateway (stateful, stdio child per session)",
 }
 
 FORWARD = {
@@ -46,6 +47,7 @@ FORWARD = {
         ("http-sluice", "through sluice"),
         ("http-sluice-traced", "through sluice, `[tracing]` on (every request sampled, OTLP to a local sink)"),
         ("http-sluice-stealing", "through sluice, `SLUICE_RUNTIME=work-stealing` (tokio's multi-thread runtime)"),
+        ("http-agentgateway", "through agentgateway (stateful, its defaults but access logs off)"),
     ],
     "stdio": [
         ("stdio-direct", "`sluice demo-server` over its own stdin/stdout (physical limit)"),
@@ -54,6 +56,7 @@ FORWARD = {
         ("stdio-supergateway-stateless", "through supergateway (stateless)"),
         ("stdio-mcp-proxy-stateful", "through mcp-proxy (stateful)"),
         ("stdio-mcp-proxy-stateless", "through mcp-proxy --stateless"),
+        ("stdio-agentgateway", "through agentgateway (stateful: a child per session)"),
     ],
 }
 
@@ -133,6 +136,9 @@ def cmd_meta(args: argparse.Namespace) -> int:
             "matplotlib": dist_version(work / "venv", "matplotlib"),
         },
     }
+    if args.agentgateway:
+        # `-V` says "unknown" for a build outside a git checkout; the caller may name it.
+        meta["versions"]["agentgateway"] = args.agentgateway_version or run_text([args.agentgateway, "-V"])
     Path(args.out).write_text(json.dumps(meta, indent=2) + "\n")
     return 0
 
@@ -320,34 +326,24 @@ def wrk_section(wrk: dict, fwd_http: dict) -> str:
     direct, sl = wrk.get("http-direct", {}), wrk.get("http-sluice", {})
     if not direct or not sl:
         return "_not run (wrk not installed)_"
+    gateways = [("through sluice", "http-sluice"), ("through agentgateway", "http-agentgateway")]
+    lg_direct = fwd_http.get("http-direct", {})
     rows = []
     notes = []
     for c in sorted(set(direct) & set(sl)):
-        d, r = direct[c], sl[c]
-        add = r["p50_us"] - d["p50_us"]
-        lg_d, lg_s = fwd_http.get("http-direct", {}).get(c), fwd_http.get("http-sluice", {}).get(c)
-        lg_add = lg_s["latency"]["p50_us"] - lg_d["latency"]["p50_us"] if lg_d and lg_s else None
-        agree = ratio(max(add, lg_add), min(add, lg_add)) if lg_add is not None and min(add, lg_add) > 0 else None
-        if agree is not None and agree > 2:
-            notes.append(c)
-        for name, x in (("fast backend, direct", d), ("through sluice", r)):
-            direct_row = x is d
-            rows.append(
-                [
-                    name,
-                    str(c),
-                    str(x["threads"]),
-                    fmt(x["throughput_rps"]),
-                    fmt(ratio(x["throughput_rps"], d["throughput_rps"]), 3),
-                    us(x["p50_us"]),
-                    us(x["p99_us"]),
-                    "–" if direct_row else us(add),
-                    "–" if direct_row or lg_add is None else us(lg_add),
-                    fmt(x["server_cpu_us_per_request"], 1),
-                    " / ".join(f"{v / 1000:,.1f}k" for v in x["rounds"]),
-                    str(x["bad_responses"] + x["socket_errors"]),
-                ]
-            )
+        d = direct[c]
+        rows.append(wrk_row("fast backend, direct", c, d, d, None, None))
+        for label, key in gateways:
+            x = wrk.get(key, {}).get(c)
+            if x is None:
+                continue
+            add = x["p50_us"] - d["p50_us"]
+            lg_d, lg_x = lg_direct.get(c), fwd_http.get(key, {}).get(c)
+            lg_add = lg_x["latency"]["p50_us"] - lg_d["latency"]["p50_us"] if lg_d and lg_x else None
+            agree = ratio(max(add, lg_add), min(add, lg_add)) if lg_add is not None and min(add, lg_add) > 0 else None
+            if key == "http-sluice" and agree is not None and agree > 2:
+                notes.append(c)
+            rows.append(wrk_row(label, c, x, d, add, lg_add))
     text = table(
         ["path", "connections", "wrk threads", "req/s", "÷ direct", "p50", "p99", "added p50 (wrk)",
          "added p50 (loadgen)", "server CPU µs/req", "rounds (req/s)", "errors"],
@@ -355,10 +351,47 @@ def wrk_section(wrk: dict, fwd_http: dict) -> str:
     )
     if notes:
         text += (
-            "\n\nAt " + ", ".join(f"{c}" for c in notes) + " connection(s) wrk's and loadgen's added p50 differ by "
-            "more than 2×: see the analysis below."
+            "\n\nAt " + ", ".join(f"{c}" for c in notes) + " connection(s) wrk's and loadgen's added p50 for sluice "
+            "differ by more than 2×: see the analysis below."
         )
     return text
+
+
+def wrk_row(label: str, c: int, x: dict, direct: dict, add: float | None, lg_add: float | None) -> list[str]:
+    return [
+        label,
+        str(c),
+        str(x["threads"]),
+        fmt(x["throughput_rps"]),
+        fmt(ratio(x["throughput_rps"], direct["throughput_rps"]), 3),
+        us(x["p50_us"]),
+        us(x["p99_us"]),
+        "–" if add is None else us(add),
+        "–" if lg_add is None else us(lg_add),
+        fmt(x["server_cpu_us_per_request"], 1),
+        " / ".join(f"{v / 1000:,.1f}k" for v in x["rounds"]),
+        str(x["bad_responses"] + x["socket_errors"]),
+    ]
+
+
+def vs_agentgateway(fwd_http: dict, wrk: dict) -> list[str]:
+    """The issue-10 row against agentgateway: sluice's calls/s and CPU per call as multiples of its."""
+    want = "throughput ≥ 2×, CPU per call ≤ ½"
+    parts, oks = [], []
+    for c in (2, 64):
+        for src, runs in (("loadgen", fwd_http), ("wrk", wrk)):
+            s_, a_ = runs.get("http-sluice", {}).get(c), runs.get("http-agentgateway", {}).get(c)
+            if not s_ or not a_ or not a_.get("server_cpu_us_per_request"):
+                continue
+            thr = s_["throughput_rps"] / a_["throughput_rps"]
+            cpu = s_["server_cpu_us_per_request"] / a_["server_cpu_us_per_request"]
+            parts.append(f"{c} conn. ({src}): {thr:.2f}× its calls/s at {cpu:.2f}× its CPU per call")
+            oks.append(thr >= 2 and cpu <= 0.5)
+    if not parts:
+        return ["vs agentgateway (fast HTTP backend)", want,
+                "not measured in this run: agentgateway is on no registry this machine reaches; "
+                "`AGENTGATEWAY=/path/to/binary bench/run --quick` measures one you built", "–"]
+    return ["vs agentgateway (fast HTTP backend)", want, "; ".join(parts), mark(all(oks))]
 
 
 def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> str:
@@ -386,7 +419,15 @@ def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> 
     if direct.get(64) and sl.get(64):
         r = sl[64]["throughput_rps"] / direct[64]["throughput_rps"]
         rows.append(["throughput through sluice, 64 connections", "≥ 45% of direct", f"{r * 100:.1f}%", mark(r >= 0.45)])
-    rows.append(["vs agentgateway: throughput ≥ 2×, CPU ≤ ½", "", "not measured: agentgateway is not an installable peer here (no package on crates.io, npm or PyPI)", "–"])
+    rows.append(vs_agentgateway(fwd_http, wrk))
+    ag = fwd_stdio.get("stdio-agentgateway", {})
+    if st and ag:
+        c = max(set(st) & set(ag))
+        a, b = st[c], ag[c]
+        rows.append([f"stdio path vs agentgateway, {c} connections", "",
+                     f"{a['throughput_rps'] / b['throughput_rps']:.2f}× its calls/s at "
+                     f"{a['server_cpu_us_per_request'] / b['server_cpu_us_per_request']:.2f}× its CPU per call "
+                     f"(children included: {a.get('server_processes', '?')} processes against {b.get('server_processes', '?')})", "info"])
     for c, want in ((1, 50), (2, 100)):
         d, r = direct.get(c), sl.get(c)
         parts, oks = [], []
@@ -961,7 +1002,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         "own session (`initialize` + `notifications/initialized` first), then calls back to back. Percentiles "
         "from an HDR histogram of every measured call; *added* = this path minus the direct path at the same "
         "concurrency. sluice and the direct paths run several rounds (direct and sluice alternating for the HTTP "
-        "backend) and the round with the highest throughput is shown, all rounds listed; the peers run once.",
+        "backend, agentgateway in the same rounds when measured) and the round with the highest throughput is "
+        "shown, all rounds listed; the other peers run once.",
         "",
         "### Fast HTTP backend",
         "",
@@ -973,7 +1015,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         "",
         "A second load generator that shares no code with ours: `wrk` (Debian's) with `bench/wrk.lua`, "
         "`tools/call` of echo on one session over every connection (1 thread for 1 connection, else 2), every "
-        "response checked for HTTP 200 and a JSON-RPC result; direct and through sluice alternating, best round "
+        "response checked for HTTP 200 and a JSON-RPC result; direct and through sluice (and agentgateway, when "
+        "measured) alternating, best round "
         "shown. *Server CPU* from the server's own utime+stime around the run (10 ms ticks).",
         "",
         wrk_section(wrk, fwd_http),
@@ -1036,6 +1079,8 @@ def main() -> int:
     m.add_argument("--build", required=True)
     m.add_argument("--root", required=True)
     m.add_argument("--sizes", default="")
+    m.add_argument("--agentgateway", default="", help="the agentgateway binary measured, if any")
+    m.add_argument("--agentgateway-version", default="", help="its version, where the binary cannot tell")
     m.add_argument("--out", required=True)
     r = sub.add_parser("report")
     r.add_argument("--results", required=True)
