@@ -257,22 +257,9 @@ impl Probe {
                     ),
                     Expiry::Expired(_) => {
                         let second = self.batch("opening a second batch").await;
-                        match (first.grown(), second.grown()) {
-                            (Some(a), Some(b)) if b > a / 2 => (
-                                Verdict::LeakSuspected,
-                                format!(
-                                    "{growth}; after they expired a second batch grew {} again: their memory is not reused",
-                                    mebibytes(b)
-                                ),
-                            ),
-                            (Some(_), Some(b)) => (
-                                Verdict::Ok,
-                                format!(
-                                    "{growth}; after they expired a second batch grew {}: their memory is reused",
-                                    mebibytes(b)
-                                ),
-                            ),
-                            _ => (Verdict::Inconclusive, growth),
+                        match reuse(&first, &second) {
+                            Some((verdict, found)) => (verdict, format!("{growth}; {found}")),
+                            None => (Verdict::Inconclusive, growth),
                         }
                     }
                 }
@@ -403,6 +390,29 @@ impl Batch {
     }
 }
 
+/// Whether the expired first batch's memory served the second: judged by
+/// the peaks, not by what each batch added, because a server that hands
+/// freed memory back to the OS faults it in again for the next batch (as
+/// much growth as before, but no higher a peak), while one that keeps the
+/// expired sessions peaks a whole batch higher.
+fn reuse(first: &Batch, second: &Batch) -> Option<(Verdict, String)> {
+    let (first_peak, second_peak) = (first.after?, second.after?);
+    let above = second_peak.saturating_sub(first_peak);
+    let found = format!(
+        "after they expired a second batch peaked at {} against the first's {}",
+        mebibytes(second_peak),
+        mebibytes(first_peak)
+    );
+    Some(if above > first.grown()? / 2 {
+        (
+            Verdict::LeakSuspected,
+            format!("{found}: their memory is not reused"),
+        )
+    } else {
+        (Verdict::Ok, format!("{found}: their memory is reused"))
+    })
+}
+
 enum Expiry {
     NotChecked,
     Expired(String),
@@ -445,4 +455,58 @@ fn progress(len: u64, what: &'static str) -> indicatif::ProgressBar {
     }
     bar.set_message(what);
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn batch(before: u64, after: u64) -> Batch {
+        Batch {
+            ids: vec![String::new(); 100],
+            failed: 0,
+            secs: 1.0,
+            before: Some(before * MIB),
+            after: Some(after * MIB),
+        }
+    }
+
+    #[test]
+    fn memory_given_back_and_taken_again_is_reuse() {
+        // 20 -> 60 MiB, back to 20 after the expiry, 20 -> 61 again.
+        let (verdict, found) = reuse(&batch(20, 60), &batch(20, 61)).unwrap();
+        assert_eq!(verdict, Verdict::Ok, "{found}");
+    }
+
+    #[test]
+    fn memory_kept_after_the_expiry_is_not_reuse() {
+        // The first batch's 40 MiB stay: the second peaks 40 higher.
+        let (verdict, found) = reuse(&batch(20, 60), &batch(60, 100)).unwrap();
+        assert_eq!(verdict, Verdict::LeakSuspected, "{found}");
+        assert!(
+            found.contains("100.0 MiB against the first's 60.0 MiB"),
+            "{found}"
+        );
+    }
+
+    #[test]
+    fn half_a_batch_higher_is_still_reuse_and_more_is_not() {
+        assert_eq!(
+            reuse(&batch(20, 60), &batch(40, 80)).unwrap().0,
+            Verdict::Ok
+        );
+        assert_eq!(
+            reuse(&batch(20, 60), &batch(41, 81)).unwrap().0,
+            Verdict::LeakSuspected
+        );
+    }
+
+    #[test]
+    fn an_unread_sample_decides_nothing() {
+        let mut second = batch(20, 60);
+        second.after = None;
+        assert!(reuse(&batch(20, 60), &second).is_none());
+    }
 }
