@@ -165,6 +165,15 @@ where
     });
 }
 
+/// Runs `job` on every worker's thread (on the calling thread alone when
+/// connections run work-stealing): at once on this one, soon on the others.
+pub(crate) fn on_every_worker(job: fn()) {
+    let mut handoff = Handoff::new();
+    for shard in 0..shards() {
+        handoff.run_on(shard, job);
+    }
+}
+
 /// Work for a worker's thread: runs there, in its relay task.
 type Job = Box<dyn FnOnce() + Send>;
 type Relay = mpsc::UnboundedSender<Vec<Job>>;

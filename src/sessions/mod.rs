@@ -252,8 +252,18 @@ fn digest(bound: &[u8]) -> u64 {
 }
 
 /// The allocator keeps freed pages for reuse; after a large sweep the
-/// operator expects the process to shrink (the seeds' drain test).
+/// operator expects the process to shrink (the seeds' drain test). The
+/// binary's allocator is mimalloc (`src/allocator.rs`): a block freed
+/// here goes back to the heap of the thread that allocated it, whose free
+/// pages return to the OS only on that thread's later allocator work, so
+/// every worker collects its own. glibc's heap holds what C code
+/// allocated (and everything, in the library's own unit tests).
 fn release_free_memory() {
+    crate::workers::on_every_worker(|| {
+        // SAFETY: mi_collect frees and returns the calling thread's unused
+        // pages; it touches no live block.
+        unsafe { libmimalloc_sys::mi_collect(true) }
+    });
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap pages to the kernel.
     unsafe {
