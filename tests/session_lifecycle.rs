@@ -223,7 +223,7 @@ async fn abandon_sessions(http: &Http, n: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_sessions_give_their_memory_back_after_the_drain() {
     let gw = Gateway::start(&config(
-        "session_idle_ttl = \"15s\"\nmax_sessions = 100000\nmax_sessions_per_principal = 100000",
+        "session_idle_ttl = \"20s\"\nmax_sessions = 100000\nmax_sessions_per_principal = 100000",
     ));
     let http = Http::new(gw.url("/mcp"));
     let live = || gw.metrics().get("sluice_client_sessions_live");
@@ -231,7 +231,7 @@ async fn abandoned_sessions_give_their_memory_back_after_the_drain() {
     // A first, smaller batch takes the one-time growth (the pools, the
     // table's first buckets, the stdio child's link) out of the figure.
     abandon_sessions(&http, 1_000).await;
-    wait_until(Duration::from_secs(30), || live() == 0.0);
+    wait_until(Duration::from_secs(40), || live() == 0.0);
     let start = rss();
 
     abandon_sessions(&http, 10_000).await;
@@ -242,20 +242,13 @@ async fn abandoned_sessions_give_their_memory_back_after_the_drain() {
         "the batch took {} bytes",
         peak - start
     );
-    wait_until(Duration::from_secs(60), || live() == 0.0);
+    wait_until(Duration::from_secs(80), || live() == 0.0);
     // The workers collect soon after the sweep, not within it. What stays
     // is measured against what the batch took (10,000 sessions: about
     // 4.5 MiB, of which 42% stayed while only glibc's heap was trimmed,
     // 4% with every worker collecting); the bound is an eighth.
     let limit = start + (peak - start) / 8.0;
-    let settled = (0..50).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        rss() <= limit
-    });
-    assert!(
-        settled,
-        "RSS {} bytes after the drain: {} at the batch's start, {peak} at its end",
-        rss(),
-        start
-    );
+    // (Printed with a failure: the figures behind it.)
+    eprintln!("RSS {start} bytes at the batch's start, {peak} at its end");
+    wait_until(Duration::from_secs(5), || rss() <= limit);
 }
