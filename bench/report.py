@@ -47,6 +47,7 @@ FORWARD = {
         ("http-sluice", "through sluice"),
         ("http-sluice-traced", "through sluice, `[tracing]` on (every request sampled, OTLP to a local sink)"),
         ("http-sluice-stealing", "through sluice, `SLUICE_RUNTIME=work-stealing` (tokio's multi-thread runtime)"),
+        ("http-relay", "through a bare TCP relay (`relay`: no HTTP, no JSON; the floor of a hop)"),
         ("http-agentgateway", "through agentgateway (stateful, its defaults but access logs off)"),
     ],
     "stdio": [
@@ -279,6 +280,7 @@ def forward_rows(results: Path, kind: str) -> tuple[list[list[str]], dict]:
                     us(lat["p50_us"] - dlat["p50_us"]) if dlat and key != FORWARD[kind][0][0] else "–",
                     us(lat["p99_us"] - dlat["p99_us"]) if dlat and key != FORWARD[kind][0][0] else "–",
                     fmt(r.get("server_cpu_us_per_request"), 1),
+                    fmt(r.get("server_own_sys_cpu_us_per_request"), 1),
                     fmt(r.get("server_ctx_switches_per_request"), 2),
                     str(r.get("server_processes") or "–"),
                     " / ".join(f"{x['throughput_rps'] / 1000:,.1f}k" for x in r.get("rounds", [])) or "1",
@@ -299,6 +301,7 @@ FORWARD_HEADERS = [
     "added p50",
     "added p99",
     "server CPU µs/req",
+    "of it the kernel's (own process)",
     "ctx switches/req",
     "processes",
     "rounds (req/s)",
@@ -394,6 +397,25 @@ def vs_agentgateway(fwd_http: dict, wrk: dict) -> list[str]:
     return ["vs agentgateway (fast HTTP backend)", want, "; ".join(parts), mark(all(oks))]
 
 
+def hop_floor_rows(direct: dict, sl: dict, relay: dict) -> list[list[str]]:
+    """Info rows: a bare relay's CPU per call against the backend's and sluice's, split into user and kernel time."""
+    rows = []
+    for c in (16, 64):
+        d, r, s_ = direct.get(c), relay.get(c), sl.get(c)
+        if not (d and r and s_) or not all(x.get("server_own_sys_cpu_us_per_request") is not None for x in (d, r, s_)):
+            continue
+
+        def split(x: dict) -> str:
+            total, sys_ = x["server_own_cpu_us_per_request"], x["server_own_sys_cpu_us_per_request"]
+            return f"{fmt(total, 1)} µs (user {fmt(total - sys_, 1)}, kernel {fmt(sys_, 1)})"
+
+        cpu = lambda x: x["server_own_cpu_us_per_request"]  # noqa: E731
+        rows.append([f"the floor of a hop, {c} connections: backend / bare relay / sluice", "",
+                     f"{split(d)} / {split(r)} / {split(s_)}: the relay {cpu(r) / cpu(d):.2f}× the backend's, "
+                     f"sluice {cpu(s_) / cpu(r):.2f}× the relay's", "info"])
+    return rows
+
+
 def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> str:
     """Issue 10's targets, judged from this run."""
     rows = []
@@ -410,6 +432,7 @@ def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> 
         b = prof["floor"]["instructions"] / prof["floor"]["requests"]
         rows.append(["the same in instructions (callgrind, 16 connections)", "≤ 2× the backend's",
                      f"{a:,.0f} vs {b:,.0f}: {a / b:.1f}×", mark(a / b <= 2)])
+    rows += hop_floor_rows(direct, sl, fwd_http.get("http-relay", {}))
     st = fwd_stdio.get("stdio-sluice", {})
     if st:
         c = max(st)

@@ -42,6 +42,8 @@ pub struct Run {
     /// The same for the server's own process alone (a gateway without the
     /// backends it runs as children).
     pub server_own_cpu_us_per_request: Option<f64>,
+    /// The kernel's part of it (the server's own system time per request).
+    pub server_own_sys_cpu_us_per_request: Option<f64>,
     /// Context switches of the server's threads per request.
     pub server_ctx_switches_per_request: Option<f64>,
     pub server_rss_kib: Option<u64>,
@@ -62,10 +64,48 @@ pub struct Round {
     pub p99_us: f64,
     pub server_cpu_us_per_request: Option<f64>,
     pub server_own_cpu_us_per_request: Option<f64>,
+    pub server_own_sys_cpu_us_per_request: Option<f64>,
     pub errors: u64,
 }
 
 impl Run {
+    /// One level's figures: the requests' tally and the server's samples
+    /// at the window's two ends.
+    pub fn measured(
+        concurrency: usize,
+        duration: Duration,
+        total: &Tally,
+        (before, after): (Option<procs::Sample>, Option<procs::Sample>),
+        loadgen_cpu_s: f64,
+        reconnects: u64,
+    ) -> Run {
+        let secs = duration.as_secs_f64();
+        let per_request = |what| procs::per_request(before, after, total.ok, what);
+        let server_cpu_s = match (before, after) {
+            (Some(b), Some(a)) => Some(a.cpu_s - b.cpu_s),
+            _ => None,
+        };
+        Run {
+            concurrency,
+            duration_s: secs,
+            requests: total.ok,
+            errors: total.errors(),
+            failures: total.failures.clone(),
+            throughput_rps: total.ok as f64 / secs,
+            latency: total.summary(),
+            server_cpu_s,
+            server_cpu_us_per_request: per_request(procs::cpu_us),
+            server_own_cpu_us_per_request: per_request(procs::own_cpu_us),
+            server_own_sys_cpu_us_per_request: per_request(procs::own_sys_cpu_us),
+            server_ctx_switches_per_request: per_request(procs::switches),
+            server_rss_kib: after.map(|a| a.rss_kib),
+            server_processes: after.map(|a| a.processes),
+            loadgen_cpu_s,
+            reconnects,
+            rounds: Vec::new(),
+        }
+    }
+
     fn round(&self) -> Round {
         Round {
             throughput_rps: self.throughput_rps,
@@ -73,6 +113,7 @@ impl Run {
             p99_us: self.latency.p99_us,
             server_cpu_us_per_request: self.server_cpu_us_per_request,
             server_own_cpu_us_per_request: self.server_own_cpu_us_per_request,
+            server_own_sys_cpu_us_per_request: self.server_own_sys_cpu_us_per_request,
             errors: self.errors,
         }
     }
@@ -185,39 +226,12 @@ pub async fn run(plan: &Plan) -> Run {
             reconnects += r;
         }
     }
-    let secs = plan.duration.as_secs_f64();
-    let server_cpu = match (before, after) {
-        (Some(b), Some(a)) => Some(a.cpu_s - b.cpu_s),
-        _ => None,
-    };
-    Run {
-        concurrency: n,
-        duration_s: secs,
-        requests: total.ok,
-        errors: total.errors(),
-        failures: total.failures.clone(),
-        throughput_rps: total.ok as f64 / secs,
-        latency: total.summary(),
-        server_cpu_s: server_cpu,
-        server_cpu_us_per_request: server_cpu
-            .filter(|_| total.ok > 0)
-            .map(|c| c * 1e6 / total.ok as f64),
-        server_own_cpu_us_per_request: procs::per_request(
-            before,
-            after,
-            total.ok,
-            procs::own_cpu_us,
-        ),
-        server_ctx_switches_per_request: procs::per_request(
-            before,
-            after,
-            total.ok,
-            procs::switches,
-        ),
-        server_rss_kib: after.map(|a| a.rss_kib),
-        server_processes: after.map(|a| a.processes),
-        loadgen_cpu_s: lg_after - lg_before,
+    Run::measured(
+        n,
+        plan.duration,
+        &total,
+        (before, after),
+        lg_after - lg_before,
         reconnects,
-        rounds: Vec::new(),
-    }
+    )
 }

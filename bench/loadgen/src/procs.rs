@@ -44,6 +44,8 @@ struct Stat {
     ticks: u64,
     /// utime + stime: the process's own threads only.
     own_ticks: u64,
+    /// stime alone: the kernel's share of `own_ticks`.
+    own_sys_ticks: u64,
 }
 
 fn stat_fields(pid: i32) -> Option<Stat> {
@@ -57,6 +59,7 @@ fn stat_fields(pid: i32) -> Option<Stat> {
         ppid: num(4)? as i32,
         ticks: num(14)? + num(15)? + num(16)? + num(17)?,
         own_ticks: num(14)? + num(15)?,
+        own_sys_ticks: num(15)?,
     })
 }
 
@@ -80,6 +83,11 @@ pub struct Sample {
     /// The root process's own user+system time (its threads, not its
     /// children, live or reaped).
     pub root_cpu_s: f64,
+    /// The part of `root_cpu_s` spent in the kernel (system time): what
+    /// separates a hop's system calls and wake-ups from its own work,
+    /// without a profiler's attribution (perf's cpu-clock samples land
+    /// where interrupts are re-enabled, and on a VM that is the kernel).
+    pub root_sys_cpu_s: f64,
     /// Voluntary + involuntary context switches of every thread so far.
     pub ctx_switches: u64,
 }
@@ -127,6 +135,9 @@ pub fn cpu_us(s: &Sample) -> f64 {
 pub fn own_cpu_us(s: &Sample) -> f64 {
     s.root_cpu_s * 1e6
 }
+pub fn own_sys_cpu_us(s: &Sample) -> f64 {
+    s.root_sys_cpu_s * 1e6
+}
 pub fn switches(s: &Sample) -> f64 {
     s.ctx_switches as f64
 }
@@ -139,10 +150,12 @@ pub fn sample(root: i32) -> Sample {
         processes: 0,
         cpu_s: 0.0,
         root_cpu_s: 0.0,
+        root_sys_cpu_s: 0.0,
         ctx_switches: 0,
     };
     if let Some(stat) = stat_fields(root) {
         s.root_cpu_s = stat.own_ticks as f64 / tps;
+        s.root_sys_cpu_s = stat.own_sys_ticks as f64 / tps;
     }
     for pid in pids {
         if let Some(rss) = vm_rss_kib(pid) {
@@ -271,6 +284,7 @@ mod tests {
         assert!(s.rss_kib > 0);
         assert_eq!(s.processes, 1);
         assert!(s.root_cpu_s <= s.cpu_s);
+        assert!(s.root_sys_cpu_s <= s.root_cpu_s);
         assert_eq!(tree(me)[0], me);
         let m = memory(me).expect("own smaps");
         assert!(m.rss_kib > 0 && m.file_kib > 0);

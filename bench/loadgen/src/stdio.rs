@@ -198,39 +198,12 @@ pub async fn run(plan: &Plan) -> Result<Run, String> {
     let lg_after = procs::self_cpu_s();
     let total = Tally::join(users).await;
     let _ = server.child.kill().await;
-    let secs = plan.duration.as_secs_f64();
-    let cpu = match (before, after) {
-        (Some(b), Some(a)) => Some(a.cpu_s - b.cpu_s),
-        _ => None,
-    };
-    Ok(Run {
-        concurrency: n,
-        duration_s: secs,
-        requests: total.ok,
-        errors: total.errors(),
-        failures: total.failures.clone(),
-        throughput_rps: total.ok as f64 / secs,
-        latency: total.summary(),
-        server_cpu_s: cpu,
-        server_cpu_us_per_request: cpu
-            .filter(|_| total.ok > 0)
-            .map(|c| c * 1e6 / total.ok as f64),
-        server_own_cpu_us_per_request: procs::per_request(
-            before,
-            after,
-            total.ok,
-            procs::own_cpu_us,
-        ),
-        server_ctx_switches_per_request: procs::per_request(
-            before,
-            after,
-            total.ok,
-            procs::switches,
-        ),
-        server_rss_kib: after.map(|a| a.rss_kib),
-        server_processes: after.map(|a| a.processes),
-        loadgen_cpu_s: lg_after - lg_before,
-        reconnects: 0,
-        rounds: Vec::new(),
-    })
+    Ok(Run::measured(
+        n,
+        plan.duration,
+        &total,
+        (before, after),
+        lg_after - lg_before,
+        0,
+    ))
 }
