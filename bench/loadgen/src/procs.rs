@@ -83,10 +83,9 @@ pub struct Sample {
     /// The root process's own user+system time (its threads, not its
     /// children, live or reaped).
     pub root_cpu_s: f64,
-    /// The part of `root_cpu_s` spent in the kernel (system time): what
-    /// separates a hop's system calls and wake-ups from its own work,
-    /// without a profiler's attribution (perf's cpu-clock samples land
-    /// where interrupts are re-enabled, and on a VM that is the kernel).
+    /// The part of `root_cpu_s` spent in the kernel (system time): a
+    /// hop's system calls and wake-ups apart from its own work, read
+    /// from the kernel's accounting on every run, without a profiler.
     pub root_sys_cpu_s: f64,
     /// Voluntary + involuntary context switches of every thread so far.
     pub ctx_switches: u64,
