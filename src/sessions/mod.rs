@@ -6,10 +6,11 @@
 //! elsewhere (streams, per-session backends) watches that token.
 
 mod id;
+mod in_flight;
 pub mod sealed;
 mod table;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -18,6 +19,7 @@ use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 pub use id::{Principal, SessionId};
+use in_flight::InFlight;
 use table::{Full, Table};
 
 use crate::metrics::ResumeCause;
@@ -50,7 +52,7 @@ pub struct Session {
     /// namespace index), for counts by namespace.
     namespace: u16,
     /// What changes while it lives, under one lock (one lock word and its
-    /// padding fewer: 144 bytes, a smaller allocation class).
+    /// padding fewer: a smaller allocation class).
     state: Mutex<State>,
 }
 
@@ -58,7 +60,7 @@ struct State {
     /// Requests in flight, by the client's raw id, so that the client's
     /// `notifications/cancelled` can reach them. Entries live exactly as
     /// long as their request.
-    in_flight: HashMap<String, CancellationToken>,
+    in_flight: InFlight,
     /// What few sessions use, kept apart so that an idle session stays
     /// small (the table holds hundreds of thousands).
     extras: Option<Box<Extras>>,
@@ -98,7 +100,7 @@ impl Session {
             ended: CancellationToken::new(),
             streaming: AtomicBool::new(false),
             state: Mutex::new(State {
-                in_flight: HashMap::new(),
+                in_flight: InFlight::None,
                 extras: None,
             }),
         })
@@ -133,21 +135,12 @@ impl Session {
     /// Registers a request by its raw JSON-RPC id; cancelled by `cancel`.
     pub fn track(&self, raw_id: &str) -> CancellationToken {
         let token = self.ended.child_token();
-        self.state
-            .lock()
-            .in_flight
-            .insert(raw_id.to_owned(), token.clone());
+        self.state.lock().in_flight.insert(raw_id, token.clone());
         token
     }
 
     pub fn untrack(&self, raw_id: &str) {
-        let in_flight = &mut self.state.lock().in_flight;
-        in_flight.remove(raw_id);
-        // An idle session holds no table for requests it no longer has
-        // (hashbrown keeps its buckets: 160 bytes for the smallest).
-        if in_flight.is_empty() {
-            in_flight.shrink_to_fit();
-        }
+        self.state.lock().in_flight.remove(raw_id);
     }
 
     /// Records a subscription the backend accepted; false when the
