@@ -333,6 +333,9 @@ struct Outgoing<'a> {
 /// The line serde would write for `w`, byte for byte, written by hand: the
 /// raw values are copied once into a buffer of the right size (serde grows
 /// its buffer as it goes, and walks every field through its machinery).
+/// Exactly the right size, unless the method needs escaping: a line whose
+/// capacity is its length becomes `Bytes` (a body) without another
+/// allocation for a shared header.
 fn to_line(w: &Outgoing<'_>) -> String {
     let raw = [
         (",\"id\":", w.id),
@@ -340,7 +343,9 @@ fn to_line(w: &Outgoing<'_>) -> String {
         (",\"result\":", w.result),
         (",\"error\":", w.error),
     ];
-    let size = 20
+    // `{"jsonrpc":"` 12, the closing quote and brace 2; `,"method":""` 12.
+    let size = 14
+        + w.jsonrpc.len()
         + w.method.map_or(0, |m| m.len() + 12)
         + raw
             .iter()

@@ -114,9 +114,14 @@ enum Work {
 }
 
 impl Work {
-    async fn outcome(&mut self) -> Option<Outcome> {
+    /// The outcome. Inline work is polled as the poll of `events`' receiver,
+    /// so its end (its last sender of events dropped) wakes no one: the
+    /// end is this future's `Ready`.
+    async fn outcome(&mut self, events: &Events) -> Option<Outcome> {
         let outcome = match self {
-            Work::Inline(work) => work.await,
+            Work::Inline(work) => {
+                std::future::poll_fn(|cx| events.ending_in(|| work.as_mut().poll(cx))).await
+            }
             Work::Detached(done) => done.await.ok(),
             Work::Over => None,
         };
@@ -146,7 +151,7 @@ impl Running {
         let Running { events, work, .. } = self;
         tokio::select! {
             biased;
-            outcome = work.outcome() => match outcome {
+            outcome = work.outcome(events) => match outcome {
                 Some(o) => First::Done(o),
                 None => First::Cancelled,
             },
@@ -321,7 +326,7 @@ impl Flow {
             tokio::select! {
                 biased;
                 event = running.events.recv() => Step::Event(event),
-                outcome = running.work.outcome() => Step::Done(outcome),
+                outcome = running.work.outcome(&running.events) => Step::Done(outcome),
             }
         };
         match step {
@@ -329,7 +334,7 @@ impl Flow {
             // The task is over: its outcome is all there is left.
             Step::Event(None) => {
                 let mut running = self.running.take()?;
-                let outcome = running.work.outcome().await;
+                let outcome = running.work.outcome(&running.events).await;
                 Some(self.last(running, outcome))
             }
             Step::Done(outcome) => {

@@ -146,6 +146,24 @@ fn lines_are_compact_and_keep_raw_values_byte_for_byte() {
     ));
 }
 
+/// A line is allocated at its exact length when the method needs no
+/// escaping, so that it becomes a body (`Bytes`) with no second allocation.
+#[test]
+fn lines_are_allocated_at_their_exact_length() {
+    let params = RawValue::from_string(r#"{"name":"x"}"#.into()).unwrap();
+    let result = RawValue::from_string(r#"{"content":[]}"#.into()).unwrap();
+    let error = error_object(INVALID_REQUEST, "bad", None);
+    for line in [
+        request(&raw_u64(7), "tools/call", Some(&params)),
+        request(&raw(&"a\"b"), "x", None),
+        notification("notifications/initialized", None),
+        response(&raw(&"r-1"), &Outcome::Result(result)),
+        response(&raw_u64(3), &Outcome::Error(error)),
+    ] {
+        assert_eq!(line.capacity(), line.len(), "{line}");
+    }
+}
+
 #[test]
 fn the_one_pass_reading_agrees_with_serde() {
     let mut inputs: Vec<Vec<u8>> = [

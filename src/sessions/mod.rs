@@ -388,7 +388,7 @@ impl Sessions {
                         return Err(NotFound);
                     }
                     Some(_) => {
-                        let session = table.touch(id, Instant::now(), 1).ok_or(NotFound)?;
+                        let session = table.enter(id).ok_or(NotFound)?;
                         drop(table);
                         if session.is_past_its_end() {
                             drop(Active {
@@ -497,7 +497,7 @@ impl Sessions {
 
     /// Records activity (an open stream that is still writable).
     pub fn touch(&self, id: &SessionId) -> bool {
-        self.table.lock().touch(id, Instant::now(), 0).is_some()
+        self.table.lock().touch(id, Instant::now()).is_some()
     }
 
     /// Ends a session at the client's request. A sealed id is revoked
@@ -654,7 +654,7 @@ impl Drop for Active {
         self.sessions
             .table
             .lock()
-            .touch(&self.session.id, Instant::now(), -1);
+            .leave(&self.session.id, Instant::now());
     }
 }
 

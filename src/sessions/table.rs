@@ -171,26 +171,36 @@ impl Table {
         self.get(id).map(|s| &s.principal)
     }
 
-    /// Marks a session used now; `busy` adds (+1) or ends (-1) a request in flight.
-    pub(super) fn touch(
-        &mut self,
-        id: &SessionId,
-        now: Instant,
-        busy: i32,
-    ) -> Option<Arc<Session>> {
-        if busy > 0 {
-            // A busy session is neither evicted nor expired, wherever it
-            // stands in `by_use`: it moves when its request ends.
-            let entry = self.map.get_mut(id)?;
-            entry.in_flight = entry.in_flight.saturating_add(1);
-            return Some(entry.session.clone());
-        }
+    /// Marks a request in flight on a session. A busy session is neither
+    /// evicted nor expired, wherever it stands in `by_use`, so neither its
+    /// place nor its last use change until the request ends (`leave`): no
+    /// clock is read for it.
+    pub(super) fn enter(&mut self, id: &SessionId) -> Option<Arc<Session>> {
+        let entry = self.map.get_mut(id)?;
+        entry.in_flight = entry.in_flight.saturating_add(1);
+        Some(entry.session.clone())
+    }
+
+    /// Ends a request that `enter` began: the session was used at `now`.
+    pub(super) fn leave(&mut self, id: &SessionId, now: Instant) {
+        self.used(id, now, true);
+    }
+
+    /// Marks a session used at `now`.
+    pub(super) fn touch(&mut self, id: &SessionId, now: Instant) -> Option<Arc<Session>> {
+        self.used(id, now, false)
+    }
+
+    /// The session moves to the newest end of `by_use`.
+    fn used(&mut self, id: &SessionId, now: Instant, leaving: bool) -> Option<Arc<Session>> {
         let stamp = self.stamp();
         let now = self.nanos(now);
         let entry = self.map.get_mut(id)?;
         let old = std::mem::replace(&mut entry.stamp, stamp);
         entry.last_used = now;
-        entry.in_flight = entry.in_flight.saturating_add_signed(busy);
+        if leaving {
+            entry.in_flight = entry.in_flight.saturating_sub(1);
+        }
         let session = entry.session.clone();
         self.by_use.remove(&old);
         self.by_use.insert(stamp, id.clone());

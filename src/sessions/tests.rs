@@ -39,6 +39,28 @@ async fn idle_sessions_expire_and_busy_ones_do_not() {
     s.assert_consistent();
 }
 
+/// A request's start marks the session busy without reading the clock
+/// (`Table::enter`); its end is the session's last use: a request longer
+/// than the TTL leaves a session with its whole TTL still ahead.
+#[tokio::test(start_paused = true)]
+async fn idle_time_counts_from_the_end_of_the_last_request() {
+    let (s, _) = sessions(100, 100, 1000);
+    let a = s
+        .open(Principal::Anonymous, V, ClientCaps::default(), b"")
+        .unwrap();
+    let guard = s.begin(&a.id, &Principal::Anonymous, b"").unwrap();
+    tokio::time::advance(Duration::from_millis(1500)).await;
+    assert_eq!(s.sweep(), 0, "busy for longer than the TTL, never idle");
+    drop(guard);
+    tokio::time::advance(Duration::from_millis(900)).await;
+    assert_eq!(s.sweep(), 0, "idle 900 ms of 1000 since the request ended");
+    assert!(!a.ended().is_cancelled());
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert_eq!(s.sweep(), 1);
+    assert!(a.ended().is_cancelled());
+    s.assert_consistent();
+}
+
 #[tokio::test(start_paused = true)]
 async fn capacity_evicts_least_recently_used_idle_session() {
     let (s, _) = sessions(3, 100, 60_000);

@@ -9,6 +9,8 @@
 
 use crate::fast_map::FastMap;
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,8 +18,9 @@ use futures_util::future::BoxFuture;
 use indexmap::IndexMap;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
+use super::answer;
 use super::deadline::Deadline;
 use super::events::{Event, EventSink};
 use super::notice::Notice;
@@ -145,7 +148,7 @@ impl Pending {
 }
 
 struct PendingCall {
-    reply: oneshot::Sender<Result<Outcome, UpstreamError>>,
+    reply: answer::Settle<Result<Outcome, UpstreamError>>,
     /// The caller's worker, where its answer is delivered.
     shard: usize,
     to: Option<Listener>,
@@ -269,7 +272,7 @@ impl Conn {
             }
             (p, _) => (p.map(Cow::Borrowed), None),
         };
-        let (tx, rx) = oneshot::channel();
+        let (tx, rx) = answer::channel();
         {
             let mut st = self.state.lock();
             if st.closed {
@@ -330,15 +333,20 @@ impl Conn {
         &self,
         post: &dyn Post,
         frame: Frame,
-        mut rx: oneshot::Receiver<Result<Outcome, UpstreamError>>,
-    ) -> Result<Result<Outcome, UpstreamError>, oneshot::error::RecvError> {
-        let send = post.post(self, frame);
-        tokio::select! {
-            biased;
-            answer = &mut rx => answer,
-            // The wire settled the call before it returned.
-            () = send => rx.await,
-        }
+        mut rx: answer::Answer<Result<Outcome, UpstreamError>>,
+    ) -> Result<Result<Outcome, UpstreamError>, answer::Closed> {
+        let mut send = post.post(self, frame);
+        let mut sent = false;
+        std::future::poll_fn(|cx| {
+            // The wire first: an answer it reads settles the call without
+            // waking the task (`answer`), and is looked at just below, in
+            // the same poll. A finished wire has settled the call.
+            if !sent {
+                sent = rx.settled_by(|| send.as_mut().poll(cx)).is_ready();
+            }
+            Pin::new(&mut rx).poll(cx)
+        })
+        .await
     }
 
     pub(super) async fn notify(
@@ -388,7 +396,7 @@ impl Conn {
     /// Ends one waiting call with an error (its transport failed).
     pub(super) fn fail(&self, id: u64, error: UpstreamError) {
         if let Some(call) = self.state.lock().calls.remove(&id) {
-            let _ = call.reply.send(Err(error));
+            call.reply.send(Err(error));
         }
     }
 
@@ -426,7 +434,7 @@ impl Conn {
                 let call = id.and_then(|id| self.state.lock().calls.remove(&id));
                 match call {
                     Some(call) => handoff.run_on(call.shard, move || {
-                        let _ = call.reply.send(Ok(r.outcome));
+                        call.reply.send(Ok(r.outcome));
                     }),
                     None => {
                         tracing::debug!(backend = %self.backend, "response for no pending request")
@@ -677,7 +685,7 @@ impl Conn {
                 Delivery::Queued => UpstreamError::not_sent(&self.backend),
                 _ => UpstreamError::exited(&self.backend),
             };
-            let _ = call.reply.send(Err(error));
+            call.reply.send(Err(error));
         }
     }
 
@@ -701,7 +709,7 @@ impl Conn {
         let mut st = self.state.lock();
         if !written {
             if let Some(call) = st.calls.remove(&id) {
-                let _ = call.reply.send(Err(UpstreamError::not_sent(&self.backend)));
+                call.reply.send(Err(UpstreamError::not_sent(&self.backend)));
             }
         } else if st.closed {
             st.calls.remove(&id);

@@ -17,6 +17,7 @@ use std::task::{Poll, Waker};
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
 
+use super::polling;
 use crate::jsonrpc;
 
 /// What a backend sends a client about one of its requests.
@@ -115,8 +116,11 @@ impl Drop for EventSink {
             }
             state.waker.take()
         };
-        // The last sender is gone: the receiver learns the queue is over.
-        if let Some(waker) = waker {
+        // The last sender is gone: the receiver learns the queue is over,
+        // at once unless it is polling now (`Events::ending_in`).
+        if let Some(waker) = waker
+            && !polling::is_polling(Arc::as_ptr(&self.0).addr())
+        {
             waker.wake();
         }
     }
@@ -127,7 +131,7 @@ pub(crate) struct Events(Arc<Shared>);
 
 impl Events {
     /// The next event; None once every sender is gone and the queue empty.
-    pub(crate) async fn recv(&mut self) -> Option<Event> {
+    pub(crate) async fn recv(&self) -> Option<Event> {
         poll_fn(|cx| {
             let mut state = self.0.state.lock();
             if let Some(event) = state.queue.pop_front() {
@@ -148,6 +152,14 @@ impl Events {
     /// The next event if one is queued.
     pub(crate) fn try_recv(&mut self) -> Option<Event> {
         self.0.state.lock().queue.pop_front()
+    }
+
+    /// Runs `poll_work`, a poll of the work that holds the senders, as the
+    /// receiver's own: the work ending there (its last sender dropped)
+    /// wakes no one. The caller sees the work's end as the `Ready` of that
+    /// poll, and looks at this queue again before it sleeps.
+    pub(crate) fn ending_in<R>(&self, poll_work: impl FnOnce() -> R) -> R {
+        polling::as_waiter(Arc::as_ptr(&self.0).addr(), poll_work)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -207,11 +219,48 @@ mod tests {
 
     #[tokio::test]
     async fn a_receiver_waiting_learns_when_the_senders_are_gone() {
-        let (tx, mut rx) = channel(4);
+        let (tx, rx) = channel(4);
         let waiting = tokio::spawn(async move { text(rx.recv().await) });
         tokio::task::yield_now().await;
         drop(tx);
         assert_eq!(woken(waiting).await, None);
+    }
+
+    /// The last sender dropped inside the receiver's own poll of the work
+    /// (`ending_in`) wakes no one: the receiver sees the end when it looks
+    /// again. Dropped anywhere else, or while another receiver polls, it
+    /// wakes.
+    #[test]
+    fn a_work_ending_in_its_receivers_poll_wakes_no_one() {
+        use super::super::polling::WakeCount;
+
+        /// Whether the queue is over, polled once with a counting waker.
+        fn over(rx: &Events, count: &Arc<WakeCount>) -> Poll<bool> {
+            count.poll(std::pin::pin!(rx.recv())).map(|e| e.is_none())
+        }
+        let count = Arc::new(WakeCount::default());
+        let woken = || count.get();
+
+        let (tx, rx) = channel(4);
+        let tx2 = tx.clone();
+        assert!(over(&rx, &count).is_pending());
+        rx.ending_in(|| drop(tx));
+        rx.ending_in(|| drop(tx2));
+        assert_eq!(woken(), 0, "the receiver is polling: no wake");
+        assert_eq!(over(&rx, &count), Poll::Ready(true));
+
+        let (tx, rx) = channel(4);
+        let (_, other) = channel(4);
+        assert!(over(&rx, &count).is_pending());
+        other.ending_in(|| drop(tx));
+        assert_eq!(woken(), 1, "another receiver's poll: woken");
+        assert_eq!(over(&rx, &count), Poll::Ready(true));
+
+        let (tx, rx) = channel(4);
+        assert!(over(&rx, &count).is_pending());
+        drop(tx);
+        assert_eq!(woken(), 2, "dropped outside any poll: woken");
+        assert_eq!(over(&rx, &count), Poll::Ready(true));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! Callers see `call`, `list` and `answer`; which link serves them is the
 //! backend's business.
 
+mod answer;
 mod cache;
 mod child;
 mod conn;
@@ -17,6 +18,7 @@ mod legacy_sse;
 mod link;
 pub(crate) mod meta;
 mod notice;
+mod polling;
 mod pool;
 mod stdio;
 mod supervisor;

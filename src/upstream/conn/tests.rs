@@ -83,7 +83,7 @@ fn listener(who: usize) -> (Listener, mpsc::Receiver<String>) {
 }
 
 fn listener_with(who: usize, caps: ClientCaps) -> (Listener, mpsc::Receiver<String>) {
-    let (events, mut rx) = crate::upstream::events::channel(8);
+    let (events, rx) = crate::upstream::events::channel(8);
     let (lines, out) = mpsc::channel(8);
     tokio::spawn(async move {
         while let Some(e) = rx.recv().await {
