@@ -141,7 +141,7 @@ pub async fn serve(
             why,
         })?;
     let stop_backends = CancellationToken::new();
-    let stopping = CancellationToken::new();
+    let stopping = crate::cancel_flag::CancelFlag::new();
     let aborting = CancellationToken::new();
 
     // The address first: a port in use ends the start before any backend
@@ -169,12 +169,17 @@ pub async fn serve(
     let boot = Sealer::new_boot();
     let cluster = match &config.cluster {
         Some(url) => Some(
-            Cluster::start(url.expose(), boot, metrics.clone(), stopping.clone())
-                .await
-                .map_err(|e| ServeError::Backend {
-                    backend: "(cluster)".into(),
-                    why: e.to_string(),
-                })?,
+            Cluster::start(
+                url.expose(),
+                boot,
+                metrics.clone(),
+                stopping.token().clone(),
+            )
+            .await
+            .map_err(|e| ServeError::Backend {
+                backend: "(cluster)".into(),
+                why: e.to_string(),
+            })?,
         ),
         None => None,
     };
@@ -202,7 +207,7 @@ pub async fn serve(
         metrics.clone(),
         crate::router::MAX_TAGS,
     );
-    sessions.spawn_reaper(stopping.clone());
+    sessions.spawn_reaper(stopping.token().clone());
     // front: HTTP in.
     let front = Arc::new(Front {
         layout: arc_swap::ArcSwap::from_pointee(Layout {
@@ -235,14 +240,17 @@ pub async fn serve(
     });
     let join = cluster
         .as_ref()
-        .map(|cluster| join_cluster(cluster, &front, &config, stopping.clone()));
-    tokio::spawn(front::sample_status(front.clone(), stopping.clone()));
+        .map(|cluster| join_cluster(cluster, &front, &config, stopping.token().clone()));
+    tokio::spawn(front::sample_status(
+        front.clone(),
+        stopping.token().clone(),
+    ));
     let app = front::routes(front.clone(), &config.metrics.path);
 
     spawn_summary(
         metrics.clone(),
         config.metrics.summary_interval,
-        stopping.clone(),
+        stopping.token().clone(),
     );
     // Client connections stay below the fd limit, with room for backends.
     let reserve = front::server::FD_RESERVE
@@ -276,7 +284,7 @@ pub async fn serve(
         app,
         limits,
         metrics.clone(),
-        stopping.clone(),
+        stopping.token().clone(),
     ));
     let grace = config.server.shutdown_grace;
     let traced = front.clone();

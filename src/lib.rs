@@ -8,6 +8,7 @@
 
 pub mod app;
 pub(crate) mod auth;
+pub(crate) mod cancel_flag;
 pub mod cli;
 pub mod cluster;
 pub mod config;

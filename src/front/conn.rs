@@ -22,6 +22,7 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use crate::cancel_flag::CancelFlag;
 use axum::body::{Body, HttpBody};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, header};
 use axum::response::Response;
@@ -30,7 +31,6 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::Watcher;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 
 use super::Edge;
 use feed::Feed;
@@ -45,7 +45,7 @@ pub(super) struct Serve {
     pub(super) hyper: hyper::server::conn::http1::Builder,
     pub(super) watcher: Watcher,
     /// Cancelled when the gateway begins to shut down.
-    pub(super) closing: CancellationToken,
+    pub(super) closing: CancelFlag,
     pub(super) header_read_timeout: std::time::Duration,
     pub(super) write_timeout: std::time::Duration,
 }
@@ -156,7 +156,7 @@ struct Io {
 
 impl Io {
     /// The next request, reading as needed.
-    fn poll_request(&mut self, cx: &mut Context<'_>, closing: &CancellationToken) -> Poll<Next> {
+    fn poll_request(&mut self, cx: &mut Context<'_>, closing: &CancelFlag) -> Poll<Next> {
         loop {
             if !self.buf.is_empty() {
                 match take(&mut self.buf) {

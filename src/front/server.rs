@@ -78,7 +78,7 @@ fn raise_nofile_limit() -> Option<u64> {
 /// The connections of a stopped accept loop, still finishing.
 pub struct Connections {
     /// Tells the connections served by `conn` itself to finish.
-    closing: CancellationToken,
+    closing: crate::cancel_flag::CancelFlag,
     /// The same for those handed to hyper.
     graceful: GracefulShutdown,
     permits: Arc<Semaphore>,
@@ -118,7 +118,7 @@ pub async fn accept(
     stop: CancellationToken,
 ) -> Connections {
     let graceful = GracefulShutdown::new();
-    let closing = CancellationToken::new();
+    let closing = crate::cancel_flag::CancelFlag::new();
     let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let permits = Arc::new(Semaphore::new(max as usize));
     let mut http = hyper::server::conn::http1::Builder::new();

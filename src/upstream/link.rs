@@ -52,7 +52,7 @@ pub(super) struct Link {
     pub(super) conn: Arc<Conn>,
     pub(super) info: Arc<InitInfo>,
     /// Cancelled once the session is over, for whatever reason.
-    dead: CancellationToken,
+    dead: crate::cancel_flag::CancelFlag,
     /// Cancelled to ask the owner task to end the session.
     close: CancellationToken,
     reason: Mutex<EndReason>,
@@ -86,7 +86,7 @@ impl Link {
         Arc::new(Link {
             conn,
             info: Arc::new(info),
-            dead: CancellationToken::new(),
+            dead: crate::cancel_flag::CancelFlag::new(),
             close: CancellationToken::new(),
             reason: Mutex::new(EndReason::Failed),
             last_used: Mutex::new(Instant::now()),
@@ -144,7 +144,7 @@ impl Link {
     }
 
     pub(super) fn dead(&self) -> &CancellationToken {
-        &self.dead
+        self.dead.token()
     }
 
     /// Tells the link where to read the backend's id and protocol version
