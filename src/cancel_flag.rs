@@ -17,31 +17,31 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 /// Cancelled only through `cancel` (the token it lends out is for waiting
 /// and for children).
 #[derive(Clone, Default)]
-pub struct CancelFlag {
+pub(crate) struct CancelFlag {
     flag: Arc<AtomicBool>,
     token: CancellationToken,
 }
 
 impl CancelFlag {
-    pub fn new() -> CancelFlag {
+    pub(crate) fn new() -> CancelFlag {
         CancelFlag::default()
     }
 
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         self.flag.store(true, Ordering::Release);
         self.token.cancel();
     }
 
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.flag.load(Ordering::Acquire)
     }
 
-    pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
+    pub(crate) fn cancelled(&self) -> WaitForCancellationFuture<'_> {
         self.token.cancelled()
     }
 
     /// The token, to wait on or to make children of.
-    pub fn token(&self) -> &CancellationToken {
+    pub(crate) fn token(&self) -> &CancellationToken {
         &self.token
     }
 }

@@ -75,7 +75,7 @@ pub struct Front {
     pub metrics: Arc<Metrics>,
     pub metrics_token: Option<Secret>,
     /// Cancelled when the gateway begins to shut down.
-    pub stopping: crate::cancel_flag::CancelFlag,
+    pub(crate) stopping: crate::cancel_flag::CancelFlag,
     /// Cancelled when the shutdown grace has run out (the sessions are
     /// ended with it): requests still in flight are answered with an error
     /// instead of a cut stream. A stateless request's cancellation is a

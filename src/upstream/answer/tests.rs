@@ -6,28 +6,28 @@ fn poll_counted<T>(answer: &mut Answer<T>, count: &Arc<WakeCount>) -> Poll<Resul
     count.poll(Pin::new(answer))
 }
 
-#[tokio::test]
-async fn an_answer_from_another_task_wakes_the_waiter() {
+/// What a task waiting on a fresh answer gets once another task runs
+/// `settle` with the sender; a lost wake-up fails here instead of hanging.
+async fn waited_for(settle: impl FnOnce(Settle<u32>) + Send + 'static) -> Result<u32, Closed> {
     let (tx, rx) = channel::<u32>();
     let waiting = tokio::spawn(rx);
+    // The waiter registers before the sender moves (current-thread runtime).
     tokio::task::yield_now().await;
-    tokio::spawn(async move { tx.send(7) }).await.unwrap();
-    let got = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+    tokio::spawn(async move { settle(tx) }).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
         .await
-        .expect("the waiter was woken");
-    assert_eq!(got.unwrap(), Ok(7));
+        .expect("the waiter was woken")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_answer_from_another_task_wakes_the_waiter() {
+    assert_eq!(waited_for(|tx| tx.send(7)).await, Ok(7));
 }
 
 #[tokio::test]
 async fn a_sender_gone_without_answering_wakes_the_waiter_with_closed() {
-    let (tx, rx) = channel::<u32>();
-    let waiting = tokio::spawn(rx);
-    tokio::task::yield_now().await;
-    drop(tx);
-    let got = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
-        .await
-        .expect("the waiter was woken");
-    assert_eq!(got.unwrap(), Err(Closed));
+    assert_eq!(waited_for(drop).await, Err(Closed));
 }
 
 /// The point of the type: an answer settled while its waiter polls its own
