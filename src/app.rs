@@ -305,8 +305,8 @@ pub async fn serve(
     match accepting.await {
         Ok(connections) => {
             // Requests wait on their own cancellation only: a stateless
-            // one's is a child of `aborting`, a session's a child of the
-            // session's, so the sessions end here rather than just after.
+            // one's is a child of `aborting`, a session's ends with the
+            // session, so the sessions end here rather than just after.
             // No request comes in after it: a draining connection reads
             // none past the one it is answering.
             let abort = || {

@@ -84,6 +84,26 @@ async fn cancellation_reaches_the_request() {
     assert_eq!(text_of(&r.json()), "after");
 }
 
+/// A session's end (here its DELETE) ends its requests in flight: the
+/// request's stream ends without a response, long before the call would
+/// have finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_end_ends_its_requests_in_flight() {
+    let gw = Gateway::start(&config(""));
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let slow = http.start_slow_call(&sid, json!("slow-2"), 60_000).await;
+    assert_eq!(http.delete(&sid).await, 200);
+    let body = tokio::time::timeout(Duration::from_secs(10), slow.text())
+        .await
+        .expect("the request's stream ended with its session")
+        .unwrap();
+    assert!(
+        !body.contains(r#""id":"slow-2""#),
+        "an ended session's request gets no response: {body}"
+    );
+}
+
 /// `sessions = "stateless"`: no session id is issued, every request stands
 /// alone, a stale id is ignored, and nothing is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,10 +13,10 @@ use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::sync::DropGuard;
 
 use super::Front;
 use super::post::json_response;
+use crate::cancel_flag::RequestCancel;
 use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
 use crate::protocol::{Era, LogLevel};
@@ -55,7 +55,7 @@ impl Ctx {
         let caller = match (&self.active, self.era) {
             (Some(a), _) => {
                 let s = a.session();
-                Caller::session(s.id.clone(), s.ended().clone(), s.caps)
+                Caller::session(s.id.clone(), s.clone(), s.caps)
             }
             (None, Era::Legacy) => Caller::principal(self.principal.clone()),
             (None, Era::Modern) => Caller::modern(self.principal.clone(), self.caps),
@@ -81,11 +81,37 @@ impl Ctx {
 
     /// The request's cancellation: the client's, its session's end, or
     /// the end of the shutdown grace (`Front::aborting`).
-    fn track(&self, req: &Request) -> CancellationToken {
-        self.active.as_ref().map_or_else(
-            || self.front.aborting.child_token(),
-            |a| a.session().track(req.id.get()),
-        )
+    fn track(&self, req: &Request) -> Cancel {
+        match &self.active {
+            Some(a) => Cancel::Session(a.session().track(req.id.get())),
+            None => Cancel::Gateway(self.front.aborting.child_token()),
+        }
+    }
+}
+
+/// What cancels a running request.
+#[derive(Clone)]
+enum Cancel {
+    /// Its entry in its session: the client's `notifications/cancelled`,
+    /// the session's end.
+    Session(RequestCancel),
+    /// Without a session: a child of `Front::aborting`.
+    Gateway(CancellationToken),
+}
+
+impl Cancel {
+    fn cancel(&self) {
+        match self {
+            Cancel::Session(c) => c.cancel(),
+            Cancel::Gateway(t) => t.cancel(),
+        }
+    }
+
+    async fn cancelled(&self) {
+        match self {
+            Cancel::Session(c) => c.cancelled().await,
+            Cancel::Gateway(t) => t.cancelled().await,
+        }
     }
 }
 
@@ -100,7 +126,8 @@ impl Ctx {
 pub(super) struct Running {
     events: Events,
     work: Work,
-    cancel_on_drop: Option<DropGuard>,
+    /// 2026-07-28: cancelled if this is dropped unfinished.
+    cancel_on_drop: Option<Cancel>,
 }
 
 /// Where a request's outcome comes from (None: it was cancelled).
@@ -134,7 +161,7 @@ impl Running {
     pub(super) fn start(ctx: Ctx, req: Request, started: Instant) -> Running {
         let (events_tx, events) = events::channel(EVENT_QUEUE);
         let cancel = ctx.track(&req);
-        let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone().drop_guard());
+        let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone());
         // Boxed: moving the request (to its own task) moves a pointer, not
         // the whole call chain's state. `ctx.active` drops with it: the
         // session is busy until the request ends.
@@ -178,21 +205,22 @@ impl Running {
 
     /// The request is over: nothing is left to cancel.
     fn finish(&mut self) {
-        if let Some(guard) = self.cancel_on_drop.take() {
-            guard.disarm();
-        }
+        self.cancel_on_drop = None;
     }
 }
 
 impl Drop for Running {
     /// Dropped unfinished (the client went away): a legacy request goes on
-    /// to its end, a 2026-07-28 one is cancelled right after (the guard
-    /// drops next) and runs only to record that.
+    /// to its end, a 2026-07-28 one is cancelled right after and runs
+    /// only to record that.
     fn drop(&mut self) {
         if let Work::Inline(work) = std::mem::replace(&mut self.work, Work::Over)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn(work);
+        }
+        if let Some(cancel) = self.cancel_on_drop.take() {
+            cancel.cancel();
         }
     }
 }
@@ -367,7 +395,7 @@ async fn run(
     ctx: &Ctx,
     req: Request,
     events: &EventSink,
-    cancel: &CancellationToken,
+    cancel: &Cancel,
     started: Instant,
 ) -> Option<Outcome> {
     let method = method_label(&req.method);

@@ -49,7 +49,7 @@ pub(super) async fn open(
         return Err(Reject::StreamConflict);
     }
     let claim = StreamClaim(session.clone());
-    let caller = Caller::session(session.id.clone(), session.ended().clone(), session.caps);
+    let caller = Caller::session(session.id.clone(), session.clone(), session.caps);
     let subscriber = session.clone();
     // Resource updates only for what this session subscribed to.
     let changes = super::follow::notices(front, ns, caller).filter(move |n| {

@@ -6,28 +6,33 @@
 //! id (a map keyed by ids a client chooses needs SipHash, about 200
 //! instructions a request for two lookups). A second request moves both
 //! into a map; the map goes when the last one ends, so an idle session
-//! holds nothing.
+//! holds nothing. When the session ends, every request in it is
+//! cancelled, and so is any request that comes in after.
 
 use std::collections::HashMap;
 
-use tokio_util::sync::CancellationToken;
+use crate::cancel_flag::RequestCancel;
 
 #[derive(Default)]
 pub(super) enum InFlight {
     #[default]
     None,
-    One(Box<str>, CancellationToken),
+    One(Box<str>, RequestCancel),
     /// Boxed: every session holds this, and the common states are small
     /// (the map's own 48 bytes inline would make every session pay them).
     #[expect(clippy::box_collection, reason = "keeps `InFlight` small")]
-    Many(Box<HashMap<Box<str>, CancellationToken>>),
+    Many(Box<HashMap<Box<str>, RequestCancel>>),
+    /// The session ended.
+    Ended,
 }
 
 impl InFlight {
     /// Records `id`'s request; a second request under the same id takes the
-    /// entry over, as a map insert would.
-    pub(super) fn insert(&mut self, id: &str, token: CancellationToken) {
+    /// entry over, as a map insert would. In an ended session it is
+    /// cancelled instead.
+    pub(super) fn insert(&mut self, id: &str, token: RequestCancel) {
         match self {
+            InFlight::Ended => token.cancel(),
             InFlight::None => *self = InFlight::One(id.into(), token),
             InFlight::One(held, t) if **held == *id => *t = token,
             InFlight::One(..) => {
@@ -45,8 +50,8 @@ impl InFlight {
         }
     }
 
-    /// Forgets `id`'s request, handing back its token.
-    pub(super) fn remove(&mut self, id: &str) -> Option<CancellationToken> {
+    /// Forgets `id`'s request, handing back its cancellation.
+    pub(super) fn remove(&mut self, id: &str) -> Option<RequestCancel> {
         match self {
             InFlight::One(held, _) if **held == *id => match std::mem::take(self) {
                 InFlight::One(_, t) => Some(t),
@@ -63,10 +68,19 @@ impl InFlight {
         }
     }
 
+    /// The session ended: its requests are cancelled, now and later.
+    pub(super) fn end(&mut self) {
+        match std::mem::replace(self, InFlight::Ended) {
+            InFlight::One(_, cancel) => cancel.cancel(),
+            InFlight::Many(map) => map.values().for_each(RequestCancel::cancel),
+            InFlight::None | InFlight::Ended => {}
+        }
+    }
+
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         match self {
-            InFlight::None => 0,
+            InFlight::None | InFlight::Ended => 0,
             InFlight::One(..) => 1,
             InFlight::Many(map) => map.len(),
         }
@@ -81,9 +95,9 @@ mod tests {
     fn behaves_as_a_map_through_every_state() {
         let mut f = InFlight::default();
         let (a, b, c) = (
-            CancellationToken::new(),
-            CancellationToken::new(),
-            CancellationToken::new(),
+            RequestCancel::new(),
+            RequestCancel::new(),
+            RequestCancel::new(),
         );
         assert!(f.remove("1").is_none());
         f.insert("1", a.clone());
@@ -107,13 +121,33 @@ mod tests {
     #[test]
     fn a_reused_id_takes_the_entry_over() {
         let mut f = InFlight::default();
-        let (a, b) = (CancellationToken::new(), CancellationToken::new());
+        let (a, b) = (RequestCancel::new(), RequestCancel::new());
         f.insert("7", a.clone());
         f.insert("7", b.clone());
         assert_eq!(f.len(), 1);
         f.remove("7").unwrap().cancel();
         assert!(b.is_cancelled() && !a.is_cancelled());
         assert!(matches!(f, InFlight::None));
+    }
+
+    #[test]
+    fn its_end_cancels_every_request_and_every_later_one() {
+        for held in [0, 1, 3] {
+            let mut f = InFlight::default();
+            let tokens: Vec<_> = (0..held).map(|_| RequestCancel::new()).collect();
+            for (i, t) in tokens.iter().enumerate() {
+                f.insert(&i.to_string(), t.clone());
+            }
+            f.end();
+            assert!(
+                tokens.iter().all(RequestCancel::is_cancelled),
+                "{held} held"
+            );
+            let late = RequestCancel::new();
+            f.insert("9", late.clone());
+            assert!(late.is_cancelled(), "born cancelled after the end");
+            assert!(f.remove("9").is_none() && f.len() == 0);
+        }
     }
 
     /// Smaller than the map (48 bytes) every session held before.

@@ -2,8 +2,9 @@
 //!
 //! Knows nothing of HTTP. Every session is bounded three ways (idle TTL,
 //! table capacity, per-principal cap) and ends without the client's help.
-//! Ending a session cancels its `ended` token; whatever a session holds
-//! elsewhere (streams, per-session backends) watches that token.
+//! Ending a session cancels its `ended` token and its requests in flight;
+//! whatever a session holds elsewhere (streams, per-session backends)
+//! watches that token.
 
 mod id;
 mod in_flight;
@@ -22,6 +23,7 @@ pub use id::{Principal, SessionId};
 use in_flight::InFlight;
 use table::{Full, Table};
 
+use crate::cancel_flag::RequestCancel;
 use crate::metrics::ResumeCause;
 pub use sealed::Contents;
 pub use sealer::{Ids, Sealer, unix_now};
@@ -132,11 +134,12 @@ impl Session {
         self.streaming.store(false, Ordering::Release);
     }
 
-    /// Registers a request by its raw JSON-RPC id; cancelled by `cancel`.
-    pub fn track(&self, raw_id: &str) -> CancellationToken {
-        let token = self.ended.child_token();
-        self.state.lock().in_flight.insert(raw_id, token.clone());
-        token
+    /// Registers a request by its raw JSON-RPC id; cancelled by `cancel`
+    /// and by the session's end.
+    pub(crate) fn track(&self, raw_id: &str) -> RequestCancel {
+        let cancel = RequestCancel::new();
+        self.state.lock().in_flight.insert(raw_id, cancel.clone());
+        cancel
     }
 
     pub fn untrack(&self, raw_id: &str) {
@@ -192,6 +195,12 @@ impl Session {
             .remove(raw_id)
             .map(|t| t.cancel())
             .is_some()
+    }
+}
+
+impl crate::upstream::ClientSession for Session {
+    fn ended(&self) -> &CancellationToken {
+        &self.ended
     }
 }
 
@@ -607,6 +616,7 @@ impl Sessions {
 
     fn finish(&self, session: &Session, reason: CloseReason) {
         session.ended.cancel();
+        session.state.lock().in_flight.end();
         self.counts_of(session.namespace)
             .live
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);

@@ -60,13 +60,29 @@ use crate::traces;
 use link::{EndReason, Link};
 use pool::PerSession;
 
+/// A client session as the backend sessions it owns see it: something
+/// that ends. A trait because client sessions live above this layer; each
+/// request's `Caller` clones the session's `Arc` (one atomic add), where a
+/// clone of its token took the token's lock, and again to drop it.
+pub trait ClientSession: Send + Sync {
+    /// Cancelled when the session ends.
+    fn ended(&self) -> &CancellationToken;
+}
+
+impl std::fmt::Debug for dyn ClientSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientSession(..)")
+    }
+}
+
 /// Who a request is for: the key of per-session isolation, and what the
 /// client can be asked.
 #[derive(Debug, Clone)]
 pub struct Caller {
     key: ClientKey,
-    /// Cancelled when the client session ends (None: no session to end).
-    ended: Option<CancellationToken>,
+    /// The client session, whose end ends the backend sessions it owns
+    /// (None: no session to end).
+    session: Option<Arc<dyn ClientSession>>,
     /// A dual-era backend serves each client in the client's own era.
     era: Era,
     /// The server-to-client requests it declared it can answer.
@@ -100,10 +116,10 @@ impl ClientKey {
 }
 
 impl Caller {
-    pub fn session(id: SessionId, ended: CancellationToken, caps: ClientCaps) -> Caller {
+    pub fn session(id: SessionId, session: Arc<dyn ClientSession>, caps: ClientCaps) -> Caller {
         Caller {
             key: ClientKey::Session(id),
-            ended: Some(ended),
+            session: Some(session),
             era: Era::Legacy,
             caps,
             token: None,
@@ -115,7 +131,7 @@ impl Caller {
     pub fn principal(p: Principal) -> Caller {
         Caller {
             key: ClientKey::Principal(p),
-            ended: None,
+            session: None,
             era: Era::Legacy,
             caps: ClientCaps::ALL,
             token: None,
@@ -142,7 +158,7 @@ impl Caller {
     pub fn relayed(key: ClientKey) -> Caller {
         Caller {
             key,
-            ended: None,
+            session: None,
             era: Era::Legacy,
             caps: ClientCaps::default(),
             token: None,
@@ -159,7 +175,7 @@ impl Caller {
     pub fn modern(p: Principal, caps: ClientCaps) -> Caller {
         Caller {
             key: ClientKey::Principal(p),
-            ended: None,
+            session: None,
             era: Era::Modern,
             caps,
             token: None,

@@ -222,7 +222,11 @@ impl PerSession {
             let _ = slot.shared.set(tag);
             self.record(&slot, &link);
         }
-        let ended = caller.ended.clone().unwrap_or_default();
+        let ended = caller
+            .session
+            .as_ref()
+            .map(|s| s.ended().clone())
+            .unwrap_or_default();
         tokio::select! {
             _ = ended.cancelled() => self.end(&slot, &link, EndReason::ClientClosed).await,
             _ = link.dead().cancelled() => {}
