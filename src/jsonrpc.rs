@@ -400,6 +400,16 @@ pub fn request(id: &RawValue, method: &str, params: Option<&RawValue>) -> String
     })
 }
 
+/// A request under a numeric id the gateway chose (a backend call's): the
+/// id is written from the stack, where `raw_u64` allocates (and serde's
+/// buffer then shrinks to fit).
+pub fn numbered_request(id: u64, method: &str, params: Option<&RawValue>) -> String {
+    let mut digits = itoa::Buffer::new();
+    let id: &RawValue = serde_json::from_str(digits.format(id))
+        .unwrap_or_else(|_| unreachable!("digits are a JSON number"));
+    request(id, method, params)
+}
+
 pub fn notification(method: &str, params: Option<&RawValue>) -> String {
     to_line(&Outgoing {
         jsonrpc: "2.0",

@@ -60,6 +60,11 @@ fn writes_envelopes_with_raw_payloads() {
         request(&raw_u64(5), "m", Some(&params)),
         r#"{"jsonrpc":"2.0","id":5,"method":"m","params":{"b":1,  "a":2}}"#
     );
+    for id in [0, 5, u64::MAX] {
+        let line = numbered_request(id, "m", Some(&params));
+        assert_eq!(line, request(&raw_u64(id), "m", Some(&params)));
+        assert_eq!(line.len(), line.capacity(), "written at its size");
+    }
 }
 
 /// Issue 9 (4): ids are strings or integers; everything else is refused,

@@ -1,5 +1,6 @@
 //! One namespace: the backends it aggregates and how their names appear.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
@@ -106,8 +107,12 @@ pub(super) fn string_field(fields: &Fields, key: &str) -> Option<String> {
 /// The string at `key` of a params object, found without copying the other
 /// fields (the hot path reads one name and passes the rest through).
 /// `Err(())`: params is not an object; `Ok(None)`: no such string. As with
-/// `parse_fields`, a repeated key's last value counts.
-pub(crate) fn peek_string(raw: Option<&RawValue>, key: &str) -> Result<Option<String>, ()> {
+/// `parse_fields`, a repeated key's last value counts. A string without
+/// escapes is borrowed, not copied.
+pub(crate) fn peek_string<'a>(
+    raw: Option<&'a RawValue>,
+    key: &str,
+) -> Result<Option<Cow<'a, str>>, ()> {
     let text = raw.map_or("{}", RawValue::get);
     let mut last = None;
     let read = jsonrpc::members(text, |k, v| {
@@ -118,11 +123,11 @@ pub(crate) fn peek_string(raw: Option<&RawValue>, key: &str) -> Result<Option<St
     });
     match read {
         Some(()) => Ok(last.and_then(|v| match v {
-            jsonrpc::Value::Str(s) => Some(s.to_owned()),
-            jsonrpc::Value::Raw(raw) => serde_json::from_str(raw.get()).ok(),
+            jsonrpc::Value::Str(s) => Some(Cow::Borrowed(s)),
+            jsonrpc::Value::Raw(raw) => serde_json::from_str(raw.get()).ok().map(Cow::Owned),
         })),
         // Keys with escapes in them: serde decodes them.
-        None => peek_string_with_serde(raw, key),
+        None => peek_string_with_serde(raw, key).map(|s| s.map(Cow::Owned)),
     }
 }
 
@@ -760,7 +765,7 @@ mod peek_tests {
 
     fn peek(json: &str) -> Result<Option<String>, ()> {
         let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
-        peek_string(Some(&raw), "name")
+        peek_string(Some(&raw), "name").map(|s| s.map(String::from))
     }
 
     #[test]

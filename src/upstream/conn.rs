@@ -297,7 +297,7 @@ impl Conn {
         }
         let guard = CallGuard { conn: self, id };
         let frame = Frame {
-            line: jsonrpc::request(&jsonrpc::raw_u64(id), method, params.as_deref()),
+            line: jsonrpc::numbered_request(id, method, params.as_deref()),
             call: Some(id),
             headers,
         };
