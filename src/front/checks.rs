@@ -180,10 +180,15 @@ pub(super) fn json_content(headers: &HeaderMap) -> Result<(), Reject> {
 }
 
 pub(super) fn session_id(headers: &HeaderMap) -> Option<SessionId> {
+    presented_session_id(headers).map(SessionId::from_header)
+}
+
+/// The session id as the client sent it, for a lookup that needs no
+/// `SessionId` of its own (making one allocates).
+pub(super) fn presented_session_id(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(crate::protocol::SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .map(SessionId::from_header)
 }
 
 /// `MCP-Protocol-Version`, when present, must name a revision we speak.

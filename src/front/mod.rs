@@ -224,11 +224,12 @@ impl Front {
         }
     }
 
-    /// The session a request names: from memory, or rebuilt from its sealed
-    /// id (in cluster mode after Redis's say).
+    /// The session a request names (`id` as the client presented it): from
+    /// memory, or rebuilt from its sealed id (in cluster mode after Redis's
+    /// say).
     async fn begin(
         self: &std::sync::Arc<Self>,
-        id: &crate::sessions::SessionId,
+        id: &str,
         principal: &crate::sessions::Principal,
         namespace: &str,
     ) -> Result<crate::sessions::Active, Reject> {
@@ -239,15 +240,17 @@ impl Front {
             .router
             .namespace(namespace)
             .map_or(0, |ns| ns.tag);
-        match self.sessions.begin_in(id, principal, &bound, tag) {
-            Ok(active) => Ok(active),
-            // Boxed: Redis's future would make every request's large.
-            Err(_) if Box::pin(self.resume_elsewhere(id, principal, &bound, tag)).await => self
-                .sessions
-                .begin_in(id, principal, &bound, tag)
-                .map_err(|_| Reject::SessionNotFound),
-            Err(_) => Err(Reject::SessionNotFound),
+        if let Ok(active) = self.sessions.begin_in(id, principal, &bound, tag) {
+            return Ok(active);
         }
+        // Boxed: Redis's future would make every request's large.
+        let presented = crate::sessions::SessionId::from_header(id);
+        if !Box::pin(self.resume_elsewhere(&presented, principal, &bound, tag)).await {
+            return Err(Reject::SessionNotFound);
+        }
+        self.sessions
+            .begin_in(id, principal, &bound, tag)
+            .map_err(|_| Reject::SessionNotFound)
     }
 
     /// What a sealed session id is bound to: the principal and the

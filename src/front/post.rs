@@ -144,11 +144,8 @@ async fn begin(
     if front.layout.load().policy.stateless {
         return Ok(None);
     }
-    let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
-    front
-        .begin(&id, principal, ns.name.as_str())
-        .await
-        .map(Some)
+    let id = checks::presented_session_id(headers).ok_or(Reject::MissingSession)?;
+    front.begin(id, principal, ns.name.as_str()).await.map(Some)
 }
 
 /// The body, whole: at most `max` bytes, arriving within `deadline` (a

@@ -39,9 +39,9 @@ pub(super) async fn open(
         .router
         .namespace(namespace)
         .ok_or(Reject::UnknownNamespace)?;
-    let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
+    let id = checks::presented_session_id(headers).ok_or(Reject::MissingSession)?;
     let session = front
-        .begin(&id, &principal, namespace)
+        .begin(id, &principal, namespace)
         .await?
         .session()
         .clone();

@@ -23,6 +23,14 @@ impl SessionId {
     }
 }
 
+/// A table keyed by ids is looked up by the text a client presented,
+/// without making an id of it (an allocation per request).
+impl std::borrow::Borrow<str> for SessionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Never print an id: logs and errors must not leak them.
 impl fmt::Debug for SessionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

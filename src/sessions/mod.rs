@@ -376,13 +376,14 @@ impl Sessions {
         principal: &Principal,
         bound: &[u8],
     ) -> Result<Active, NotFound> {
-        self.begin_in(id, principal, bound, 0)
+        self.begin_in(id.as_str(), principal, bound, 0)
     }
 
-    /// `begin`; a sealed session rebuilt here is counted under `namespace`.
+    /// `begin`, by the id as the client presented it; a sealed session
+    /// rebuilt here is counted under `namespace`.
     pub fn begin_in(
         self: &Arc<Self>,
-        id: &SessionId,
+        id: &str,
         principal: &Principal,
         bound: &[u8],
         namespace: u16,
@@ -423,6 +424,7 @@ impl Sessions {
             if !sealer.local {
                 return Err(NotFound);
             }
+            let id = &SessionId::from_header(id);
             let contents = sealer.reopen(id, bound).ok_or(NotFound)?;
             let cause = if contents.boot == sealer.boot {
                 ResumeCause::evicted
@@ -482,7 +484,7 @@ impl Sessions {
             bound,
             namespace,
         );
-        let absent = self.table.lock().owner(id).is_none();
+        let absent = self.table.lock().owner(id.as_str()).is_none();
         if absent && self.insert(session).is_ok() {
             self.metrics.session_resumed(cause);
         }
@@ -519,7 +521,7 @@ impl Sessions {
         bound: &[u8],
     ) -> Result<Option<(u64, [u8; 16])>, NotFound> {
         let mut table = self.table.lock();
-        let held = match table.get(id) {
+        let held = match table.get(id.as_str()) {
             Some(s) if s.principal != *principal || s.binding != digest(bound) => {
                 return Err(NotFound);
             }

@@ -162,12 +162,12 @@ impl Table {
     }
 
     /// Looks a session up without counting it as used.
-    pub(super) fn get(&self, id: &SessionId) -> Option<&Arc<Session>> {
+    pub(super) fn get(&self, id: &str) -> Option<&Arc<Session>> {
         self.map.get(id).map(|e| &e.session)
     }
 
     /// Looks a session's principal up without counting it as used.
-    pub(super) fn owner(&self, id: &SessionId) -> Option<&Principal> {
+    pub(super) fn owner(&self, id: &str) -> Option<&Principal> {
         self.get(id).map(|s| &s.principal)
     }
 
@@ -175,7 +175,7 @@ impl Table {
     /// evicted nor expired, wherever it stands in `by_use`, so neither its
     /// place nor its last use change until the request ends (`leave`): no
     /// clock is read for it.
-    pub(super) fn enter(&mut self, id: &SessionId) -> Option<Arc<Session>> {
+    pub(super) fn enter(&mut self, id: &str) -> Option<Arc<Session>> {
         let entry = self.map.get_mut(id)?;
         entry.in_flight = entry.in_flight.saturating_add(1);
         Some(entry.session.clone())

@@ -272,10 +272,14 @@ impl Endpoint {
     }
 
     fn post(&self, session: &Session, body: impl Into<Bytes>) -> RequestBuilder {
+        self.posting(session).body(body)
+    }
+
+    /// A POST without its body, for `send_lent`.
+    fn posting(&self, session: &Session) -> RequestBuilder {
         self.request(Method::POST, session)
             .header(CONTENT_TYPE, JSON)
             .header(ACCEPT, JSON_OR_SSE)
-            .body(body)
     }
 
     /// A modern request: metadata in the body, mirrored in the headers.
@@ -464,24 +468,24 @@ async fn write_frames(wire: Arc<Endpoint>, conn: Arc<Conn>, mut rx: mpsc::Receiv
     while in_flight.next().await.is_some() {}
 }
 
-async fn send(wire: &Endpoint, conn: &Conn, mut frame: Frame) {
+async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
     let name = &wire.ctx.name;
     if wire.modern && frame.call.is_none() {
         // 2026-07-28 has no client notifications or responses over HTTP.
         return;
     }
-    // The legacy body, shared by both attempts without a copy.
-    let mut body: Option<Bytes> = None;
     for attempt in 0..2 {
         let session = wire.session.lock().clone();
-        let req = if wire.modern {
-            wire.post_modern(&frame.line, &frame.headers)
+        // The legacy body is lent to both attempts: no copy, no sharing.
+        let sent = if wire.modern {
+            wire.post_modern(&frame.line, &frame.headers).send().await
         } else {
-            let body = body.get_or_insert_with(|| Bytes::from(std::mem::take(&mut frame.line)));
-            wire.post(&session, body.clone())
+            wire.posting(&session)
                 .header_pairs(&frame.headers)
+                .send_lent(frame.line.as_bytes())
+                .await
         };
-        let resp = match req.send().await {
+        let resp = match sent {
             Ok(r) => r,
             // A request that could not even be built (a header value the
             // backend's schema led to) fails that call, not the link.

@@ -426,7 +426,15 @@ impl RequestBuilder {
     /// Sends on an idle connection to the same origin, or a new one. A
     /// request that an idle connection refused before taking a byte (it
     /// had closed meanwhile) is sent again on the next.
-    pub(crate) async fn send(self) -> Result<Response, SendError> {
+    pub(crate) async fn send(mut self) -> Result<Response, SendError> {
+        let body = std::mem::take(&mut self.body);
+        self.send_lent(&body).await
+    }
+
+    /// `send`, with the body lent: a caller that may send it again (a
+    /// retry) keeps it whole, where a clone of an owned `Bytes` allocates
+    /// its shared form.
+    pub(crate) async fn send_lent(self, body: &[u8]) -> Result<Response, SendError> {
         if self.bad {
             return Err(SendError::Builder);
         }
@@ -438,7 +446,7 @@ impl RequestBuilder {
             target.path.as_str(),
             &target.host,
             self.headers.iter().map(|(k, v)| (k, v)),
-            self.body.len(),
+            body.len(),
         );
         loop {
             let (mut conn, reused) = match shared.checkout(&target.origin) {
@@ -447,7 +455,7 @@ impl RequestBuilder {
                 // TLS handshake's.
                 None => (Box::pin(shared.connect(target)).await?, false),
             };
-            match conn.write(&head, &self.body).await {
+            match conn.write(&head, body).await {
                 Ok(()) => {}
                 Err(e) if reused && e.whole => continue,
                 Err(e) => return Err(SendError::Io(e.error)),
