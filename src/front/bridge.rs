@@ -201,10 +201,12 @@ pub(super) async fn resume(
                 )),
             };
         let outcome = super::modern::decorate("tools/call", outcome);
-        return Some(super::post::json_response(
+        return Some(super::answer::json_response(
             jsonrpc::response(&reply.id, &outcome),
             None,
         ));
     }
-    Some(reply.respond(parked.running).await)
+    Some(axum::response::IntoResponse::into_response(
+        reply.respond(parked.running).await,
+    ))
 }

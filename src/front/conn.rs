@@ -33,6 +33,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::Edge;
+use super::answer::{self, Answer};
 use feed::Feed;
 use socket::Socket;
 
@@ -195,11 +196,11 @@ impl Io {
     /// `fut`, unless the client goes away first (then None: `fut` is
     /// dropped, as hyper drops a request's future). Meanwhile the rest of
     /// its body goes to `feed`.
-    async fn run<F: Future<Output = Response>>(
+    async fn run<F: Future<Output = Answer>>(
         &mut self,
         mut fut: Pin<&mut F>,
         feed: Option<&Feed>,
-    ) -> Option<Response> {
+    ) -> Option<Answer> {
         poll_fn(|cx| {
             if let Poll::Ready(r) = fut.as_mut().poll(cx) {
                 return Poll::Ready(Some(r));
@@ -242,10 +243,36 @@ impl Io {
         }
     }
 
-    /// Writes the response: its head and a body of known length in one
-    /// write when it is small, else chunked as the body's frames come.
+    /// Writes the answer: a JSON one as its head and body, in one write.
     /// Returns whether the connection closes after it (see `write_head`).
-    async fn respond(&mut self, response: Response, close: bool) -> std::io::Result<bool> {
+    async fn respond(&mut self, answer: Answer, close: bool) -> std::io::Result<bool> {
+        let json = match answer {
+            Answer::Json(json) => json,
+            Answer::Http(response) => return self.respond_http(response, close).await,
+        };
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let session = json
+            .session
+            .as_ref()
+            .map(|id| id.as_str().as_bytes())
+            .filter(|id| id.iter().all(|&b| is_value_byte(b)));
+        let (content_type, json_type) = (header::CONTENT_TYPE, answer::JSON);
+        let session_header = crate::protocol::SESSION_HEADER;
+        let headers = std::iter::once((content_type.as_str(), json_type.as_bytes()))
+            .chain(session.map(|id| (session_header.as_str(), id)));
+        let framing = Framing::Length(json.body.len() as u64);
+        let close = write_head_of(&mut out, json.status, headers, framing, close);
+        let sent = self.write_two(&out, json.body.as_bytes()).await;
+        if out.capacity() <= KEEP_OUT {
+            self.out = out;
+        }
+        sent.map(|()| close)
+    }
+
+    /// Writes a response: its head and a body of known length in one
+    /// write when it is small, else chunked as the body's frames come.
+    async fn respond_http(&mut self, response: Response, close: bool) -> std::io::Result<bool> {
         let (parts, body) = response.into_parts();
         let bodyless = parts.status.is_informational()
             || parts.status == StatusCode::NO_CONTENT
@@ -556,6 +583,20 @@ fn write_head(
     status: StatusCode,
     headers: &HeaderMap,
     framing: Framing,
+    close: bool,
+) -> bool {
+    let headers = headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()));
+    write_head_of(out, status, headers, framing, close)
+}
+
+/// `write_head`, of headers by their (lower-case) names and values.
+fn write_head_of<'a>(
+    out: &mut Vec<u8>,
+    status: StatusCode,
+    headers: impl Iterator<Item = (&'a str, &'a [u8])>,
+    framing: Framing,
     mut close: bool,
 ) -> bool {
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -565,17 +606,18 @@ fn write_head(
     out.extend_from_slice(b"\r\n");
     let mut dated = false;
     for (name, value) in headers {
-        if name == header::CONNECTION {
-            close |= connection(value.as_bytes()) != Some(false);
-            continue;
+        match name {
+            "connection" => {
+                close |= connection(value) != Some(false);
+                continue;
+            }
+            "content-length" | "transfer-encoding" => continue,
+            "date" => dated = true,
+            _ => {}
         }
-        if name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING {
-            continue;
-        }
-        dated |= name == header::DATE;
-        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
     match framing {
@@ -597,6 +639,11 @@ fn write_head(
     }
     out.extend_from_slice(b"\r\n");
     close
+}
+
+/// What a header value may hold (`HeaderValue`'s own rule).
+fn is_value_byte(b: u8) -> bool {
+    b >= 32 && b != 127 || b == b'\t'
 }
 
 fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {

@@ -2,6 +2,7 @@
 //! auth and body size, picks the era, and writes statuses and SSE. Statuses
 //! for refusals come only from `error::Reject`.
 
+mod answer;
 mod authority;
 mod bridge;
 mod checks;
@@ -57,6 +58,7 @@ use crate::metrics::{self, Metrics};
 use crate::router::Router;
 use crate::sessions::Sessions;
 use crate::upstream::Backend;
+use answer::Answer;
 
 /// What a config reload replaces whole (`app::reload`). A request uses
 /// the one it began with, start to end.
@@ -124,11 +126,11 @@ pub struct Edge {
 impl Edge {
     /// `POST /mcp`: the same guard as every route, then the default
     /// namespace's handler.
-    async fn post_mcp(front: Arc<Front>, req: Request<Body>) -> Response {
+    async fn post_mcp(front: Arc<Front>, req: Request<Body>) -> Answer {
         let guarded = front.layout.load().policy.guard(req.headers(), req.uri());
         match guarded {
             Ok(()) => mcp(front, "default", req).await,
-            Err(reject) => front.refuse(req.method(), reject),
+            Err(reject) => front.refuse(req.method(), reject).into(),
         }
     }
 }
@@ -142,7 +144,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
         let req = req.map(Body::new);
         if req.method() == Method::POST && req.uri().path() == "/mcp" {
             let front = self.front.clone();
-            Box::pin(async move { Ok(Edge::post_mcp(front, req).await) })
+            Box::pin(async move { Ok(Edge::post_mcp(front, req).await.into_response()) })
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
         }
@@ -180,7 +182,7 @@ async fn guard(
     }
 }
 
-async fn default_namespace(State(front): State<Arc<Front>>, req: Request<Body>) -> Response {
+async fn default_namespace(State(front): State<Arc<Front>>, req: Request<Body>) -> Answer {
     mcp(front, "default", req).await
 }
 
@@ -188,19 +190,23 @@ async fn named_namespace(
     State(front): State<Arc<Front>>,
     Path(namespace): Path<String>,
     req: Request<Body>,
-) -> Response {
+) -> Answer {
     mcp(front, &namespace, req).await
 }
 
-async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Response {
+async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Answer {
     let method = req.method().clone();
     let result = match method {
         Method::POST => post::handle(&front, namespace, req).await,
-        Method::GET => Box::pin(stream::open(&front, namespace, req.headers())).await,
-        Method::DELETE => Box::pin(delete(&front, namespace, req.headers())).await,
+        Method::GET => Box::pin(stream::open(&front, namespace, req.headers()))
+            .await
+            .map(Answer::from),
+        Method::DELETE => Box::pin(delete(&front, namespace, req.headers()))
+            .await
+            .map(Answer::from),
         _ => Err(Reject::MethodNotAllowed),
     };
-    result.unwrap_or_else(|reject| front.refuse(&method, reject))
+    result.unwrap_or_else(|reject| front.refuse(&method, reject).into())
 }
 
 /// Samples what the status page shows until `stop` (one task).

@@ -66,7 +66,7 @@ pub(super) async fn handle(
             ns.settle().await;
             let result = discover(&ns);
             record(front, "server/discover", started);
-            Ok(super::post::json_response(
+            Ok(super::answer::json_response(
                 jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result))),
                 None,
             ))
@@ -94,7 +94,7 @@ pub(super) async fn handle(
                         "requestState is unknown or expired: send the request again without it",
                         None,
                     );
-                    Ok(super::post::json_response(
+                    Ok(super::answer::json_response(
                         jsonrpc::response(&req.id, &Outcome::Error(err)),
                         None,
                     ))
@@ -113,7 +113,9 @@ pub(super) async fn handle(
                 trace: front.traces.parent(headers),
                 token,
             };
-            Ok(reply::serve(ctx, req, started).await)
+            Ok(axum::response::IntoResponse::into_response(
+                reply::serve(ctx, req, started).await,
+            ))
         }
         other => Err(refuse(ModernError::UnknownMethod(other.to_owned()))),
     }

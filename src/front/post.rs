@@ -10,6 +10,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::Front;
+use super::answer::{Answer, Json};
 use super::checks;
 use super::error::{ModernError, Reject};
 use super::reply;
@@ -22,7 +23,7 @@ pub(super) async fn handle(
     front: &Arc<Front>,
     namespace: &str,
     req: Request<Body>,
-) -> Result<Response, Reject> {
+) -> Result<Answer, Reject> {
     let started = Instant::now();
     if front.stopping.is_cancelled() {
         return Err(Reject::ShuttingDown);
@@ -67,7 +68,8 @@ pub(super) async fn handle(
         return Box::pin(super::modern::handle(
             front, ns, who, admitted, headers, r, started,
         ))
-        .await;
+        .await
+        .map(Answer::from);
     }
     let crate::auth::Identity { principal, token } = who;
     let header_version = match header {
@@ -112,11 +114,11 @@ pub(super) async fn handle(
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),
         RpcBody::Single(Message::Notification(n)) => {
             notification(&ctx, &n);
-            Ok(StatusCode::ACCEPTED.into_response())
+            Ok(StatusCode::ACCEPTED.into_response().into())
         }
         RpcBody::Single(Message::Response(r)) => {
             Box::pin(reply::answer(&ctx, &r.id, &r.outcome)).await;
-            Ok(StatusCode::ACCEPTED.into_response())
+            Ok(StatusCode::ACCEPTED.into_response().into())
         }
         RpcBody::Batch(items) => {
             // Without a session (stateless) the header, else 2025-03-26, decides.
@@ -129,7 +131,7 @@ pub(super) async fn handle(
             if !version.allows_batches() {
                 return Err(Reject::BatchNotAllowed);
             }
-            Box::pin(batch(ctx, items)).await
+            Box::pin(batch(ctx, items)).await.map(Answer::from)
         }
     }
 }
@@ -225,7 +227,7 @@ async fn initialize(
     principal: Principal,
     req: jsonrpc::Request,
     started: Instant,
-) -> Result<Response, Reject> {
+) -> Result<Answer, Reject> {
     #[derive(serde::Deserialize)]
     struct Params {
         #[serde(rename = "protocolVersion")]
@@ -243,10 +245,10 @@ async fn initialize(
             "initialize requires params.protocolVersion",
             None,
         );
-        return Ok(json_response(
-            jsonrpc::response(&req.id, &Outcome::Error(err)),
-            None,
-        ));
+        return Ok(Answer::json(jsonrpc::response(
+            &req.id,
+            &Outcome::Error(err),
+        )));
     };
     let version = LegacyVersion::negotiate(&params.protocol_version);
     let caps = params
@@ -290,22 +292,11 @@ async fn initialize(
         crate::metrics::Outcome::ok,
         started.elapsed().as_secs_f64(),
     );
-    Ok(json_response(body, session.as_ref().map(|s| s.id.as_str())))
-}
-
-/// Built by hand: axum's tuple form checks the header value again and
-/// inserts a `text/plain` content type before replacing it.
-pub(super) fn json_response(body: String, session_id: Option<&str>) -> Response {
-    let mut response = Response::new(axum::body::Body::from(body));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    if let Some(id) = session_id.and_then(|id| header::HeaderValue::from_str(id).ok()) {
-        headers.insert(crate::protocol::SESSION_HEADER, id);
-    }
-    response
+    Ok(Answer::Json(Json {
+        status: StatusCode::OK,
+        body,
+        session: session.map(|s| s.id.clone()),
+    }))
 }
 
 fn notification(ctx: &reply::Ctx, n: &Notification) {

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Front;
-use super::post::json_response;
+use super::answer::{Answer, Json};
 use crate::cancel_flag::RequestCancel;
 use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
@@ -226,7 +226,7 @@ impl Drop for Running {
 }
 
 /// Runs the request and answers it, as JSON or as a stream.
-pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Response {
+pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Answer {
     let reply = Reply {
         front: ctx.front.clone(),
         id: req.id.clone(),
@@ -248,9 +248,9 @@ pub(super) struct Reply {
 impl Reply {
     /// Answers with `application/json` when the outcome comes first, else
     /// with a stream of what the request emits, then its outcome.
-    pub(super) async fn respond(self, mut running: Running) -> Response {
+    pub(super) async fn respond(self, mut running: Running) -> Answer {
         let first = running.first().await;
-        match first {
+        let stream = match first {
             First::Done(outcome) if running.events.is_empty() => {
                 running.finish();
                 let line = jsonrpc::response(&self.id, &outcome);
@@ -258,9 +258,11 @@ impl Reply {
                     Era::Modern => super::modern::status_of(&line),
                     Era::Legacy => axum::http::StatusCode::OK,
                 };
-                let mut response = json_response(line, None);
-                *response.status_mut() = status;
-                response
+                return Answer::Json(Json {
+                    status,
+                    body: line,
+                    session: None,
+                });
             }
             First::Done(outcome) => {
                 let mut flow = Flow::new(self, running);
@@ -285,7 +287,8 @@ impl Reply {
                 .flatten();
                 sse(stream::iter(head).chain(rest))
             }
-        }
+        };
+        Answer::Http(stream)
     }
 }
 

@@ -395,8 +395,14 @@ impl Conn {
 
     /// Ends one waiting call with an error (its transport failed).
     pub(super) fn fail(&self, id: u64, error: UpstreamError) {
+        self.fail_with(id, || error);
+    }
+
+    /// `fail`, the error made only if the call is still waiting (after a
+    /// response stream, it almost never is).
+    pub(super) fn fail_with(&self, id: u64, error: impl FnOnce() -> UpstreamError) {
         if let Some(call) = self.state.lock().calls.remove(&id) {
-            call.reply.send(Err(error));
+            call.reply.send(Err(error()));
         }
     }
 

@@ -588,10 +588,9 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
     }
     if let Some(id) = origin {
         // A response stream that ended without the answer: fail, don't hang.
-        conn.fail(
-            id,
-            UpstreamError::protocol(&wire.ctx.name, "response ended without an answer"),
-        );
+        conn.fail_with(id, || {
+            UpstreamError::protocol(&wire.ctx.name, "response ended without an answer")
+        });
     }
 }
 
