@@ -59,9 +59,10 @@ pub enum Outcome {
 struct Envelope<'a> {
     #[serde(default, borrow)]
     jsonrpc: Option<Cow<'a, str>>,
-    /// `Some("null")` when the peer wrote `"id": null`: absent and null differ.
-    #[serde(default, deserialize_with = "present")]
-    id: Option<RawId>,
+    /// `Some("null")` when the peer wrote `"id": null`: absent and null
+    /// differ. Borrowed: a backend's response is looked up by it, not kept.
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
     #[serde(default, borrow)]
     method: Option<Cow<'a, str>>,
     #[serde(default)]
@@ -142,8 +143,8 @@ fn bounded_array(bytes: &[u8], max: usize) -> Result<Vec<Box<RawValue>>, ParseEr
 
 /// Keeps a field's raw value even when it is `null` (serde's `Option` would
 /// read `null` as absent).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RawId>, D::Error> {
-    Box::<RawValue>::deserialize(d).map(Some)
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
 }
 
 /// What an id is, by its first byte: the JSON text is already valid.
@@ -203,7 +204,7 @@ impl<'a> Envelope<'a> {
         members(text, |key, value| {
             // `Option`'s reading: null is absent.
             let string = || match value {
-                Value::Str(s) => Some(Some(Cow::Borrowed(s))),
+                Value::Str(s, _) => Some(Some(Cow::Borrowed(s))),
                 _ if value.is_null() => Some(None),
                 // Not a string, or one with escapes: serde's to read.
                 Value::Raw(_) => None,
@@ -216,7 +217,7 @@ impl<'a> Envelope<'a> {
                     1
                 }
                 "id" => {
-                    w.id = Some(value.to_raw());
+                    w.id = Some(value.raw());
                     2
                 }
                 "method" => {
@@ -249,49 +250,13 @@ impl<'a> Envelope<'a> {
 
 impl Message {
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
-        match std::str::from_utf8(bytes).ok().and_then(Envelope::read) {
-            Some(envelope) => Self::classify(envelope),
-            None => Self::parse_with_serde(bytes),
-        }
+        Incoming::parse(bytes).map(Incoming::owned)
     }
 
     /// serde's reading of a message; `parse` agrees with it on every input.
     pub(crate) fn parse_with_serde(bytes: &[u8]) -> Result<Message, ParseError> {
         let envelope: Envelope = serde_json::from_slice(bytes)?;
-        Self::classify(envelope)
-    }
-
-    fn classify(w: Envelope<'_>) -> Result<Message, ParseError> {
-        if w.jsonrpc.as_deref() != Some("2.0") {
-            return Err(ParseError::Invalid("jsonrpc must be \"2.0\""));
-        }
-        match (&w.id, w.method.is_some()) {
-            (Some(id), true) => check_request_id(id)?,
-            (Some(id), false) => check_response_id(id)?,
-            (None, _) => {}
-        }
-        match (w.id, w.method, w.result, w.error) {
-            (Some(id), Some(method), None, None) => Ok(Message::Request(Request {
-                id,
-                method: method.into_owned(),
-                params: w.params,
-            })),
-            (None, Some(method), None, None) => Ok(Message::Notification(Notification {
-                method: method.into_owned(),
-                params: w.params,
-            })),
-            (Some(id), None, Some(result), None) => Ok(Message::Response(Response {
-                id,
-                outcome: Outcome::Result(result),
-            })),
-            (Some(id), None, None, Some(error)) => Ok(Message::Response(Response {
-                id,
-                outcome: Outcome::Error(error),
-            })),
-            _ => Err(ParseError::Invalid(
-                "not a request, notification or response",
-            )),
-        }
+        Incoming::sort(envelope).map(Incoming::owned)
     }
 
     /// Parses a body that may be a batch (array) of at most `max_items`
@@ -310,6 +275,73 @@ impl Message {
             Ok(Body::Batch(msgs))
         } else {
             Ok(Body::Single(Message::parse(bytes)?))
+        }
+    }
+}
+
+/// A message as a backend's reader takes it: a response's id borrowed
+/// (the reader looks its call up by it and keeps only the outcome).
+#[derive(Debug)]
+pub enum Incoming<'a> {
+    Request(Request),
+    Notification(Notification),
+    Response { id: &'a RawValue, outcome: Outcome },
+}
+
+impl<'a> Incoming<'a> {
+    /// `Message::parse`, a response's id left in `bytes`.
+    pub fn parse(bytes: &'a [u8]) -> Result<Incoming<'a>, ParseError> {
+        // Anything the one pass does not read, serde reads (and says what
+        // is wrong with it).
+        let envelope = match std::str::from_utf8(bytes).ok().and_then(Envelope::read) {
+            Some(envelope) => envelope,
+            None => serde_json::from_slice(bytes)?,
+        };
+        Self::sort(envelope)
+    }
+
+    /// The message, owned whole.
+    pub fn owned(self) -> Message {
+        match self {
+            Incoming::Request(r) => Message::Request(r),
+            Incoming::Notification(n) => Message::Notification(n),
+            Incoming::Response { id, outcome } => Message::Response(Response {
+                id: id.to_owned(),
+                outcome,
+            }),
+        }
+    }
+
+    fn sort(w: Envelope<'a>) -> Result<Incoming<'a>, ParseError> {
+        if w.jsonrpc.as_deref() != Some("2.0") {
+            return Err(ParseError::Invalid("jsonrpc must be \"2.0\""));
+        }
+        match (w.id, w.method.is_some()) {
+            (Some(id), true) => check_request_id(id)?,
+            (Some(id), false) => check_response_id(id)?,
+            (None, _) => {}
+        }
+        match (w.id, w.method, w.result, w.error) {
+            (Some(id), Some(method), None, None) => Ok(Incoming::Request(Request {
+                id: id.to_owned(),
+                method: method.into_owned(),
+                params: w.params,
+            })),
+            (None, Some(method), None, None) => Ok(Incoming::Notification(Notification {
+                method: method.into_owned(),
+                params: w.params,
+            })),
+            (Some(id), None, Some(result), None) => Ok(Incoming::Response {
+                id,
+                outcome: Outcome::Result(result),
+            }),
+            (Some(id), None, None, Some(error)) => Ok(Incoming::Response {
+                id,
+                outcome: Outcome::Error(error),
+            }),
+            _ => Err(ParseError::Invalid(
+                "not a request, notification or response",
+            )),
         }
     }
 }

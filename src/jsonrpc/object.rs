@@ -18,19 +18,24 @@ use serde_json::value::RawValue;
 /// A member's value.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Value<'a> {
-    /// A string without escapes, by its contents: read here, no serde.
-    Str(&'a str),
+    /// A string without escapes, by its contents (read here, no serde),
+    /// and its JSON text, quotes and all.
+    Str(&'a str, &'a RawValue),
     /// Anything else, validated by serde.
     Raw(&'a RawValue),
 }
 
-impl Value<'_> {
+impl<'a> Value<'a> {
+    /// The value's JSON text, where it lies.
+    pub(crate) fn raw(self) -> &'a RawValue {
+        match self {
+            Value::Str(_, raw) | Value::Raw(raw) => raw,
+        }
+    }
+
     /// The value as JSON text of its own.
     pub(crate) fn to_raw(self) -> Box<RawValue> {
-        match self {
-            Value::Raw(raw) => raw.to_owned(),
-            Value::Str(s) => super::raw(s),
-        }
+        self.raw().to_owned()
     }
 
     pub(crate) fn is_null(self) -> bool {
@@ -87,7 +92,7 @@ fn plain_string(text: &str, at: usize) -> Option<(&str, usize)> {
 /// (borrowed, no copy).
 fn value_at(text: &str, at: usize) -> Option<(Value<'_>, usize)> {
     if let Some((s, past)) = plain_string(text, at) {
-        return Some((Value::Str(s), past));
+        return Some((Value::Str(s, raw_value(text.get(at..past)?)), past));
     }
     if let Some(past) = skip_value(text.as_bytes(), at) {
         return Some((Value::Raw(raw_value(text.get(at..past)?)), past));
@@ -418,14 +423,19 @@ mod tests {
         let value = |t: &str| {
             let mut got = None;
             members(&format!("{{\"k\":{t}}}"), |_, v| {
-                got = Some(format!("{v:?}"));
+                // A plain string's JSON text is the whole of it, quotes too.
+                assert_eq!(v.raw().get(), t);
+                got = Some(match v {
+                    Value::Str(s, _) => format!("Str({s})"),
+                    Value::Raw(r) => format!("Raw({})", r.get()),
+                });
                 Some(())
             })?;
             got
         };
-        assert_eq!(value("\"2.0\"").unwrap(), "Str(\"2.0\")");
-        assert_eq!(value("\"\"").unwrap(), "Str(\"\")");
-        assert_eq!(value("\"é\"").unwrap(), "Str(\"é\")");
+        assert_eq!(value("\"2.0\"").unwrap(), "Str(2.0)");
+        assert_eq!(value("\"\"").unwrap(), "Str()");
+        assert_eq!(value("\"é\"").unwrap(), "Str(é)");
         assert!(value("\"a\\u0062\"").unwrap().starts_with("Raw("));
         assert!(value("2.0").unwrap().starts_with("Raw("));
         assert_eq!(value("\"a\tb\""), None);

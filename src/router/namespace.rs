@@ -123,7 +123,7 @@ pub(crate) fn peek_string<'a>(
     });
     match read {
         Some(()) => Ok(last.and_then(|v| match v {
-            jsonrpc::Value::Str(s) => Some(Cow::Borrowed(s)),
+            jsonrpc::Value::Str(s, _) => Some(Cow::Borrowed(s)),
             jsonrpc::Value::Raw(raw) => serde_json::from_str(raw.get()).ok().map(Cow::Owned),
         })),
         // Keys with escapes in them: serde decodes them.

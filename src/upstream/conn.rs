@@ -27,7 +27,7 @@ use super::notice::Notice;
 use super::throttle::Throttle;
 use super::{ClientKey, UpstreamError};
 use crate::config::BackendName;
-use crate::jsonrpc::{self, Message, Outcome, RawId};
+use crate::jsonrpc::{self, Incoming, Outcome, RawId};
 use crate::protocol::ClientCaps;
 use crate::workers::Handoff;
 
@@ -425,7 +425,7 @@ impl Conn {
         origin: Option<u64>,
         handoff: &mut Handoff,
     ) -> Option<Notice> {
-        let msg = match Message::parse(line.as_ref()) {
+        let msg = match Incoming::parse(line.as_ref()) {
             Ok(m) => m,
             Err(e) => {
                 if let Some(suppressed) = self.warnings.admit() {
@@ -435,12 +435,12 @@ impl Conn {
             }
         };
         match msg {
-            Message::Response(r) => {
-                let id: Option<u64> = serde_json::from_str(r.id.get()).ok();
+            Incoming::Response { id, outcome } => {
+                let id: Option<u64> = serde_json::from_str(id.get()).ok();
                 let call = id.and_then(|id| self.state.lock().calls.remove(&id));
                 match call {
                     Some(call) => handoff.run_on(call.shard, move || {
-                        call.reply.send(Ok(r.outcome));
+                        call.reply.send(Ok(outcome));
                     }),
                     None => {
                         tracing::debug!(backend = %self.backend, "response for no pending request")
@@ -448,8 +448,8 @@ impl Conn {
                 }
                 None
             }
-            Message::Notification(n) => self.on_notification(n, origin),
-            Message::Request(r) => self.on_server_request(r, origin),
+            Incoming::Notification(n) => self.on_notification(n, origin),
+            Incoming::Request(r) => self.on_server_request(r, origin),
         }
     }
 
