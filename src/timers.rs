@@ -229,24 +229,38 @@ impl Drop for Sleep {
 }
 
 /// `fut`, unless `deadline` passes first.
-pub(crate) async fn timeout_at<F: Future>(deadline: Instant, fut: F) -> Result<F::Output, Elapsed> {
-    timeout_in(timers(), deadline, fut).await
+pub(crate) fn timeout_at<F: Future>(deadline: Instant, fut: F) -> Timeout<F> {
+    timeout_in(timers(), deadline, fut)
 }
 
-async fn timeout_in<F: Future>(
-    timers: &'static Timers,
-    deadline: Instant,
-    fut: F,
-) -> Result<F::Output, Elapsed> {
-    let mut fut = std::pin::pin!(fut);
-    let mut sleep = std::pin::pin!(timers.sleep_until(deadline));
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+fn timeout_in<F: Future>(timers: &'static Timers, deadline: Instant, fut: F) -> Timeout<F> {
+    Timeout {
+        fut,
+        sleep: timers.sleep_until(deadline),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `timeout_at`'s future. A type, not an `async fn`: one would hold
+    /// `fut` twice (its argument, then the pinned local), and every
+    /// backend call waits under one of these.
+    pub(crate) struct Timeout<F> {
+        #[pin]
+        fut: F,
+        sleep: Sleep,
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(out) = this.fut.poll(cx) {
             return Poll::Ready(Ok(out));
         }
-        sleep.as_mut().poll(cx).map(|()| Err(Elapsed))
-    })
-    .await
+        Pin::new(this.sleep).poll(cx).map(|()| Err(Elapsed))
+    }
 }
 
 /// The deadline passed.

@@ -535,9 +535,11 @@ mod tests {
     #[test]
     #[allow(unreachable_code, clippy::diverging_sub_expression)]
     fn a_request_future_stays_small() {
-        // 2,328 and 1,672 bytes when this was written (the same in release).
+        // 1,976 and 1,688 bytes now (the same in release); `run` was 2,936
+        // while a call's deadline held its future three times over
+        // (`timers::Timeout`, `upstream::deadline`).
         let run = future_size(|| run(todo!(), todo!(), todo!(), todo!(), todo!()));
-        assert!(run <= 3 * 1024, "reply::run: {run} bytes");
+        assert!(run <= 2 * 1024 + 256, "reply::run: {run} bytes");
         let handle = future_size(|| super::super::post::handle(todo!(), todo!(), todo!()));
         assert!(handle <= 2 * 1024, "post::handle: {handle} bytes");
     }
