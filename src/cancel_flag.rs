@@ -80,6 +80,12 @@ impl RequestCancel {
         self.0.cancelled.load(Ordering::Acquire)
     }
 
+    /// The same for every clone, and for no other cancellation while one
+    /// lives: a key for the request it cancels.
+    pub(crate) fn key(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
     /// Ready once cancelled. One waiter at a time: a second one's
     /// registration takes the first one's wake-up.
     pub(crate) fn cancelled(&self) -> impl Future<Output = ()> + '_ {

@@ -90,6 +90,28 @@ async fn a_sessions_end_ends_its_requests_in_flight() {
     ends_unanswered(slow, "slow-2").await;
 }
 
+/// Two requests in flight under one id (the protocol forbids it; a client
+/// may do it anyway): each keeps its own entry in the session, so when the
+/// second one ends, the first is still reached by the session's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_id_leaves_the_other_request_reachable() {
+    let gw = Gateway::start(&config(""));
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let long = http.start_slow_call(&sid, json!("dup"), 60_000).await;
+    let short = http.start_slow_call(&sid, json!("dup"), 10).await;
+    let body = tokio::time::timeout(Duration::from_secs(10), short.text())
+        .await
+        .expect("the short call ends")
+        .unwrap();
+    assert!(
+        body.contains(r#""result""#),
+        "the short call is answered: {body}"
+    );
+    assert_eq!(http.delete(&sid).await, 200);
+    ends_unanswered(long, "dup").await;
+}
+
 /// A cancelled request's stream ends soon (its call would take a minute),
 /// and without a response for `id`.
 async fn ends_unanswered(stream: reqwest::Response, id: &str) {

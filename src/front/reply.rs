@@ -21,7 +21,7 @@ use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
 use crate::protocol::{Era, LogLevel};
 use crate::router::Namespace;
-use crate::sessions::{Active, Principal};
+use crate::sessions::{Active, Principal, Tracked};
 use crate::traces;
 use crate::upstream::events::{self, Events};
 use crate::upstream::{AccessToken, Answered, Caller, Event as BackendEvent, EventSink};
@@ -80,11 +80,15 @@ impl Ctx {
     }
 
     /// The request's cancellation: the client's, its session's end, or
-    /// the end of the shutdown grace (`Front::aborting`).
-    fn track(&self, req: &Request) -> Cancel {
+    /// the end of the shutdown grace (`Front::aborting`); and in a session,
+    /// its entry there, to be held for as long as its work.
+    fn track(&self, req: &Request) -> (Cancel, Option<Tracked>) {
         match &self.active {
-            Some(a) => Cancel::Session(a.session().track(req.id.get())),
-            None => Cancel::Gateway(self.front.aborting.child_token()),
+            Some(a) => {
+                let tracked = a.session().track(req.id.get());
+                (Cancel::Session(tracked.cancel().clone()), Some(tracked))
+            }
+            None => (Cancel::Gateway(self.front.aborting.child_token()), None),
         }
     }
 }
@@ -160,12 +164,16 @@ impl Work {
 impl Running {
     pub(super) fn start(ctx: Ctx, req: Request, started: Instant) -> Running {
         let (events_tx, events) = events::channel(EVENT_QUEUE);
-        let cancel = ctx.track(&req);
+        let (cancel, tracked) = ctx.track(&req);
         let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone());
         // Boxed: moving the request (to its own task) moves a pointer, not
-        // the whole call chain's state. `ctx.active` drops with it: the
-        // session is busy until the request ends.
-        let work = Box::pin(async move { run(&ctx, req, &events_tx, &cancel, started).await });
+        // the whole call chain's state. `ctx.active` and `tracked` drop with
+        // it: the session is busy, and the request reachable there, until
+        // the request ends, however it ends.
+        let work = Box::pin(async move {
+            let _tracked = tracked;
+            run(&ctx, req, &events_tx, &cancel, started).await
+        });
         Running {
             events,
             work: Work::Inline(work),
@@ -436,7 +444,6 @@ async fn run(
         Era::Legacy => outcome,
     };
     if let Some(a) = &ctx.active {
-        a.session().untrack(req.id.get());
         // The session's GET stream delivers updates of what it subscribed to.
         match (subscription, &outcome) {
             (Some((true, uri)), Some(Outcome::Result(_))) if !a.session().subscribe(&uri) => {
@@ -480,7 +487,7 @@ fn subscription(req: &Request) -> Option<(bool, String)> {
 /// A request inside a batch: its response line only (progress is dropped).
 pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
     let (tx, _rx) = events::channel(1);
-    let cancel = ctx.track(&req);
+    let (cancel, _tracked) = ctx.track(&req);
     let id = req.id.clone();
     let outcome = run(ctx, req, &tx, &cancel, Instant::now()).await?;
     Some(jsonrpc::response(&id, &outcome))

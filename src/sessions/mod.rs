@@ -135,15 +135,14 @@ impl Session {
     }
 
     /// Registers a request by its raw JSON-RPC id; cancelled by `cancel`
-    /// and by the session's end.
-    pub(crate) fn track(&self, raw_id: &str) -> RequestCancel {
+    /// and by the session's end until the guard drops.
+    pub(crate) fn track(self: &Arc<Self>, raw_id: &str) -> Tracked {
         let cancel = RequestCancel::new();
         self.state.lock().in_flight.insert(raw_id, cancel.clone());
-        cancel
-    }
-
-    pub fn untrack(&self, raw_id: &str) {
-        self.state.lock().in_flight.remove(raw_id);
+        Tracked {
+            session: self.clone(),
+            cancel,
+        }
     }
 
     /// Records a subscription the backend accepted; false when the
@@ -187,14 +186,29 @@ impl Session {
             .is_some_and(|l| level >= l)
     }
 
-    /// The client cancelled one of its requests.
+    /// The client cancelled one of its requests (every one under that id).
     pub fn cancel(&self, raw_id: &str) -> bool {
-        self.state
-            .lock()
-            .in_flight
-            .remove(raw_id)
-            .map(|t| t.cancel())
-            .is_some()
+        self.state.lock().in_flight.cancel(raw_id)
+    }
+}
+
+/// A request's entry in its session's requests in flight: it leaves when
+/// this drops, on whichever path the request ends (answered, cancelled,
+/// its future dropped).
+pub(crate) struct Tracked {
+    session: Arc<Session>,
+    cancel: RequestCancel,
+}
+
+impl Tracked {
+    pub(crate) fn cancel(&self) -> &RequestCancel {
+        &self.cancel
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.session.state.lock().in_flight.remove(&self.cancel);
     }
 }
 
