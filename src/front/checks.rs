@@ -1,11 +1,40 @@
 //! Header checks that every MCP request passes before its body is read.
 
-use axum::http::{HeaderMap, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
 
 use super::authority;
 use super::error::Reject;
 use crate::auth::{Authenticator, Identity, Refusal};
 use crate::sessions::{Principal, SessionId};
+
+/// The last Host value this thread found to be a well-formed loopback
+/// authority, which passes the Host check under any policy. A connection
+/// sends the same Host on every request, and parsing it strictly (an
+/// address, a port) cost about 800 instructions a request, a fiftieth of
+/// a forwarded call (bench/analysis.md); comparing it costs a few.
+mod loopback {
+    use std::cell::RefCell;
+
+    /// Longer values are checked each time (a host name is at most 253).
+    const MAX: usize = 270;
+
+    thread_local! {
+        static HOST: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn seen(host: &[u8]) -> bool {
+        !host.is_empty() && HOST.with_borrow(|last| last.as_slice() == host)
+    }
+
+    pub(super) fn remember(host: &[u8]) {
+        if host.len() <= MAX {
+            HOST.with_borrow_mut(|last| {
+                last.clear();
+                last.extend_from_slice(host);
+            });
+        }
+    }
+}
 
 /// What the front admits (a reload replaces it).
 #[derive(Clone)]
@@ -28,25 +57,14 @@ impl Policy {
         let mut hosts = headers.get_all(header::HOST).iter();
         let host = match (hosts.next(), hosts.next()) {
             (None, _) => None,
-            (Some(h), None) => Some(
-                h.to_str()
-                    .ok()
-                    .and_then(authority::parse_authority)
-                    .ok_or(Reject::BadHost)?,
-            ),
+            (Some(h), None) => Some(h),
             (Some(_), Some(_)) => return Err(Reject::BadHost),
         };
-        let target = match uri.authority() {
-            None => None,
-            Some(a) => Some(authority::parse_authority(a.as_str()).ok_or(Reject::BadHost)?),
-        };
-        let effective = match (target, host) {
-            (Some(t), Some(h)) if !t.same(&h) => return Err(Reject::BadHost),
-            (Some(t), _) => Some(t),
-            (None, h) => h,
-        };
-        if self.loopback_host_only && effective.is_some_and(|a| !a.host.is_loopback()) {
-            return Err(Reject::ForbiddenHost);
+        // The common request: origin-form, with the Host its connection
+        // sent before; checked then, it passes either way.
+        let seen = uri.authority().is_none() && host.is_some_and(|h| loopback::seen(h.as_bytes()));
+        if !seen {
+            self.check_host(host, uri)?;
         }
         let mut origins = headers.get_all(header::ORIGIN).iter();
         match (origins.next(), origins.next()) {
@@ -64,6 +82,37 @@ impl Policy {
             }
             (Some(_), Some(_)) => Err(Reject::ForbiddenOrigin),
         }
+    }
+
+    /// The Host (and an absolute-form target's authority): well-formed,
+    /// agreeing, and loopback when the gateway listens on loopback.
+    fn check_host(&self, host: Option<&HeaderValue>, uri: &Uri) -> Result<(), Reject> {
+        let parsed = match host {
+            None => None,
+            Some(h) => Some(
+                h.to_str()
+                    .ok()
+                    .and_then(authority::parse_authority)
+                    .ok_or(Reject::BadHost)?,
+            ),
+        };
+        let target = match uri.authority() {
+            None => None,
+            Some(a) => Some(authority::parse_authority(a.as_str()).ok_or(Reject::BadHost)?),
+        };
+        let effective = match (target, parsed) {
+            (Some(t), Some(h)) if !t.same(&h) => return Err(Reject::BadHost),
+            (Some(t), _) => Some(t),
+            (None, h) => h,
+        };
+        let is_loopback = effective.as_ref().map(|a| a.host.is_loopback());
+        if self.loopback_host_only && is_loopback == Some(false) {
+            return Err(Reject::ForbiddenHost);
+        }
+        if let (Some(h), None, Some(true)) = (host, uri.authority(), is_loopback) {
+            loopback::remember(h.as_bytes());
+        }
+        Ok(())
     }
 
     /// The associated data a sealed session id is sealed with: the
@@ -203,7 +252,6 @@ pub(super) fn protocol_version(headers: &HeaderMap) -> Result<Option<&str>, Reje
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
 
     fn policy() -> Policy {
         Policy {
@@ -225,6 +273,46 @@ mod tests {
 
     fn admit(p: &Policy, h: &HeaderMap) -> Result<(), Reject> {
         p.guard(h, &Uri::from_static("/mcp"))
+    }
+
+    /// A Host remembered as loopback passes only as itself, only with an
+    /// origin-form target; what is not loopback is never remembered.
+    #[test]
+    fn a_remembered_host_lets_nothing_else_through() {
+        let p = policy();
+        let open = Policy {
+            loopback_host_only: false,
+            ..policy()
+        };
+        assert!(admit(&open, &headers(&[("host", "evil.example")])).is_ok());
+        assert!(matches!(
+            admit(&p, &headers(&[("host", "evil.example")])),
+            Err(Reject::ForbiddenHost)
+        ));
+        for _ in 0..2 {
+            assert!(admit(&p, &headers(&[("host", "127.0.0.1:7400")])).is_ok());
+        }
+        for (bad, reject) in [
+            ("127.0.0.1:7400x", Reject::BadHost),
+            ("127.0.0.1:74000", Reject::BadHost),
+            ("127.0.0.2.evil.example", Reject::ForbiddenHost),
+        ] {
+            let got = admit(&p, &headers(&[("host", bad)]));
+            let debug = |r: Reject| format!("{r:?}");
+            assert_eq!(got.map_err(debug), Err(debug(reject)), "{bad}");
+        }
+        let absolute = Uri::from_static("http://evil.example/mcp");
+        assert!(matches!(
+            p.guard(&headers(&[("host", "127.0.0.1:7400")]), &absolute),
+            Err(Reject::BadHost)
+        ));
+        assert!(
+            admit(
+                &p,
+                &headers(&[("host", "127.0.0.1:7400"), ("host", "127.0.0.1:7400")])
+            )
+            .is_err()
+        );
     }
 
     #[test]
