@@ -74,11 +74,13 @@ pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion
 
 /// Whether raw JSON could carry `META_PROTOCOL_VERSION` (a byte search, no
 /// parse): almost no legacy request does, so this is checked first. The
-/// searcher is built once; `str::contains` builds one per call.
+/// searcher is built once; `str::contains` builds one per call. Most
+/// params have no `/` at all (the key has one), and looking for one byte
+/// costs a tenth of looking for the key.
 pub fn may_name_modern_version(raw: &str) -> bool {
     static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
         std::sync::LazyLock::new(|| memchr::memmem::Finder::new(META_PROTOCOL_VERSION));
-    FINDER.find(raw.as_bytes()).is_some()
+    memchr::memchr(b'/', raw.as_bytes()).is_some() && FINDER.find(raw.as_bytes()).is_some()
 }
 
 /// What an `MCP-Protocol-Version` header names.
