@@ -64,15 +64,15 @@ impl Ctx {
     }
 
     /// The span of one of this context's requests (None: tracing off).
-    fn span(&self, req: &Request) -> Option<traces::RequestSpan> {
+    fn span(&self, call: &Call) -> Option<traces::RequestSpan> {
         let session = match (&self.active, self.era) {
             (Some(_), _) => traces::SessionKind::Session,
             (None, Era::Legacy) => traces::SessionKind::Stateless,
             (None, Era::Modern) => traces::SessionKind::Modern,
         };
         let about = traces::About {
-            method: &req.method,
-            params: req.params.as_deref(),
+            method: &call.method,
+            params: call.params.as_deref(),
             session,
             namespace: self.ns.name.as_str(),
         };
@@ -82,10 +82,10 @@ impl Ctx {
     /// The request's cancellation: the client's, its session's end, or
     /// the end of the shutdown grace (`Front::aborting`); and in a session,
     /// its entry there, to be held for as long as its work.
-    fn track(&self, req: &Request) -> (Cancel, Option<Tracked>) {
+    fn track(&self, id: &RawId) -> (Cancel, Option<Tracked>) {
         match &self.active {
             Some(a) => {
-                let tracked = a.session().track(req.id.get());
+                let tracked = a.session().track(id.get());
                 (Cancel::Session(tracked.cancel().clone()), Some(tracked))
             }
             None => (Cancel::Gateway(self.front.aborting.child_token()), None),
@@ -162,9 +162,9 @@ impl Work {
 }
 
 impl Running {
-    pub(super) fn start(ctx: Ctx, req: Request, started: Instant) -> Running {
+    pub(super) fn start(ctx: Ctx, id: &RawId, call: Call, started: Instant) -> Running {
         let (events_tx, events) = events::channel(EVENT_QUEUE);
-        let (cancel, tracked) = ctx.track(&req);
+        let (cancel, tracked) = ctx.track(id);
         let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone());
         // Boxed: moving the request (to its own task) moves a pointer, not
         // the whole call chain's state. `ctx.active` and `tracked` drop with
@@ -172,7 +172,7 @@ impl Running {
         // the request ends, however it ends.
         let work = Box::pin(async move {
             let _tracked = tracked;
-            run(&ctx, req, &events_tx, &cancel, started).await
+            run(&ctx, call, &events_tx, &cancel, started).await
         });
         Running {
             events,
@@ -235,13 +235,29 @@ impl Drop for Running {
 
 /// Runs the request and answers it, as JSON or as a stream.
 pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Answer {
+    let (id, call) = Call::of(req);
+    let (front, era, principal) = (ctx.front.clone(), ctx.era, ctx.principal.clone());
+    let running = Running::start(ctx, &id, call, started);
     let reply = Reply {
-        front: ctx.front.clone(),
-        id: req.id.clone(),
-        era: ctx.era,
-        principal: ctx.principal.clone(),
+        front,
+        id,
+        era,
+        principal,
     };
-    reply.respond(Running::start(ctx, req, started)).await
+    reply.respond(running).await
+}
+
+/// What a request asks for, its id apart: the id stays with its answer.
+pub(super) struct Call {
+    method: String,
+    params: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl Call {
+    fn of(req: Request) -> (RawId, Call) {
+        let Request { id, method, params } = req;
+        (id, Call { method, params })
+    }
 }
 
 /// Who a response goes to, under which id.
@@ -404,7 +420,7 @@ enum Step {
 /// The outcome of one request (None if cancelled).
 async fn run(
     ctx: &Ctx,
-    req: Request,
+    req: Call,
     events: &EventSink,
     cancel: &Cancel,
     started: Instant,
@@ -470,7 +486,7 @@ async fn run(
 }
 
 /// `resources/subscribe` (true) or `unsubscribe` (false), and its URI.
-fn subscription(req: &Request) -> Option<(bool, String)> {
+fn subscription(req: &Call) -> Option<(bool, String)> {
     let subscribe = match req.method.as_str() {
         "resources/subscribe" => true,
         "resources/unsubscribe" => false,
@@ -487,9 +503,9 @@ fn subscription(req: &Request) -> Option<(bool, String)> {
 /// A request inside a batch: its response line only (progress is dropped).
 pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
     let (tx, _rx) = events::channel(1);
-    let (cancel, _tracked) = ctx.track(&req);
-    let id = req.id.clone();
-    let outcome = run(ctx, req, &tx, &cancel, Instant::now()).await?;
+    let (id, call) = Call::of(req);
+    let (cancel, _tracked) = ctx.track(&id);
+    let outcome = run(ctx, call, &tx, &cancel, Instant::now()).await?;
     Some(jsonrpc::response(&id, &outcome))
 }
 
