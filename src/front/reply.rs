@@ -420,26 +420,26 @@ enum Step {
 /// The outcome of one request (None if cancelled).
 async fn run(
     ctx: &Ctx,
-    req: Call,
+    call: Call,
     events: &EventSink,
     cancel: &Cancel,
     started: Instant,
 ) -> Option<Outcome> {
-    let method = method_label(&req.method);
+    let method = method_label(&call.method);
     let caller = ctx.caller();
-    let subscription = subscription(&req);
+    let subscription = subscription(&call);
     // The level a session's log messages are filtered at (the router
     // tells the backends).
-    let log_level = (req.method == "logging/setLevel")
+    let log_level = (call.method == "logging/setLevel")
         .then(|| {
-            req.params
+            call.params
                 .as_deref()
                 .and_then(|p| LogLevel::of_params(p.get()))
         })
         .flatten();
-    let span = ctx.span(&req);
+    let span = ctx.span(&call);
     // Pinned where it is made: wrapped for tracing, it is not moved again.
-    let handled = std::pin::pin!(ctx.ns.handle(&caller, &req.method, req.params, events));
+    let handled = std::pin::pin!(ctx.ns.handle(&caller, &call.method, call.params, events));
     // One wait besides the work: a second on `aborting` would take its
     // lock, shared by every runtime, at each poll of every request.
     let outcome = tokio::select! {
@@ -456,7 +456,7 @@ async fn run(
         },
     };
     let outcome = match ctx.era {
-        Era::Modern => outcome.map(|o| super::modern::decorate(&req.method, o)),
+        Era::Modern => outcome.map(|o| super::modern::decorate(&call.method, o)),
         Era::Legacy => outcome,
     };
     if let Some(a) = &ctx.active {
@@ -486,8 +486,8 @@ async fn run(
 }
 
 /// `resources/subscribe` (true) or `unsubscribe` (false), and its URI.
-fn subscription(req: &Call) -> Option<(bool, String)> {
-    let subscribe = match req.method.as_str() {
+fn subscription(call: &Call) -> Option<(bool, String)> {
+    let subscribe = match call.method.as_str() {
         "resources/subscribe" => true,
         "resources/unsubscribe" => false,
         _ => return None,
@@ -496,7 +496,7 @@ fn subscription(req: &Call) -> Option<(bool, String)> {
     struct Params {
         uri: String,
     }
-    let p: Params = serde_json::from_str(req.params.as_deref()?.get()).ok()?;
+    let p: Params = serde_json::from_str(call.params.as_deref()?.get()).ok()?;
     Some((subscribe, p.uri))
 }
 
