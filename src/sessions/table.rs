@@ -1,19 +1,13 @@
 //! The bounded client-session table.
 //!
-//! Invariants: every entry is in `map` and exactly once in `by_use`, under
-//! its `key`: the table's clock (`stamp`, unique and increasing) when the
-//! entry was last placed there. A use only records its stamp in the entry
-//! (`last_used`): a request touches one hash map entry, whatever the size of
-//! the table. An entry whose `last_used` is past its key has been used since
-//! it was placed, and is placed again at its last use (a key no other entry
-//! can hold: every stamp is unique) when a walk from the oldest end meets
-//! it; so the first entry a walk finds at its own last use is the least
-//! recently used. When a per-principal cap can bind (it is below the
-//! table's capacity), each entry's key is also in its principal's set, so
-//! that principal's least recently used session is found the same way.
-//! Eviction and the idle sweep walk from the oldest end and skip only busy
-//! sessions (at most as many as requests in flight), placing again only
-//! those used since their last placing, so no request ever scans the table.
+//! Invariants: every entry is in `map` and exactly once in `by_use` (keyed by
+//! its last-use stamp), so the least recently used session is the first key of
+//! `by_use`. When a per-principal cap can bind (it is below the table's
+//! capacity), each entry's stamp is also in its principal's set, so that
+//! principal's least recently used session is found the same way. Touching a
+//! session is O(log n); eviction and the idle sweep walk from the oldest end
+//! and skip only busy sessions (at most as many as requests in flight), so no
+//! request ever scans the table.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -30,14 +24,13 @@ pub(super) struct Table {
     /// Only ids the gateway issued (or sealed) are ever inserted.
     map: FastMap<SessionId, Entry>,
     by_use: BTreeMap<u64, SessionId>,
-    /// Each principal's keys; None when no per-principal cap can bind
+    /// Each principal's stamps; None when no per-principal cap can bind
     /// (then it costs nothing per session).
     by_principal: Option<HashMap<Principal, BTreeSet<u64>>>,
     max: usize,
     max_per_principal: usize,
-    /// The next stamp is at least this.
     next_stamp: u64,
-    /// What stamps count from.
+    /// What `Entry::last_used` counts from.
     origin: Instant,
 }
 
@@ -45,18 +38,10 @@ pub(super) struct Table {
 /// `Instant` of 16 bytes made it 56: 10 bytes more per session at 100,000).
 struct Entry {
     session: Arc<Session>,
-    /// Where it is in `by_use`: its last use when it was placed there.
-    key: u64,
-    /// The stamp of its last use (the end of its last request).
+    stamp: u64,
+    /// Nanoseconds since `Table::origin` (a u64 of them lasts 584 years).
     last_used: u64,
     in_flight: u32,
-}
-
-impl Entry {
-    /// Used since it was placed in `by_use`.
-    fn is_misplaced(&self) -> bool {
-        self.last_used != self.key
-    }
 }
 
 /// What `insert` had to end to make room.
@@ -85,23 +70,20 @@ impl Table {
         }
     }
 
-    /// `at` in nanoseconds since `origin` (an instant before the table was
-    /// made counts as that moment: no session is older).
+    /// `at` as `Entry::last_used` counts it (an instant before the table
+    /// was made counts as that moment: no session is older).
     fn nanos(&self, at: Instant) -> u64 {
         let since = at.saturating_duration_since(self.origin);
         (since.as_secs().saturating_mul(1_000_000_000)).saturating_add(since.subsec_nanos().into())
     }
 
-    /// The table's clock at `at`: nanoseconds since `origin`, made unique
-    /// (a stamp is at least one more than the last, whatever the clock says).
-    fn stamp(&mut self, at: Instant) -> u64 {
-        let stamp = self.nanos(at).max(self.next_stamp);
-        self.next_stamp = stamp + 1;
-        stamp
-    }
-
     pub(super) fn len(&self) -> usize {
         self.map.len()
+    }
+
+    fn stamp(&mut self) -> u64 {
+        self.next_stamp += 1;
+        self.next_stamp
     }
 
     fn owned_by(&self, principal: &Principal) -> usize {
@@ -117,13 +99,17 @@ impl Table {
     pub(super) fn insert(&mut self, session: Arc<Session>, now: Instant) -> Result<Evicted, Full> {
         // Evicting one of the principal's own sessions also frees a table slot.
         let (victim, reason) = if self.owned_by(&session.principal) >= self.max_per_principal {
-            let victim = self.oldest_idle(Some(&session.principal));
+            let stamps = self
+                .by_principal
+                .as_ref()
+                .and_then(|p| p.get(&session.principal));
+            let victim = stamps.and_then(|s| self.oldest_idle(s.iter().copied()));
             (
                 Some(victim.ok_or(Full::AllBusy)?),
                 CloseReason::principal_cap,
             )
         } else if self.map.len() >= self.max {
-            let victim = self.oldest_idle(None);
+            let victim = self.oldest_idle(self.by_use.keys().copied());
             (Some(victim.ok_or(Full::AllBusy)?), CloseReason::capacity)
         } else {
             (None, CloseReason::capacity)
@@ -132,7 +118,7 @@ impl Table {
             .and_then(|id| self.remove(&id))
             .map(|s| vec![(s, reason)])
             .unwrap_or_default();
-        let stamp = self.stamp(now);
+        let stamp = self.stamp();
         let id = session.id.clone();
         if let Some(p) = &mut self.by_principal {
             p.entry(session.principal.clone())
@@ -144,65 +130,31 @@ impl Table {
             id,
             Entry {
                 session,
-                key: stamp,
-                last_used: stamp,
+                stamp,
+                last_used: self.nanos(now),
                 in_flight: 0,
             },
         );
         Ok(evicted)
     }
 
-    /// The least recently used idle session (of `principal`, or of the
-    /// table). Busy sessions are skipped; there are at most as many as
-    /// requests in flight. Those used since their placing are placed again
-    /// on the way.
-    fn oldest_idle(&mut self, principal: Option<&Principal>) -> Option<SessionId> {
-        let mut cursor = 0;
-        loop {
-            let key = match principal {
-                None => *self.by_use.range(cursor..).next()?.0,
-                Some(p) => *self.by_principal.as_ref()?.get(p)?.range(cursor..).next()?,
-            };
-            let id = self.by_use.get(&key)?;
-            let entry = self.map.get(id)?;
-            if entry.is_misplaced() {
-                let id = id.clone();
-                self.place(&id);
-            } else if entry.in_flight == 0 {
-                return Some(id.clone());
-            } else {
-                cursor = key + 1;
-            }
-        }
-    }
-
-    /// Moves a session used since its placing to its last use in `by_use`
-    /// (and its principal's set).
-    fn place(&mut self, id: &SessionId) {
-        let Some(entry) = self.map.get_mut(id) else {
-            return;
-        };
-        let (old, new) = (entry.key, entry.last_used);
-        entry.key = new;
-        if let Some(id) = self.by_use.remove(&old) {
-            self.by_use.insert(new, id);
-        }
-        if let Some(p) = &mut self.by_principal
-            && let Some(keys) = p.get_mut(&entry.session.principal)
-        {
-            keys.remove(&old);
-            keys.insert(new);
-        }
+    /// The first idle session among `stamps` (oldest first). Busy sessions
+    /// are skipped; there are at most as many as requests in flight.
+    fn oldest_idle(&self, stamps: impl Iterator<Item = u64>) -> Option<SessionId> {
+        stamps
+            .filter_map(|stamp| self.by_use.get(&stamp))
+            .find(|id| self.map.get(*id).is_some_and(|e| e.in_flight == 0))
+            .cloned()
     }
 
     pub(super) fn remove(&mut self, id: &SessionId) -> Option<Arc<Session>> {
         let entry = self.map.remove(id)?;
-        self.by_use.remove(&entry.key);
+        self.by_use.remove(&entry.stamp);
         if let Some(p) = &mut self.by_principal
-            && let Some(keys) = p.get_mut(&entry.session.principal)
+            && let Some(stamps) = p.get_mut(&entry.session.principal)
         {
-            keys.remove(&entry.key);
-            if keys.is_empty() {
+            stamps.remove(&entry.stamp);
+            if stamps.is_empty() {
                 p.remove(&entry.session.principal);
             }
         }
@@ -220,9 +172,9 @@ impl Table {
     }
 
     /// Marks a request in flight on a session. A busy session is neither
-    /// evicted nor expired, wherever it stands in `by_use`, so its last use
-    /// does not change until the request ends (`leave`): no clock is read
-    /// for it.
+    /// evicted nor expired, wherever it stands in `by_use`, so neither its
+    /// place nor its last use change until the request ends (`leave`): no
+    /// clock is read for it.
     pub(super) fn enter(&mut self, id: &str) -> Option<Arc<Session>> {
         let entry = self.map.get_mut(id)?;
         entry.in_flight = entry.in_flight.saturating_add(1);
@@ -239,16 +191,26 @@ impl Table {
         self.used(id, now, false)
     }
 
-    /// Records a use; the session keeps its place in `by_use` until a walk
-    /// meets it.
+    /// The session moves to the newest end of `by_use`.
     fn used(&mut self, id: &SessionId, now: Instant, leaving: bool) -> Option<Arc<Session>> {
-        let stamp = self.stamp(now);
+        let stamp = self.stamp();
+        let now = self.nanos(now);
         let entry = self.map.get_mut(id)?;
-        entry.last_used = stamp;
+        let old = std::mem::replace(&mut entry.stamp, stamp);
+        entry.last_used = now;
         if leaving {
             entry.in_flight = entry.in_flight.saturating_sub(1);
         }
-        Some(entry.session.clone())
+        let session = entry.session.clone();
+        self.by_use.remove(&old);
+        self.by_use.insert(stamp, id.clone());
+        if let Some(p) = &mut self.by_principal
+            && let Some(stamps) = p.get_mut(&session.principal)
+        {
+            stamps.remove(&old);
+            stamps.insert(stamp);
+        }
+        Some(session)
     }
 
     /// Removes up to `limit` sessions idle since before `deadline`.
@@ -256,18 +218,13 @@ impl Table {
         let deadline = self.nanos(deadline);
         let mut expired = Vec::new();
         let mut cursor = 0;
-        while let Some((&key, id)) = self.by_use.range(cursor..).next() {
+        while let Some((&stamp, id)) = self.by_use.range(cursor..).next() {
             let Some(entry) = self.map.get(id) else { break };
-            if entry.is_misplaced() {
-                let id = id.clone();
-                self.place(&id);
-                continue;
-            }
             if entry.last_used >= deadline || expired.len() >= limit {
                 break;
             }
-            cursor = key + 1;
-            // A busy session is not idle, however old its last use.
+            cursor = stamp + 1;
+            // A busy session is not idle, however old its last touch.
             if entry.in_flight > 0 {
                 continue;
             }
@@ -302,17 +259,15 @@ impl Table {
     #[cfg(test)]
     pub(super) fn assert_consistent(&self) {
         assert_eq!(self.map.len(), self.by_use.len());
-        for (key, id) in &self.by_use {
-            let entry = &self.map[id];
-            assert_eq!(entry.key, *key);
-            assert!(entry.key <= entry.last_used && entry.last_used < self.next_stamp);
+        for (stamp, id) in &self.by_use {
+            assert_eq!(self.map[id].stamp, *stamp);
         }
         if let Some(p) = &self.by_principal {
             let owned: usize = p.values().map(BTreeSet::len).sum();
             assert_eq!(owned, self.map.len());
-            for (principal, keys) in p {
-                for key in keys {
-                    assert_eq!(&self.map[&self.by_use[key]].session.principal, principal);
+            for (principal, stamps) in p {
+                for stamp in stamps {
+                    assert_eq!(&self.map[&self.by_use[stamp]].session.principal, principal);
                 }
             }
         }
@@ -340,10 +295,9 @@ mod tests {
     /// Against a plain model (each session's last use, its requests in
     /// flight): whatever the uses, eviction takes the least recently used
     /// idle session, of the principal at its cap, else of the table, and
-    /// the sweep removes exactly the idle ones unused since its deadline,
-    /// though a use only marks the entry. Time often stands still (as in
-    /// paused tests), so uses in one instant are ordered by the table's
-    /// stamps.
+    /// the sweep removes exactly the idle ones unused since its deadline.
+    /// Time often stands still (as in paused tests), so uses in one instant
+    /// are ordered by the table's stamps.
     #[test]
     fn eviction_and_expiry_follow_last_use_exactly() {
         for per_principal in [4, 1000] {
