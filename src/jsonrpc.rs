@@ -9,7 +9,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+mod needle;
 mod object;
+pub(crate) use needle::Needle;
 pub(crate) use object::{Value, members};
 
 /// A JSON-RPC id exactly as the peer wrote it (number or string).

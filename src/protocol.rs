@@ -73,14 +73,12 @@ pub fn supported_versions() -> Vec<&'static str> {
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// Whether raw JSON could carry `META_PROTOCOL_VERSION` (a byte search, no
-/// parse): almost no legacy request does, so this is checked first. The
-/// searcher is built once; `str::contains` builds one per call. Most
+/// parse): almost no legacy request does, so this is checked first. Most
 /// params have no `/` at all (the key has one), and looking for one byte
 /// costs a tenth of looking for the key.
 pub fn may_name_modern_version(raw: &str) -> bool {
-    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(META_PROTOCOL_VERSION));
-    memchr::memchr(b'/', raw.as_bytes()).is_some() && FINDER.find(raw.as_bytes()).is_some()
+    static KEY: crate::jsonrpc::Needle = crate::jsonrpc::Needle::new(META_PROTOCOL_VERSION);
+    memchr::memchr(b'/', raw.as_bytes()).is_some() && KEY.in_text(raw)
 }
 
 /// What an `MCP-Protocol-Version` header names.

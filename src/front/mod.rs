@@ -20,6 +20,7 @@ pub mod server;
 mod status;
 mod stream;
 
+use std::future::{Future, ready};
 use std::sync::Arc;
 
 use axum::Router as HttpRouter;
@@ -28,6 +29,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, Request};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
+use futures_util::future::Either;
 use tokio_util::sync::CancellationToken;
 
 pub use checks::Policy;
@@ -125,12 +127,14 @@ pub struct Edge {
 
 impl Edge {
     /// `POST /mcp`: the same guard as every route, then the default
-    /// namespace's handler.
-    async fn post_mcp(front: Arc<Front>, req: Request<Body>) -> Answer {
+    /// namespace's handler. Not an `async fn`: each layer of them holds its
+    /// arguments beside the next layer's future, and a future is copied
+    /// whole (all 2 KiB of this chain) when the layer above first polls it.
+    fn post_mcp(front: Arc<Front>, req: Request<Body>) -> impl Future<Output = Answer> {
         let guarded = front.layout.load().policy.guard(req.headers(), req.uri());
         match guarded {
-            Ok(()) => mcp(front, "default", req).await,
-            Err(reject) => front.refuse(req.method(), reject).into(),
+            Ok(()) => Either::Left(post::answer(front, "default", req)),
+            Err(reject) => Either::Right(ready(front.refuse(&Method::POST, reject).into())),
         }
     }
 }
@@ -197,7 +201,7 @@ async fn named_namespace(
 async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Answer {
     let method = req.method().clone();
     let result = match method {
-        Method::POST => post::handle(&front, namespace, req).await,
+        Method::POST => return post::answer(front, namespace, req).await,
         Method::GET => Box::pin(stream::open(&front, namespace, req.headers()))
             .await
             .map(Answer::from),

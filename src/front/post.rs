@@ -19,11 +19,15 @@ use crate::protocol::{self, ClientCaps, LegacyVersion, Revision};
 use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
 
-pub(super) async fn handle(
-    front: &Arc<Front>,
-    namespace: &str,
-    req: Request<Body>,
-) -> Result<Answer, Reject> {
+/// A POST's answer, a refusal included.
+pub(super) async fn answer(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Answer {
+    match handle(&front, namespace, req).await {
+        Ok(answer) => answer,
+        Err(reject) => front.refuse(&axum::http::Method::POST, reject).into(),
+    }
+}
+
+async fn handle(front: &Arc<Front>, namespace: &str, req: Request<Body>) -> Result<Answer, Reject> {
     let started = Instant::now();
     if front.stopping.is_cancelled() {
         return Err(Reject::ShuttingDown);

@@ -264,7 +264,8 @@ fn code_of(error: &RawValue) -> String {
 }
 
 fn is_tool_error(result: &RawValue) -> bool {
-    if memchr::memmem::find(result.get().as_bytes(), b"isError").is_none() {
+    static IS_ERROR: crate::jsonrpc::Needle = crate::jsonrpc::Needle::new("isError");
+    if !IS_ERROR.in_text(result.get()) {
         return false;
     }
     #[derive(serde::Deserialize)]

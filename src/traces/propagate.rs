@@ -29,7 +29,10 @@ pub(super) fn from_headers(headers: &HeaderMap) -> Context {
 pub(super) fn from_meta(params: Option<&RawValue>) -> Option<Context> {
     let params = params?.get();
     // Almost no request has one: a substring test before any parsing.
-    memchr::memmem::find(params.as_bytes(), TRACEPARENT.as_bytes())?;
+    static KEY: crate::jsonrpc::Needle = crate::jsonrpc::Needle::new(TRACEPARENT);
+    if !KEY.in_text(params) {
+        return None;
+    }
     #[derive(serde::Deserialize)]
     struct Params {
         #[serde(rename = "_meta")]

@@ -744,7 +744,8 @@ fn rewrite_progress_token(
 ) -> (Cow<'_, RawValue>, Option<Box<RawValue>>) {
     let unchanged = (Cow::Borrowed(params), None);
     // Most calls carry no token: don't take them apart for nothing.
-    if !params.get().contains("\"progressToken\"") {
+    static PROGRESS_TOKEN: jsonrpc::Needle = jsonrpc::Needle::new("\"progressToken\"");
+    if !PROGRESS_TOKEN.in_text(params.get()) {
         return unchanged;
     }
     let Ok(mut fields) = serde_json::from_str::<IndexMap<String, Box<RawValue>>>(params.get())
