@@ -393,7 +393,8 @@ def vs_agentgateway(fwd_http: dict, wrk: dict) -> list[str]:
     if not parts:
         return ["vs agentgateway (fast HTTP backend)", want,
                 "not measured in this run: agentgateway is on no registry this machine reaches; "
-                "`AGENTGATEWAY=/path/to/binary bench/run --quick` measures one you built", "–"]
+                "`AGENTGATEWAY=$(bench/peers/build-agentgateway) bench/run --quick` builds and measures it",
+                "–"]
     return ["vs agentgateway (fast HTTP backend)", want, "; ".join(parts), mark(all(oks))]
 
 
