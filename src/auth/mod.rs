@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, HeaderValue, header};
+use http::HeaderValue;
 use jsonwebtoken::Validation;
 use parking_lot::Mutex;
 
@@ -124,10 +124,10 @@ impl Authenticator {
     /// The principal of a request to `namespace`'s endpoint.
     pub(crate) async fn authenticate(
         &self,
-        headers: &HeaderMap,
+        authorization: Option<&str>,
         namespace: &str,
     ) -> Result<Identity, Refusal> {
-        let Some(presented) = bearer(headers) else {
+        let Some(presented) = authorization.and_then(bearer) else {
             return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
         };
         if let Some(i) = self.tokens.iter().position(|t| t.matches(presented)) {
@@ -367,9 +367,9 @@ fn unix_now() -> u64 {
     crate::sessions::unix_now()
 }
 
-/// `Authorization: Bearer <token>` (the scheme in any case).
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+/// The token of an `Authorization: Bearer <token>` value (the scheme in
+/// any case).
+fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)

@@ -1,9 +1,11 @@
 //! Header checks that every MCP request passes before its body is read.
 
-use axum::http::{HeaderMap, HeaderValue, Uri, header};
+use axum::http::header;
+use axum::http::uri::Authority;
 
 use super::authority;
 use super::error::Reject;
+use super::headers::{Headers, visible_str};
 use crate::auth::{Authenticator, Identity, Refusal};
 use crate::sessions::{Principal, SessionId};
 
@@ -53,8 +55,12 @@ impl Policy {
     /// The DNS-rebinding defence, for every endpoint: a well-formed Host
     /// (one, agreeing with an absolute-form request target), loopback when
     /// the gateway listens on loopback, and an allowed Origin if any.
-    pub(crate) fn guard(&self, headers: &HeaderMap, uri: &Uri) -> Result<(), Reject> {
-        let mut hosts = headers.get_all(header::HOST).iter();
+    pub(crate) fn guard(
+        &self,
+        headers: &impl Headers,
+        target: Option<&Authority>,
+    ) -> Result<(), Reject> {
+        let mut hosts = headers.all(&header::HOST);
         let host = match (hosts.next(), hosts.next()) {
             (None, _) => None,
             (Some(h), None) => Some(h),
@@ -62,15 +68,15 @@ impl Policy {
         };
         // The common request: origin-form, with the Host its connection
         // sent before; checked then, it passes either way.
-        let seen = uri.authority().is_none() && host.is_some_and(|h| loopback::seen(h.as_bytes()));
+        let seen = target.is_none() && host.is_some_and(loopback::seen);
         if !seen {
-            self.check_host(host, uri)?;
+            self.check_host(host, target)?;
         }
-        let mut origins = headers.get_all(header::ORIGIN).iter();
+        let mut origins = headers.all(&header::ORIGIN);
         match (origins.next(), origins.next()) {
             (None, _) => Ok(()),
             (Some(origin), None) => {
-                let origin = origin.to_str().map_err(|_| Reject::ForbiddenOrigin)?;
+                let origin = visible_str(origin).ok_or(Reject::ForbiddenOrigin)?;
                 let listed = self.allowed_origins.iter().any(|o| o == origin);
                 let loopback = self.allowed_origins.is_empty()
                     && authority::parse_origin(origin).is_some_and(|a| a.host.is_loopback());
@@ -86,17 +92,17 @@ impl Policy {
 
     /// The Host (and an absolute-form target's authority): well-formed,
     /// agreeing, and loopback when the gateway listens on loopback.
-    fn check_host(&self, host: Option<&HeaderValue>, uri: &Uri) -> Result<(), Reject> {
+    fn check_host(&self, host: Option<&[u8]>, target: Option<&Authority>) -> Result<(), Reject> {
         let parsed = match host {
             None => None,
             Some(h) => Some(
-                h.to_str()
-                    .ok()
+                visible_str(h)
                     .and_then(authority::parse_authority)
                     .ok_or(Reject::BadHost)?,
             ),
         };
-        let target = match uri.authority() {
+        let from_target = target.is_some();
+        let target = match target {
             None => None,
             Some(a) => Some(authority::parse_authority(a.as_str()).ok_or(Reject::BadHost)?),
         };
@@ -109,8 +115,8 @@ impl Policy {
         if self.loopback_host_only && is_loopback == Some(false) {
             return Err(Reject::ForbiddenHost);
         }
-        if let (Some(h), None, Some(true)) = (host, uri.authority(), is_loopback) {
-            loopback::remember(h.as_bytes());
+        if let (Some(h), false, Some(true)) = (host, from_target, is_loopback) {
+            loopback::remember(h);
         }
         Ok(())
     }
@@ -161,13 +167,13 @@ impl Policy {
     /// subject, or anonymous without `[auth]`.
     pub(crate) async fn authenticate(
         &self,
-        headers: &HeaderMap,
+        headers: &impl Headers,
         namespace: &str,
     ) -> Result<Identity, Reject> {
         let Some(auth) = &self.auth else {
             return Ok(Identity::unscoped(Principal::Anonymous));
         };
-        auth.authenticate(headers, namespace)
+        auth.authenticate(headers.get_str(&header::AUTHORIZATION), namespace)
             .await
             .map_err(|refusal| match refusal {
                 Refusal::Unauthorized(challenge) => Reject::Unauthorized(challenge),
@@ -178,7 +184,7 @@ impl Policy {
 }
 
 /// Accept must list both media types (or a wildcard covering them).
-pub(super) fn accepts(headers: &HeaderMap, wanted: &[&'static str]) -> Result<(), Reject> {
+pub(super) fn accepts(headers: &impl Headers, wanted: &[&'static str]) -> Result<(), Reject> {
     // What nearly every client sends for a POST, recognised without parsing.
     const BOTH: [&[u8]; 3] = [
         b"application/json, text/event-stream",
@@ -187,16 +193,15 @@ pub(super) fn accepts(headers: &HeaderMap, wanted: &[&'static str]) -> Result<()
     ];
     if wanted == ["application/json", "text/event-stream"]
         && headers
-            .get(header::ACCEPT)
-            .is_some_and(|v| BOTH.contains(&v.as_bytes()))
+            .get(&header::ACCEPT)
+            .is_some_and(|v| BOTH.contains(&v))
     {
         return Ok(());
     }
     let items = || {
         headers
-            .get_all(header::ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
+            .all(&header::ACCEPT)
+            .filter_map(visible_str)
             .flat_map(|v| v.split(','))
     };
     for want in wanted {
@@ -215,11 +220,8 @@ pub(super) fn accepts(headers: &HeaderMap, wanted: &[&'static str]) -> Result<()
     Ok(())
 }
 
-pub(super) fn json_content(headers: &HeaderMap) -> Result<(), Reject> {
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+pub(super) fn json_content(headers: &impl Headers) -> Result<(), Reject> {
+    let ct = headers.get_str(&header::CONTENT_TYPE).unwrap_or("");
     let media = ct.split(';').next().unwrap_or("").trim();
     if media.eq_ignore_ascii_case("application/json") {
         Ok(())
@@ -228,30 +230,29 @@ pub(super) fn json_content(headers: &HeaderMap) -> Result<(), Reject> {
     }
 }
 
-pub(super) fn session_id(headers: &HeaderMap) -> Option<SessionId> {
+pub(super) fn session_id(headers: &impl Headers) -> Option<SessionId> {
     presented_session_id(headers).map(SessionId::from_header)
 }
 
 /// The session id as the client sent it, for a lookup that needs no
 /// `SessionId` of its own (making one allocates).
-pub(super) fn presented_session_id(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(crate::protocol::SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
+pub(super) fn presented_session_id(headers: &impl Headers) -> Option<&str> {
+    headers.get_str(&crate::protocol::SESSION_HEADER)
 }
 
 /// `MCP-Protocol-Version`, when present, must name a revision we speak.
-pub(super) fn protocol_version(headers: &HeaderMap) -> Result<Option<&str>, Reject> {
-    let Some(v) = headers.get(crate::protocol::VERSION_HEADER) else {
+pub(super) fn protocol_version(headers: &impl Headers) -> Result<Option<&str>, Reject> {
+    let Some(v) = headers.get(&crate::protocol::VERSION_HEADER) else {
         return Ok(None);
     };
-    let v = v.to_str().map_err(|_| Reject::BadProtocolVersion)?;
+    let v = visible_str(v).ok_or(Reject::BadProtocolVersion)?;
     Ok(Some(v))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::{HeaderMap, HeaderValue, Uri};
 
     fn policy() -> Policy {
         Policy {
@@ -272,7 +273,7 @@ mod tests {
     }
 
     fn admit(p: &Policy, h: &HeaderMap) -> Result<(), Reject> {
-        p.guard(h, &Uri::from_static("/mcp"))
+        p.guard(h, Uri::from_static("/mcp").authority())
     }
 
     /// A Host remembered as loopback passes only as itself, only with an
@@ -303,7 +304,10 @@ mod tests {
         }
         let absolute = Uri::from_static("http://evil.example/mcp");
         assert!(matches!(
-            p.guard(&headers(&[("host", "127.0.0.1:7400")]), &absolute),
+            p.guard(
+                &headers(&[("host", "127.0.0.1:7400")]),
+                absolute.authority()
+            ),
             Err(Reject::BadHost)
         ));
         assert!(
@@ -353,11 +357,11 @@ mod tests {
         // An absolute-form target names the host, whatever Host says.
         let absolute = Uri::from_static("http://evil.example/metrics");
         assert!(matches!(
-            p.guard(&headers(&[]), &absolute),
+            p.guard(&headers(&[]), absolute.authority()),
             Err(Reject::ForbiddenHost)
         ));
         assert!(matches!(
-            p.guard(&headers(&[("host", "127.0.0.1")]), &absolute),
+            p.guard(&headers(&[("host", "127.0.0.1")]), absolute.authority()),
             Err(Reject::BadHost)
         ));
         let listed = Policy {

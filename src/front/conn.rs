@@ -5,7 +5,8 @@
 //! refuses) the connection is handed to hyper with every byte read so
 //! far, and hyper serves it to its end: whatever is unusual is answered
 //! exactly as it was before this path existed. The common request skips
-//! hyper's dispatcher, its body channel (a body that came with its head is
+//! hyper's dispatcher, a `HeaderMap` (its headers are looked up where they
+//! lie, `headers::Head`), its body channel (a body that came with its head is
 //! one piece; only one still arriving is fed to the request as it is read,
 //! `feed`) and a boxed service future per request.
 //!
@@ -24,7 +25,7 @@ use std::time::Instant;
 
 use crate::cancel_flag::CancelFlag;
 use axum::body::{Body, HttpBody};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use hyper_util::rt::TokioIo;
@@ -34,6 +35,7 @@ use tokio::net::TcpStream;
 
 use super::Edge;
 use super::answer::{self, Answer};
+use super::headers::{Head, MAX_HEADERS, RequestHeaders, Span};
 use feed::Feed;
 use socket::Socket;
 
@@ -51,11 +53,10 @@ pub(super) struct Serve {
     pub(super) write_timeout: std::time::Duration,
 }
 
-/// Headers a request may have here (hyper's limit too: more go to hyper,
-/// which answers 431).
-const MAX_HEADERS: usize = 100;
-/// A head longer than this goes to hyper (its own limit is larger).
-const MAX_HEAD: usize = 64 * 1024;
+/// A head longer than this goes to hyper (its own limit is larger; a
+/// `Head`'s offsets are 16 bits), and so does one with more than
+/// `MAX_HEADERS` headers.
+const MAX_HEAD: usize = u16::MAX as usize;
 /// What one read asks for.
 const READ_CHUNK: usize = 8 * 1024;
 /// Bytes read and not yet taken: a request's body that its handler has
@@ -102,7 +103,13 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
             Next::Other => break,
             Next::Closed => return,
         };
-        let handler = pin!(Edge::post_mcp(serve.edge.front.clone(), request.req));
+        let headers = RequestHeaders::Own(request.head);
+        let handler = pin!(Edge::post_mcp(
+            serve.edge.front.clone(),
+            headers,
+            None, // origin-form: `/mcp`
+            request.body
+        ));
         let Some(response) = io.run(handler, request.feed.as_ref()).await else {
             return;
         };
@@ -140,7 +147,8 @@ enum Next {
 
 /// A request for `POST /mcp`.
 struct Taken {
-    req: Request<Body>,
+    head: Head,
+    body: Body,
     /// The client asked for the connection to close after it.
     close: bool,
     /// Where the rest of its body goes as it is read (None: it came whole).
@@ -407,29 +415,20 @@ enum Take {
     Partial,
 }
 
-/// Where a header's name and value lie in the head: name start and end,
-/// value start and end.
-type Span = [u32; 4];
-
 /// Takes the request at the front of `buf` once its head has arrived, if
 /// it is one this path serves, with as much of its body as is here;
 /// leaves `buf` as it was otherwise.
 fn take(buf: &mut BytesMut) -> Take {
     let mut spans = [[0; 4]; MAX_HEADERS];
     let simple = match classify(buf, &mut spans) {
-        Head::Partial => return Take::Partial,
-        Head::Other => return Take::Other,
-        Head::Simple(simple) => simple,
+        Parsed::Partial => return Take::Partial,
+        Parsed::Other => return Take::Other,
+        Parsed::Simple(simple) => simple,
     };
-    let head = buf.split_to(simple.head_len).freeze();
-    let Some(headers) = headers(&head, &spans[..simple.count]) else {
-        // Back as it was, for hyper.
-        let mut all = BytesMut::with_capacity(head.len() + buf.len());
-        all.extend_from_slice(&head);
-        all.extend_from_slice(&buf[..]);
-        *buf = all;
-        return Take::Other;
-    };
+    let head = Head::new(
+        buf.split_to(simple.head_len).freeze(),
+        &spans[..simple.count],
+    );
     let here = buf.split_to(simple.body_len.min(buf.len())).freeze();
     let (body, feed) = match simple.body_len - here.len() {
         0 => (Body::from(here), None),
@@ -438,19 +437,16 @@ fn take(buf: &mut BytesMut) -> Take {
             (Body::new(feed.body()), Some(feed))
         }
     };
-    let mut req = Request::new(body);
-    *req.method_mut() = Method::POST;
-    *req.uri_mut() = Uri::from_static("/mcp");
-    *req.headers_mut() = headers;
     Take::Ready(Taken {
-        req,
+        head,
+        body,
         close: simple.close,
         feed,
     })
 }
 
 /// The head at the front of a buffer.
-enum Head {
+enum Parsed {
     Simple(Simple),
     Other,
     Partial,
@@ -465,20 +461,20 @@ struct Simple {
     count: usize,
 }
 
-fn classify(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Head {
+fn classify(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Parsed {
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
     let head_len = match req.parse_with_uninit_headers(buf, &mut slots) {
         Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Head::Partial,
-        _ => return Head::Other,
+        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Parsed::Partial,
+        _ => return Parsed::Other,
     };
     if head_len > MAX_HEAD
         || req.method != Some("POST")
         || req.path != Some("/mcp")
         || req.version != Some(1)
     {
-        return Head::Other;
+        return Parsed::Other;
     }
     let mut simple = Simple {
         head_len,
@@ -494,28 +490,29 @@ fn classify(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Head {
         match name.len() {
             14 if name.eq_ignore_ascii_case(b"content-length") => {
                 if length.is_some() {
-                    return Head::Other;
+                    return Parsed::Other;
                 }
                 match content_length(h.value) {
                     Some(n) => length = Some(n),
-                    None => return Head::Other,
+                    None => return Parsed::Other,
                 }
             }
             10 if name.eq_ignore_ascii_case(b"connection") => match connection(h.value) {
                 Some(close) => simple.close |= close,
-                None => return Head::Other,
+                None => return Parsed::Other,
             },
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => return Head::Other,
-            6 if name.eq_ignore_ascii_case(b"expect") => return Head::Other,
-            7 if name.eq_ignore_ascii_case(b"upgrade") => return Head::Other,
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => return Parsed::Other,
+            6 if name.eq_ignore_ascii_case(b"expect") => return Parsed::Other,
+            7 if name.eq_ignore_ascii_case(b"upgrade") => return Parsed::Other,
             _ => {}
         }
-        let at = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
+        // Within a head of at most `MAX_HEAD` bytes.
+        let at = |s: &[u8]| (s.as_ptr() as usize - base) as u16;
         let (n, v) = (at(name), at(h.value));
-        *span = [n, n + name.len() as u32, v, v + h.value.len() as u32];
+        *span = [n, n + name.len() as u16, v, v + h.value.len() as u16];
     }
     simple.body_len = length.unwrap_or(0);
-    Head::Simple(simple)
+    Parsed::Simple(simple)
 }
 
 /// Digits only, as few as a length needs.
@@ -541,37 +538,6 @@ fn connection(value: &[u8]) -> Option<bool> {
         }
     }
     Some(close)
-}
-
-/// The request's headers, their values slices of `head`.
-fn headers(head: &Bytes, spans: &[Span]) -> Option<HeaderMap> {
-    let mut headers = HeaderMap::with_capacity(spans.len());
-    for &[ns, ne, vs, ve] in spans {
-        let name = header_name(&head[ns as usize..ne as usize])?;
-        let value = head.slice(vs as usize..ve as usize);
-        // SAFETY: httparse has checked the value: visible ASCII, spaces,
-        // tabs and obs-text, which is what a `HeaderValue` may hold (hyper
-        // relies on the same check).
-        let value = unsafe { HeaderValue::from_maybe_shared_unchecked(value) };
-        headers.append(name, value);
-    }
-    Some(headers)
-}
-
-/// A header's name; the protocol's own, which every request carries, without
-/// the copy a name `http` does not know costs.
-fn header_name(name: &[u8]) -> Option<HeaderName> {
-    use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
-    let known = match name.len() {
-        14 => SESSION_HEADER,
-        20 => VERSION_HEADER,
-        _ => return HeaderName::from_bytes(name).ok(),
-    };
-    if name.eq_ignore_ascii_case(known.as_str().as_bytes()) {
-        Some(known)
-    } else {
-        HeaderName::from_bytes(name).ok()
-    }
 }
 
 /// The status line and headers; the framing headers are this module's
@@ -710,12 +676,13 @@ pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, 
             }
             match take(&mut buf) {
                 Take::Ready(t) => {
-                    let (parts, mut body) = t.req.into_parts();
+                    let mut body = t.body;
                     let mut read = Seen {
-                        headers: parts
-                            .headers
+                        headers: t
+                            .head
                             .iter()
-                            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                            .map(|(k, v)| (k.to_ascii_lowercase(), v.to_vec()))
+                            .map(|(k, v)| (String::from_utf8(k).unwrap_or_default(), v))
                             .collect(),
                         body: Vec::new(),
                         close: t.close,

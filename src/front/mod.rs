@@ -9,6 +9,7 @@ mod checks;
 mod conn;
 mod error;
 mod follow;
+mod headers;
 mod limits;
 mod listen;
 mod modern;
@@ -61,6 +62,7 @@ use crate::router::Router;
 use crate::sessions::Sessions;
 use crate::upstream::Backend;
 use answer::Answer;
+use headers::RequestHeaders;
 
 /// What a config reload replaces whole (`app::reload`). A request uses
 /// the one it began with, start to end.
@@ -130,10 +132,15 @@ impl Edge {
     /// namespace's handler. Not an `async fn`: each layer of them holds its
     /// arguments beside the next layer's future, and a future is copied
     /// whole (all 2 KiB of this chain) when the layer above first polls it.
-    fn post_mcp(front: Arc<Front>, req: Request<Body>) -> impl Future<Output = Answer> {
-        let guarded = front.layout.load().policy.guard(req.headers(), req.uri());
+    fn post_mcp(
+        front: Arc<Front>,
+        headers: RequestHeaders,
+        target: Option<&axum::http::uri::Authority>,
+        body: Body,
+    ) -> impl Future<Output = Answer> + use<> {
+        let guarded = front.layout.load().policy.guard(&headers, target);
         match guarded {
-            Ok(()) => Either::Left(post::answer(front, "default", req)),
+            Ok(()) => Either::Left(post::answer(front, "default", headers, body)),
             Err(reject) => Either::Right(ready(front.refuse(&Method::POST, reject).into())),
         }
     }
@@ -148,7 +155,10 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
         let req = req.map(Body::new);
         if req.method() == Method::POST && req.uri().path() == "/mcp" {
             let front = self.front.clone();
-            Box::pin(async move { Ok(Edge::post_mcp(front, req).await.into_response()) })
+            let (parts, body) = req.into_parts();
+            let headers = RequestHeaders::Hyper(parts.headers);
+            let answer = Edge::post_mcp(front, headers, parts.uri.authority(), body);
+            Box::pin(async move { Ok(answer.await.into_response()) })
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
         }
@@ -179,7 +189,11 @@ async fn guard(
     req: Request<Body>,
     next: axum::middleware::Next,
 ) -> Response {
-    let guarded = front.layout.load().policy.guard(req.headers(), req.uri());
+    let guarded = front
+        .layout
+        .load()
+        .policy
+        .guard(req.headers(), req.uri().authority());
     match guarded {
         Ok(()) => next.run(req).await,
         Err(reject) => front.refuse(req.method(), reject),
@@ -201,7 +215,11 @@ async fn named_namespace(
 async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Answer {
     let method = req.method().clone();
     let result = match method {
-        Method::POST => return post::answer(front, namespace, req).await,
+        Method::POST => {
+            let (parts, body) = req.into_parts();
+            let headers = RequestHeaders::Hyper(parts.headers);
+            return post::answer(front, namespace, headers, body).await;
+        }
         Method::GET => Box::pin(stream::open(&front, namespace, req.headers()))
             .await
             .map(Answer::from),

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::error::{ModernError, Reject};
+use super::headers::Headers;
 use super::{Front, listen, reply};
 use crate::jsonrpc::{self, Outcome, Request};
 use crate::protocol::{self, ClientCaps, Era};
@@ -110,7 +111,7 @@ pub(super) async fn handle(
                 era: Era::Modern,
                 caps: client_caps(&fields),
                 _admitted: admitted,
-                trace: front.traces.parent(headers),
+                trace: front.traces.parent(|name| headers.get_str(name)),
                 token,
             };
             Ok(axum::response::IntoResponse::into_response(

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::json;
@@ -13,6 +13,7 @@ use super::Front;
 use super::answer::{Answer, Json};
 use super::checks;
 use super::error::{ModernError, Reject};
+use super::headers::{Headers, RequestHeaders};
 use super::reply;
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
 use crate::protocol::{self, ClientCaps, LegacyVersion, Revision};
@@ -20,20 +21,29 @@ use crate::router::Namespace;
 use crate::sessions::{Active, Principal};
 
 /// A POST's answer, a refusal included.
-pub(super) async fn answer(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Answer {
-    match handle(&front, namespace, req).await {
+pub(super) async fn answer(
+    front: Arc<Front>,
+    namespace: &str,
+    headers: RequestHeaders,
+    body: Body,
+) -> Answer {
+    match handle(&front, namespace, headers, body).await {
         Ok(answer) => answer,
         Err(reject) => front.refuse(&axum::http::Method::POST, reject).into(),
     }
 }
 
-async fn handle(front: &Arc<Front>, namespace: &str, req: Request<Body>) -> Result<Answer, Reject> {
+async fn handle(
+    front: &Arc<Front>,
+    namespace: &str,
+    owned_headers: RequestHeaders,
+    body: Body,
+) -> Result<Answer, Reject> {
     let started = Instant::now();
     if front.stopping.is_cancelled() {
         return Err(Reject::ShuttingDown);
     }
-    let (parts, body) = req.into_parts();
-    let headers = &parts.headers;
+    let headers = &owned_headers;
     let layout = front.layout.load_full();
     let who = layout.policy.authenticate(headers, namespace).await?;
     let admitted = layout.limits.admit(front, &who.principal).await?;
@@ -70,7 +80,13 @@ async fn handle(front: &Arc<Front>, namespace: &str, req: Request<Body>) -> Resu
         // as its largest arm, and this one is moved whole into a box for
         // every request (front::Edge).
         return Box::pin(super::modern::handle(
-            front, ns, who, admitted, headers, r, started,
+            front,
+            ns,
+            who,
+            admitted,
+            &headers.map(),
+            r,
+            started,
         ))
         .await
         .map(Answer::from);
@@ -110,10 +126,10 @@ async fn handle(front: &Arc<Front>, namespace: &str, req: Request<Body>) -> Resu
         era: crate::protocol::Era::Legacy,
         caps: crate::protocol::ClientCaps::ALL,
         _admitted: admitted,
-        trace: front.traces.parent(headers),
+        trace: front.traces.parent(|name| headers.get_str(name)),
         token,
     };
-    drop(parts);
+    drop(owned_headers);
     match message {
         RpcBody::Single(Message::Request(r)) => Ok(reply::serve(ctx, r, started).await),
         RpcBody::Single(Message::Notification(n)) => {
@@ -144,7 +160,7 @@ async fn handle(front: &Arc<Front>, namespace: &str, req: Request<Body>) -> Resu
 async fn begin(
     front: &Arc<Front>,
     ns: &Namespace,
-    headers: &HeaderMap,
+    headers: &RequestHeaders,
     principal: &Principal,
 ) -> Result<Option<Active>, Reject> {
     if front.layout.load().policy.stateless {
@@ -158,14 +174,13 @@ async fn begin(
 /// client that sends a body a byte at a time holds nothing for long).
 async fn read_body(
     body: Body,
-    headers: &HeaderMap,
+    headers: &RequestHeaders,
     max: usize,
     deadline: std::time::Instant,
 ) -> Result<bytes::Bytes, Reject> {
     use http_body_util::BodyExt;
     let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
+        .get_str(&header::CONTENT_LENGTH)
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > max) {
         return Err(Reject::PayloadTooLarge(max));

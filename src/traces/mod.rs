@@ -13,7 +13,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures_util::future::Either;
-use http::HeaderMap;
+use http::HeaderName;
 use opentelemetry::trace::{FutureExt, SpanKind, Status, TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
@@ -48,12 +48,16 @@ impl Traces {
     }
 
     /// Where a client's HTTP request continues a trace (its headers' trace
-    /// context, or a new trace). None when tracing is off.
-    pub(crate) fn parent(&self, headers: &HeaderMap) -> Option<Parent> {
+    /// context, or a new trace), each header's first value as `header`
+    /// finds it. None when tracing is off (and no header is looked up).
+    pub(crate) fn parent<'h>(
+        &self,
+        header: impl Fn(&HeaderName) -> Option<&'h str>,
+    ) -> Option<Parent> {
         let on = self.0.as_ref()?;
         Some(Parent {
             tracer: on.tracer.clone(),
-            cx: propagate::from_headers(headers),
+            cx: propagate::from_headers(header),
         })
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use http::HeaderMap;
+use http::HeaderName;
 use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
@@ -14,13 +14,20 @@ use serde_json::value::RawValue;
 
 pub(crate) const TRACEPARENT: &str = "traceparent";
 pub(crate) const TRACESTATE: &str = "tracestate";
+const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(TRACEPARENT);
+const TRACESTATE_HEADER: HeaderName = HeaderName::from_static(TRACESTATE);
 
-/// The context a client's HTTP headers carry (empty without a valid one).
-pub(super) fn from_headers(headers: &HeaderMap) -> Context {
-    if !headers.contains_key(TRACEPARENT) {
+/// The context a client's HTTP headers carry (empty without a valid one),
+/// each header's first value as `header` finds it.
+pub(super) fn from_headers<'h>(header: impl Fn(&HeaderName) -> Option<&'h str>) -> Context {
+    let Some(traceparent) = header(&TRACEPARENT_HEADER) else {
         return Context::new();
-    }
-    TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers))
+    };
+    let fields = Fields {
+        traceparent,
+        tracestate: header(&TRACESTATE_HEADER),
+    };
+    TraceContextPropagator::new().extract(&fields)
 }
 
 /// The context a request's `params._meta` carries, if it carries a valid
@@ -45,8 +52,8 @@ pub(super) fn from_meta(params: Option<&RawValue>) -> Option<Context> {
     }
     let meta = serde_json::from_str::<Params>(params).ok()?.meta?;
     let fields = Fields {
-        traceparent: meta.traceparent?,
-        tracestate: meta.tracestate,
+        traceparent: meta.traceparent.as_deref()?,
+        tracestate: meta.tracestate.as_deref(),
     };
     let cx = TraceContextPropagator::new().extract(&fields);
     cx.span().span_context().is_valid().then_some(cx)
@@ -65,16 +72,16 @@ pub(super) fn fields_of(cx: &Context) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-struct Fields {
-    traceparent: String,
-    tracestate: Option<String>,
+struct Fields<'a> {
+    traceparent: &'a str,
+    tracestate: Option<&'a str>,
 }
 
-impl Extractor for Fields {
+impl Extractor for Fields<'_> {
     fn get(&self, key: &str) -> Option<&str> {
         match key {
-            TRACEPARENT => Some(&self.traceparent),
-            TRACESTATE => self.tracestate.as_deref(),
+            TRACEPARENT => Some(self.traceparent),
+            TRACESTATE => self.tracestate,
             _ => None,
         }
     }
@@ -132,10 +139,12 @@ mod tests {
 
     #[test]
     fn headers_carry_a_parent() {
-        let mut headers = HeaderMap::new();
-        assert!(!from_headers(&headers).has_active_span());
+        let mut headers = http::HeaderMap::new();
+        let lookup =
+            |h: &http::HeaderMap| from_headers(|name| h.get(name).and_then(|v| v.to_str().ok()));
+        assert!(!lookup(&headers).has_active_span());
         headers.insert(TRACEPARENT, PARENT.parse().unwrap());
-        let cx = from_headers(&headers);
+        let cx = lookup(&headers);
         assert!(cx.span().span_context().is_valid());
         assert_eq!(fields_of(&cx)[0].1, PARENT);
     }

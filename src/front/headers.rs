@@ -1,0 +1,439 @@
+//! A request's headers as the front reads them. A request hyper served
+//! carries hyper's `HeaderMap`; the common `POST /mcp`, read by the
+//! connection itself (`conn.rs`), keeps its head's bytes and where each
+//! header lies in them (`Head`), which is all the dozen lookups a request
+//! makes need. Building a map for it cost two allocations, a parse and a
+//! hash per name and a shared `Bytes` (two atomic operations) per value,
+//! and dropping it as much again (bench/analysis.md).
+
+use std::borrow::Cow;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+
+/// Lookups by name; a name matches whatever its case in the request.
+pub(crate) trait Headers {
+    /// Every value of `name`, in the order the request sent them.
+    fn all(&self, name: &HeaderName) -> Values<'_>;
+
+    /// The first value of `name`.
+    fn get(&self, name: &HeaderName) -> Option<&[u8]> {
+        self.all(name).next()
+    }
+
+    /// The first value of `name`, if it is visible ASCII (what
+    /// `HeaderValue::to_str` accepts).
+    fn get_str(&self, name: &HeaderName) -> Option<&str> {
+        self.get(name).and_then(visible_str)
+    }
+}
+
+/// A header value as a `&str` if it is visible ASCII, as
+/// `HeaderValue::to_str` has it. Every value here is a valid one (no
+/// control byte but tab, no DEL: httparse checked it, or `HeaderValue`
+/// did), so that is "ASCII", which is tested a word at a time.
+pub(crate) fn visible_str(value: &[u8]) -> Option<&str> {
+    debug_assert!(!value.iter().any(|&b| b < 32 && b != b'\t' || b == 127));
+    // SAFETY: ASCII only, checked first.
+    value
+        .is_ascii()
+        .then(|| unsafe { std::str::from_utf8_unchecked(value) })
+}
+
+/// The values `Headers::all` finds.
+pub(crate) enum Values<'a> {
+    Map(axum::http::header::ValueIter<'a, HeaderValue>),
+    Head {
+        head: &'a Head,
+        /// Bit `i` set: the `i`th header has the name, and is not yet taken.
+        matching: u128,
+    },
+}
+
+impl<'a> Iterator for Values<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        match self {
+            Values::Map(values) => values.next().map(HeaderValue::as_bytes),
+            Values::Head { head, matching } => {
+                if *matching == 0 {
+                    return None;
+                }
+                let i = matching.trailing_zeros() as usize;
+                *matching &= *matching - 1;
+                let [_, _, start, end] = head.span(i);
+                Some(&head.bytes[usize::from(start)..usize::from(end)])
+            }
+        }
+    }
+}
+
+impl Headers for HeaderMap {
+    fn all(&self, name: &HeaderName) -> Values<'_> {
+        Values::Map(self.get_all(name).iter())
+    }
+}
+
+/// Where a header's name and value lie in its head: name start and end,
+/// value start and end.
+pub(super) type Span = [u16; 4];
+
+/// Headers a head may have (hyper's limit too: a request with more goes
+/// to hyper, which answers 431).
+pub(super) const MAX_HEADERS: usize = 100;
+
+/// Spans a `Head` holds inline; a head with more keeps the rest in a
+/// `Vec`. A client sends about ten; what a request's future holds is
+/// paid for at every request (`reply.rs`, `a_request_future_stays_small`).
+const INLINE: usize = 16;
+
+/// A head the connection parsed itself: its bytes, and where each header
+/// lies in them (names as httparse checked them: tokens, which `http`
+/// accepts as they are; values as httparse checked them, which is what a
+/// `HeaderValue` may hold).
+pub(crate) struct Head {
+    bytes: Bytes,
+    inline: [Span; INLINE],
+    more: Vec<Span>,
+    count: u8,
+    /// By `Known`: where its first header is, plus one (0: none).
+    first: [u8; KNOWN],
+    /// By `Known`'s bit: sent more than once.
+    repeated: u8,
+}
+
+impl Head {
+    /// The head `bytes` with the headers at `spans` (at most
+    /// `MAX_HEADERS`, every offset within `bytes`).
+    pub(super) fn new(bytes: Bytes, spans: &[Span]) -> Head {
+        assert!(spans.len() <= MAX_HEADERS && bytes.len() <= usize::from(u16::MAX));
+        let here = spans.len().min(INLINE);
+        let mut head = Head {
+            bytes,
+            inline: [[0; 4]; INLINE],
+            more: spans[here..].to_vec(),
+            count: spans.len() as u8,
+            first: [0; KNOWN],
+            repeated: 0,
+        };
+        head.inline[..here].copy_from_slice(&spans[..here]);
+        for (i, &[ns, ne, _, _]) in spans.iter().enumerate() {
+            let Some(k) = Known::of(&head.bytes[usize::from(ns)..usize::from(ne)]) else {
+                continue;
+            };
+            match head.first[k as usize] {
+                0 => head.first[k as usize] = i as u8 + 1,
+                _ => head.repeated |= k.bit(),
+            }
+        }
+        head
+    }
+
+    fn span(&self, i: usize) -> Span {
+        match i.checked_sub(INLINE) {
+            None => self.inline[i],
+            Some(past) => self.more[past],
+        }
+    }
+
+    fn spans(&self) -> impl Iterator<Item = Span> + '_ {
+        let here = usize::from(self.count).min(INLINE);
+        self.inline[..here].iter().chain(&self.more).copied()
+    }
+
+    /// Every header, its name as the request spelled it.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans().map(|[ns, ne, vs, ve]| {
+            let at = |s: u16, e: u16| &self.bytes[usize::from(s)..usize::from(e)];
+            (at(ns, ne), at(vs, ve))
+        })
+    }
+
+    /// The same headers as a `HeaderMap`, for the paths that hand one on.
+    pub(super) fn to_map(&self) -> HeaderMap {
+        let mut map = HeaderMap::with_capacity(usize::from(self.count));
+        for [ns, ne, vs, ve] in self.spans() {
+            let name = &self.bytes[usize::from(ns)..usize::from(ne)];
+            let value = self.bytes.slice(usize::from(vs)..usize::from(ve));
+            // Tokens, as httparse checked them: `http` takes every one.
+            let Ok(name) = HeaderName::from_bytes(name) else {
+                continue;
+            };
+            // SAFETY: httparse has checked the value: visible ASCII,
+            // spaces, tabs and obs-text, which is what a `HeaderValue` may
+            // hold (hyper relies on the same check).
+            let value = unsafe { HeaderValue::from_maybe_shared_unchecked(value) };
+            map.append(name, value);
+        }
+        map
+    }
+}
+
+impl Headers for Head {
+    fn all(&self, name: &HeaderName) -> Values<'_> {
+        const { assert!(MAX_HEADERS <= 128) };
+        let want = name.as_str().as_bytes();
+        let matching = match Known::of(want) {
+            Some(k) if self.repeated & k.bit() == 0 => match self.first[k as usize] {
+                0 => 0,
+                at => 1 << (at - 1),
+            },
+            _ => self.scan(want),
+        };
+        Values::Head {
+            head: self,
+            matching,
+        }
+    }
+}
+
+impl Head {
+    /// The headers named `want` (lower-case), one bit each.
+    fn scan(&self, want: &[u8]) -> u128 {
+        let mut matching = 0;
+        for (i, [ns, ne, _, _]) in self.spans().enumerate() {
+            let name = &self.bytes[usize::from(ns)..usize::from(ne)];
+            if name.len() == want.len() && name.eq_ignore_ascii_case(want) {
+                matching |= 1 << i;
+            }
+        }
+        matching
+    }
+}
+
+/// Whether the header name `name` (a token) is `lower` (lower-case
+/// letters and `-`) in any case, eight bytes at a time. Setting 0x20 folds
+/// a token's upper-case letters onto lower-case ones, and no other token
+/// byte onto a lower-case letter or `-` (only CR would fold onto `-`).
+fn folded_eq(name: &[u8], lower: &[u8]) -> bool {
+    const FOLD: u64 = 0x2020_2020_2020_2020;
+    if name.len() != lower.len() {
+        return false;
+    }
+    let mut at = 0;
+    while let (Some(x), Some(y)) = (name[at..].first_chunk(), lower[at..].first_chunk()) {
+        if u64::from_le_bytes(*x) | FOLD != u64::from_le_bytes(*y) {
+            return false;
+        }
+        at += 8;
+    }
+    while at < name.len() {
+        if name[at] | 0x20 != lower[at] {
+            return false;
+        }
+        at += 1;
+    }
+    true
+}
+
+/// The headers every request is checked for, found once as its head is
+/// walked: each of the dozen lookups a request makes is then an index, not
+/// a pass over every header compared by name. Others are looked for by
+/// that pass.
+#[derive(Clone, Copy)]
+enum Known {
+    Host,
+    Origin,
+    ContentType,
+    ContentLength,
+    Accept,
+    Authorization,
+    Session,
+    Version,
+}
+
+const KNOWN: usize = 8;
+
+impl Known {
+    /// The header `name` is, in any case.
+    fn of(name: &[u8]) -> Option<Known> {
+        let (known, spelled): (Known, &[u8]) = match name.len() {
+            4 => (Known::Host, b"host"),
+            6 if name[0] | 0x20 == b'o' => (Known::Origin, b"origin"),
+            6 => (Known::Accept, b"accept"),
+            12 => (Known::ContentType, b"content-type"),
+            13 => (Known::Authorization, b"authorization"),
+            14 if name[0] | 0x20 == b'c' => (Known::ContentLength, b"content-length"),
+            14 => (Known::Session, b"mcp-session-id"),
+            20 => (Known::Version, b"mcp-protocol-version"),
+            _ => return None,
+        };
+        folded_eq(name, spelled).then_some(known)
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A POST's headers, whoever read them.
+pub(crate) enum RequestHeaders {
+    Hyper(HeaderMap),
+    Own(Head),
+}
+
+impl RequestHeaders {
+    /// As a `HeaderMap` (made for a head the connection read).
+    pub(super) fn map(&self) -> Cow<'_, HeaderMap> {
+        match self {
+            RequestHeaders::Hyper(map) => Cow::Borrowed(map),
+            RequestHeaders::Own(head) => Cow::Owned(head.to_map()),
+        }
+    }
+}
+
+impl Headers for RequestHeaders {
+    fn all(&self, name: &HeaderName) -> Values<'_> {
+        match self {
+            RequestHeaders::Hyper(map) => map.all(name),
+            RequestHeaders::Own(head) => head.all(name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::header;
+
+    /// A head of `lines` and the spans of its headers, as `conn.rs` makes them.
+    fn head(lines: &[(&str, &str)]) -> Head {
+        let mut text = String::from("POST /mcp HTTP/1.1\r\n");
+        let mut spans = Vec::new();
+        for (name, value) in lines {
+            let ns = text.len() as u16;
+            text.push_str(name);
+            let ne = text.len() as u16;
+            text.push_str(": ");
+            let vs = text.len() as u16;
+            text.push_str(value);
+            let ve = text.len() as u16;
+            text.push_str("\r\n");
+            spans.push([ns, ne, vs, ve]);
+        }
+        text.push_str("\r\n");
+        Head::new(Bytes::from(text), &spans)
+    }
+
+    #[test]
+    fn a_head_is_read_as_its_map_would_be() {
+        let lines = [
+            ("Host", "127.0.0.1:7400"),
+            ("ACCEPT", "application/json"),
+            ("x-other", "1"),
+            ("accept", "text/event-stream"),
+            ("Mcp-Session-Id", "abc"),
+            ("authorization", "Bearer caf\u{e9}"),
+        ];
+        let head = head(&lines);
+        let map = head.to_map();
+        assert_eq!(map.len(), lines.len());
+        for name in [
+            header::HOST,
+            header::ACCEPT,
+            header::ORIGIN,
+            header::AUTHORIZATION,
+            crate::protocol::SESSION_HEADER,
+            HeaderName::from_static("x-other"),
+        ] {
+            let ours: Vec<_> = head.all(&name).collect();
+            let theirs: Vec<_> = Headers::all(&map, &name).collect();
+            assert_eq!(ours, theirs, "{name}");
+            assert_eq!(
+                head.get_str(&name),
+                map.get(&name).and_then(|v| v.to_str().ok()),
+                "{name}"
+            );
+        }
+        let accepts: Vec<_> = head.all(&header::ACCEPT).collect();
+        assert_eq!(accepts, [&b"application/json"[..], b"text/event-stream"]);
+        // Not visible ASCII: a value, but no `str`.
+        assert!(head.get(&header::AUTHORIZATION).is_some());
+        assert_eq!(head.get_str(&header::AUTHORIZATION), None);
+    }
+
+    #[test]
+    fn names_fold_as_http_folds_them() {
+        let spelled = ["host", "content-length", "mcp-protocol-version", "x-a"];
+        for lower in spelled {
+            assert!(lower.bytes().all(|b| b & 0x20 != 0), "{lower}");
+            for name in [lower.to_owned(), lower.to_uppercase()] {
+                assert!(folded_eq(name.as_bytes(), lower.as_bytes()), "{name}");
+            }
+            // Each byte of the name replaced by every other token byte:
+            // equal exactly when `http` would call the names equal.
+            for at in 0..lower.len() {
+                for b in 0..=255u8 {
+                    let mut name = lower.as_bytes().to_vec();
+                    name[at] = b;
+                    let Ok(parsed) = HeaderName::from_bytes(&name) else {
+                        continue;
+                    };
+                    let same = parsed.as_str() == lower;
+                    assert_eq!(folded_eq(&name, lower.as_bytes()), same, "{name:?}");
+                }
+            }
+        }
+        assert!(!folded_eq(b"hos", b"host"));
+    }
+
+    /// Each header the index knows, in other cases, once and twice, among
+    /// others: found as a pass over every header finds it.
+    #[test]
+    fn known_headers_are_found_as_any_other() {
+        let known = [
+            "Host",
+            "ORIGIN",
+            "Content-Type",
+            "content-LENGTH",
+            "Accept",
+            "Authorization",
+            "MCP-Session-Id",
+            "Mcp-Protocol-Version",
+        ];
+        for twice in [false, true] {
+            let mut lines = vec![("x-first", "0"), ("Content-Lengtx", "no")];
+            for (i, name) in known.iter().enumerate() {
+                lines.push((name, ["a", "b", "c", "d", "e", "f", "g", "h"][i]));
+                lines.push(("x-between", "1"));
+                if twice {
+                    lines.push((name, "again"));
+                }
+            }
+            let head = head(&lines);
+            let map = head.to_map();
+            for name in known
+                .iter()
+                .chain(&["content-lengtx", "x-between", "x-none"])
+            {
+                let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
+                let ours: Vec<_> = head.all(&name).collect();
+                let theirs: Vec<_> = Headers::all(&map, &name).collect();
+                assert_eq!(ours, theirs, "{name}, twice: {twice}");
+                assert_eq!(
+                    head.scan(name.as_str().as_bytes()).count_ones() as usize,
+                    ours.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_head_finds_every_header() {
+        let names: Vec<String> = (0..MAX_HEADERS).map(|i| format!("x-h{i}")).collect();
+        let values: Vec<String> = (0..MAX_HEADERS).map(|i| i.to_string()).collect();
+        let lines: Vec<(&str, &str)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(values.iter().map(String::as_str))
+            .collect();
+        let head = head(&lines);
+        assert_eq!(head.iter().count(), MAX_HEADERS);
+        for (name, value) in names.iter().zip(&values) {
+            let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
+            let found: Vec<_> = head.all(&name).collect();
+            assert_eq!(found, [value.as_bytes()]);
+        }
+    }
+}
