@@ -5,7 +5,7 @@ use axum::http::uri::Authority;
 
 use super::authority;
 use super::error::Reject;
-use super::headers::{Headers, visible_str};
+use super::headers::{HeaderLookup, visible_str};
 use crate::auth::{Authenticator, Identity, Refusal};
 use crate::sessions::{Principal, SessionId};
 
@@ -57,7 +57,7 @@ impl Policy {
     /// the gateway listens on loopback, and an allowed Origin if any.
     pub(crate) fn guard(
         &self,
-        headers: &impl Headers,
+        headers: &impl HeaderLookup,
         target: Option<&Authority>,
     ) -> Result<(), Reject> {
         let mut hosts = headers.all(&header::HOST);
@@ -167,7 +167,7 @@ impl Policy {
     /// subject, or anonymous without `[auth]`.
     pub(crate) async fn authenticate(
         &self,
-        headers: &impl Headers,
+        headers: &impl HeaderLookup,
         namespace: &str,
     ) -> Result<Identity, Reject> {
         let Some(auth) = &self.auth else {
@@ -184,7 +184,7 @@ impl Policy {
 }
 
 /// Accept must list both media types (or a wildcard covering them).
-pub(super) fn accepts(headers: &impl Headers, wanted: &[&'static str]) -> Result<(), Reject> {
+pub(super) fn accepts(headers: &impl HeaderLookup, wanted: &[&'static str]) -> Result<(), Reject> {
     // What nearly every client sends for a POST, recognised without parsing.
     const BOTH: [&[u8]; 3] = [
         b"application/json, text/event-stream",
@@ -220,7 +220,7 @@ pub(super) fn accepts(headers: &impl Headers, wanted: &[&'static str]) -> Result
     Ok(())
 }
 
-pub(super) fn json_content(headers: &impl Headers) -> Result<(), Reject> {
+pub(super) fn json_content(headers: &impl HeaderLookup) -> Result<(), Reject> {
     let ct = headers.get_str(&header::CONTENT_TYPE).unwrap_or("");
     let media = ct.split(';').next().unwrap_or("").trim();
     if media.eq_ignore_ascii_case("application/json") {
@@ -230,18 +230,18 @@ pub(super) fn json_content(headers: &impl Headers) -> Result<(), Reject> {
     }
 }
 
-pub(super) fn session_id(headers: &impl Headers) -> Option<SessionId> {
+pub(super) fn session_id(headers: &impl HeaderLookup) -> Option<SessionId> {
     presented_session_id(headers).map(SessionId::from_header)
 }
 
 /// The session id as the client sent it, for a lookup that needs no
 /// `SessionId` of its own (making one allocates).
-pub(super) fn presented_session_id(headers: &impl Headers) -> Option<&str> {
+pub(super) fn presented_session_id(headers: &impl HeaderLookup) -> Option<&str> {
     headers.get_str(&crate::protocol::SESSION_HEADER)
 }
 
 /// `MCP-Protocol-Version`, when present, must name a revision we speak.
-pub(super) fn protocol_version(headers: &impl Headers) -> Result<Option<&str>, Reject> {
+pub(super) fn protocol_version(headers: &impl HeaderLookup) -> Result<Option<&str>, Reject> {
     let Some(v) = headers.get(&crate::protocol::VERSION_HEADER) else {
         return Ok(None);
     };

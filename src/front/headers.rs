@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 
 /// Lookups by name; a name matches whatever its case in the request.
-pub(crate) trait Headers {
+pub(crate) trait HeaderLookup {
     /// Every value of `name`, in the order the request sent them.
     fn all(&self, name: &HeaderName) -> Values<'_>;
 
@@ -32,7 +32,7 @@ pub(crate) trait Headers {
 /// `HeaderValue::to_str` has it. Every value here is a valid one (no
 /// control byte but tab, no DEL: httparse checked it, or `HeaderValue`
 /// did), so that is "ASCII", which is tested a word at a time.
-pub(crate) fn visible_str(value: &[u8]) -> Option<&str> {
+pub(super) fn visible_str(value: &[u8]) -> Option<&str> {
     debug_assert!(!value.iter().any(|&b| b < 32 && b != b'\t' || b == 127));
     // SAFETY: ASCII only, checked first.
     value
@@ -40,7 +40,7 @@ pub(crate) fn visible_str(value: &[u8]) -> Option<&str> {
         .then(|| unsafe { std::str::from_utf8_unchecked(value) })
 }
 
-/// The values `Headers::all` finds.
+/// The values `HeaderLookup::all` finds.
 pub(crate) enum Values<'a> {
     Map(axum::http::header::ValueIter<'a, HeaderValue>),
     Head {
@@ -69,7 +69,7 @@ impl<'a> Iterator for Values<'a> {
     }
 }
 
-impl Headers for HeaderMap {
+impl HeaderLookup for HeaderMap {
     fn all(&self, name: &HeaderName) -> Values<'_> {
         Values::Map(self.get_all(name).iter())
     }
@@ -156,9 +156,14 @@ impl Head {
         for [ns, ne, vs, ve] in self.spans() {
             let name = &self.bytes[usize::from(ns)..usize::from(ne)];
             let value = self.bytes.slice(usize::from(vs)..usize::from(ve));
-            // Tokens, as httparse checked them: `http` takes every one.
-            let Ok(name) = HeaderName::from_bytes(name) else {
-                continue;
+            // Tokens, as httparse checked them: `http` takes every one; the
+            // known ones without the copy a name it does not know costs.
+            let name = match Known::of(name) {
+                Some(k) => k.name(),
+                None => match HeaderName::from_bytes(name) {
+                    Ok(name) => name,
+                    Err(_) => continue,
+                },
             };
             // SAFETY: httparse has checked the value: visible ASCII,
             // spaces, tabs and obs-text, which is what a `HeaderValue` may
@@ -170,7 +175,7 @@ impl Head {
     }
 }
 
-impl Headers for Head {
+impl HeaderLookup for Head {
     fn all(&self, name: &HeaderName) -> Values<'_> {
         const { assert!(MAX_HEADERS <= 128) };
         let want = name.as_str().as_bytes();
@@ -265,6 +270,20 @@ impl Known {
     fn bit(self) -> u8 {
         1 << self as u8
     }
+
+    fn name(self) -> HeaderName {
+        use axum::http::header;
+        match self {
+            Known::Host => header::HOST,
+            Known::Origin => header::ORIGIN,
+            Known::ContentType => header::CONTENT_TYPE,
+            Known::ContentLength => header::CONTENT_LENGTH,
+            Known::Accept => header::ACCEPT,
+            Known::Authorization => header::AUTHORIZATION,
+            Known::Session => crate::protocol::SESSION_HEADER,
+            Known::Version => crate::protocol::VERSION_HEADER,
+        }
+    }
 }
 
 /// A POST's headers, whoever read them.
@@ -283,7 +302,7 @@ impl RequestHeaders {
     }
 }
 
-impl Headers for RequestHeaders {
+impl HeaderLookup for RequestHeaders {
     fn all(&self, name: &HeaderName) -> Values<'_> {
         match self {
             RequestHeaders::Hyper(map) => map.all(name),
@@ -338,7 +357,7 @@ mod tests {
             HeaderName::from_static("x-other"),
         ] {
             let ours: Vec<_> = head.all(&name).collect();
-            let theirs: Vec<_> = Headers::all(&map, &name).collect();
+            let theirs: Vec<_> = HeaderLookup::all(&map, &name).collect();
             assert_eq!(ours, theirs, "{name}");
             assert_eq!(
                 head.get_str(&name),
@@ -351,6 +370,29 @@ mod tests {
         // Not visible ASCII: a value, but no `str`.
         assert!(head.get(&header::AUTHORIZATION).is_some());
         assert_eq!(head.get_str(&header::AUTHORIZATION), None);
+    }
+
+    #[test]
+    fn each_known_header_is_its_name() {
+        use Known::*;
+        let all = [
+            Host,
+            Origin,
+            ContentType,
+            ContentLength,
+            Accept,
+            Authorization,
+            Session,
+            Version,
+        ];
+        assert_eq!(all.len(), KNOWN);
+        for k in all {
+            let name = k.name();
+            assert!(
+                matches!(Known::of(name.as_str().as_bytes()), Some(j) if j as u8 == k as u8),
+                "{name}"
+            );
+        }
     }
 
     #[test]
@@ -409,7 +451,7 @@ mod tests {
             {
                 let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
                 let ours: Vec<_> = head.all(&name).collect();
-                let theirs: Vec<_> = Headers::all(&map, &name).collect();
+                let theirs: Vec<_> = HeaderLookup::all(&map, &name).collect();
                 assert_eq!(ours, theirs, "{name}, twice: {twice}");
                 assert_eq!(
                     head.scan(name.as_str().as_bytes()).count_ones() as usize,

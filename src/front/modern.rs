@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::error::{ModernError, Reject};
-use super::headers::Headers;
+use super::headers::HeaderLookup;
 use super::{Front, listen, reply};
 use crate::jsonrpc::{self, Outcome, Request};
 use crate::protocol::{self, ClientCaps, Era};

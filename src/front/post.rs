@@ -13,7 +13,7 @@ use super::Front;
 use super::answer::{Answer, Json};
 use super::checks;
 use super::error::{ModernError, Reject};
-use super::headers::{Headers, RequestHeaders};
+use super::headers::{HeaderLookup, RequestHeaders};
 use super::reply;
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
 use crate::protocol::{self, ClientCaps, LegacyVersion, Revision};

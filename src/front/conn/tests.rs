@@ -1,5 +1,5 @@
 use super::*;
-use crate::front::headers::Headers;
+use crate::front::headers::HeaderLookup;
 use axum::http::{HeaderName, HeaderValue};
 
 fn taken(wire: &[u8]) -> (Take, BytesMut) {
