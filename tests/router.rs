@@ -172,6 +172,64 @@ async fn unprefixed_namespace_with_tool_filters() {
     assert_eq!(r.status, 404);
 }
 
+/// A named namespace's POST is served alike by the gateway's own HTTP/1.1
+/// (a body with its length) and by hyper (a chunked body): the same
+/// answer to a call, and the same refusal for a namespace that is not
+/// configured, one spelled with an escape included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_namespace_is_answered_alike_on_either_http_path() {
+    let toml = format!(
+        "{}[namespaces.plain]\nbackends = [\"demo\"]\nprefix = \"never\"\n",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start(&toml);
+    let sid = Http::new(gw.url("/ns/plain/mcp")).initialize().await;
+    let headers = format!(
+        "Host: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
+    );
+    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
+        "params":{"name":"echo","arguments":{"text":"either way"}}})
+    .to_string();
+    let addr = gw.url("");
+    tokio::task::spawn_blocking(move || {
+        let plain = |path: &str| {
+            format!(
+                "POST {path} HTTP/1.1\r\n{headers}Content-Length: {}\r\n\r\n{call}",
+                call.len()
+            )
+        };
+        let chunked = |path: &str| {
+            format!(
+                "POST {path} HTTP/1.1\r\n{headers}Transfer-Encoding: chunked\r\n\r\n\
+                 {:x}\r\n{call}\r\n0\r\n\r\n",
+                call.len()
+            )
+        };
+        // A connection is hyper's from its first chunked request on: one
+        // connection per request.
+        let answer = |raw: String| KeepAlive::connect(&addr).response_to(&raw);
+        for (path, status) in [
+            ("/ns/plain/mcp", 200),
+            ("/ns/nope/mcp", 404),
+            // Decoded by axum's router, as before this path existed.
+            ("/ns/pl%61in/mcp", 200),
+        ] {
+            let own = answer(plain(path));
+            let by_hyper = answer(chunked(path));
+            assert_eq!(own.status, status, "{path}: {}", own.text());
+            assert_eq!(by_hyper.status, status, "{path}: {}", by_hyper.text());
+            assert_eq!(own.text(), by_hyper.text(), "{path}");
+            assert_eq!(own.header("content-type"), by_hyper.header("content-type"));
+        }
+        let own = answer(plain("/ns/plain/mcp"));
+        let v: Value = serde_json::from_str(&own.text()).unwrap();
+        assert_eq!(text_of(&v), "either way");
+    })
+    .await
+    .unwrap();
+}
+
 /// Prompts, resources (URIs mapped reversibly), templates and completion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_resources_and_completion() {

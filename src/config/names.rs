@@ -60,6 +60,11 @@ macro_rules! name_type {
                 }
             }
 
+            /// Whether `name` is one that `new` takes.
+            pub fn is_valid(name: &str) -> bool {
+                $check(name).is_ok()
+            }
+
             /// For names known valid at compile time.
             pub(super) fn trusted(name: &'static str) -> Self {
                 debug_assert!($check(name).is_ok(), "invalid built-in name {name}");

@@ -1,5 +1,6 @@
-//! A client connection. The common request, `POST /mcp` over HTTP/1.1
-//! with a `Content-Length` body, is read, served and answered here. At
+//! A client connection. The common request, `POST /mcp` (or
+//! `/ns/{namespace}/mcp`) over HTTP/1.1 with a `Content-Length` body, is
+//! read, served and answered here. At
 //! the first request that is anything else (another method or target, a
 //! chunked or `Expect`ed body, `Upgrade`, HTTP/1.0, a head httparse
 //! refuses) the connection is handed to hyper with every byte read so
@@ -16,6 +17,7 @@
 //! continues), pipelined requests are answered in order, and a shutdown
 //! lets the request in flight finish and closes an idle connection at once.
 
+use std::borrow::Cow;
 use std::future::{Future, poll_fn};
 use std::io::IoSlice;
 use std::mem::MaybeUninit;
@@ -24,6 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use crate::cancel_flag::CancelFlag;
+use crate::config::NamespaceName;
 use axum::body::{Body, HttpBody};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
@@ -35,7 +38,7 @@ use tokio::net::TcpStream;
 
 use super::Edge;
 use super::answer::{self, Answer};
-use super::headers::{Head, MAX_HEADERS, RequestHeaders, Span};
+use super::headers::{Head, Known, MAX_HEADERS, RequestHeaders, Spans};
 use feed::Feed;
 use socket::Socket;
 
@@ -107,7 +110,8 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
         let handler = pin!(Edge::post_mcp(
             serve.edge.front.clone(),
             headers,
-            None, // origin-form: `/mcp`
+            None, // origin-form: no authority
+            request.namespace,
             request.body
         ));
         let Some(response) = io.run(handler, request.feed.as_ref()).await else {
@@ -145,9 +149,10 @@ enum Next {
     Closed,
 }
 
-/// A request for `POST /mcp`.
+/// A request for `POST /mcp` or `POST /ns/{namespace}/mcp`.
 struct Taken {
     head: Head,
+    namespace: Cow<'static, str>,
     body: Body,
     /// The client asked for the connection to close after it.
     close: bool,
@@ -419,16 +424,13 @@ enum Take {
 /// it is one this path serves, with as much of its body as is here;
 /// leaves `buf` as it was otherwise.
 fn take(buf: &mut BytesMut) -> Take {
-    let mut spans = [[0; 4]; MAX_HEADERS];
+    let mut spans = Spans::new();
     let simple = match classify(buf, &mut spans) {
         Parsed::Partial => return Take::Partial,
         Parsed::Other => return Take::Other,
         Parsed::Simple(simple) => simple,
     };
-    let head = Head::new(
-        buf.split_to(simple.head_len).freeze(),
-        &spans[..simple.count],
-    );
+    let head = Head::new(buf.split_to(simple.head_len).freeze(), spans);
     let here = buf.split_to(simple.body_len.min(buf.len())).freeze();
     let (body, feed) = match simple.body_len - here.len() {
         0 => (Body::from(here), None),
@@ -442,6 +444,7 @@ fn take(buf: &mut BytesMut) -> Take {
         body,
         close: simple.close,
         feed,
+        namespace: simple.namespace,
     })
 }
 
@@ -457,11 +460,25 @@ struct Simple {
     head_len: usize,
     body_len: usize,
     close: bool,
-    /// Headers, their spans the first this many of `classify`'s.
-    count: usize,
+    namespace: Cow<'static, str>,
 }
 
-fn classify(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Parsed {
+/// The namespace of a target this path serves: `/mcp` or
+/// `/ns/{namespace}/mcp` (the routes of `front::router`) with a name that
+/// could be a namespace's as it stands (`config::names`). Anything else,
+/// a percent-encoded name or a query included, goes to hyper and axum's
+/// router, which answer it as before.
+fn namespace_of(path: &str) -> Option<Cow<'static, str>> {
+    if path == "/mcp" {
+        return Some(Cow::Borrowed(crate::config::DEFAULT_NAMESPACE));
+    }
+    let name = path.strip_prefix("/ns/")?.strip_suffix("/mcp")?;
+    NamespaceName::is_valid(name).then(|| Cow::Owned(name.to_owned()))
+}
+
+/// Parses the head at the front of `buf`, its headers' places into
+/// `spans`.
+fn classify(buf: &[u8], spans: &mut Spans) -> Parsed {
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
     let head_len = match req.parse_with_uninit_headers(buf, &mut slots) {
@@ -469,26 +486,28 @@ fn classify(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Parsed {
         Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Parsed::Partial,
         _ => return Parsed::Other,
     };
-    if head_len > MAX_HEAD
-        || req.method != Some("POST")
-        || req.path != Some("/mcp")
-        || req.version != Some(1)
-    {
+    if head_len > MAX_HEAD || req.method != Some("POST") || req.version != Some(1) {
         return Parsed::Other;
     }
+    let Some(namespace) = req.path.and_then(namespace_of) else {
+        return Parsed::Other;
+    };
     let mut simple = Simple {
         head_len,
         body_len: 0,
         close: false,
-        count: req.headers.len(),
+        namespace,
     };
     let mut length = None;
     let base = buf.as_ptr() as usize;
-    for (h, span) in req.headers.iter().zip(spans.iter_mut()) {
+    for h in req.headers.iter() {
         let name = h.name.as_bytes();
-        // By length first: most names are none of these.
-        match name.len() {
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+        // Within a head of at most `MAX_HEAD` bytes.
+        let at = |s: &[u8]| (s.as_ptr() as usize - base) as u16;
+        let (n, v) = (at(name), at(h.value));
+        let span = [n, n + name.len() as u16, v, v + h.value.len() as u16];
+        match spans.push(name, span) {
+            Some(Known::ContentLength) => {
                 if length.is_some() {
                     return Parsed::Other;
                 }
@@ -497,19 +516,19 @@ fn classify(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Parsed {
                     None => return Parsed::Other,
                 }
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => match connection(h.value) {
-                Some(close) => simple.close |= close,
-                None => return Parsed::Other,
+            Some(_) => {}
+            // By length first: most names are none of these.
+            None => match name.len() {
+                10 if name.eq_ignore_ascii_case(b"connection") => match connection(h.value) {
+                    Some(close) => simple.close |= close,
+                    None => return Parsed::Other,
+                },
+                17 if name.eq_ignore_ascii_case(b"transfer-encoding") => return Parsed::Other,
+                6 if name.eq_ignore_ascii_case(b"expect") => return Parsed::Other,
+                7 if name.eq_ignore_ascii_case(b"upgrade") => return Parsed::Other,
+                _ => {}
             },
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => return Parsed::Other,
-            6 if name.eq_ignore_ascii_case(b"expect") => return Parsed::Other,
-            7 if name.eq_ignore_ascii_case(b"upgrade") => return Parsed::Other,
-            _ => {}
         }
-        // Within a head of at most `MAX_HEAD` bytes.
-        let at = |s: &[u8]| (s.as_ptr() as usize - base) as u16;
-        let (n, v) = (at(name), at(h.value));
-        *span = [n, n + name.len() as u16, v, v + h.value.len() as u16];
     }
     simple.body_len = length.unwrap_or(0);
     Parsed::Simple(simple)
@@ -686,6 +705,7 @@ pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, 
                             .collect(),
                         body: Vec::new(),
                         close: t.close,
+                        namespace: t.namespace.into_owned(),
                     };
                     drain(&mut body, &mut read.body);
                     taken.push(read);
@@ -705,6 +725,7 @@ pub(crate) struct Seen {
     pub(crate) headers: Vec<(String, Vec<u8>)>,
     pub(crate) body: Vec<u8>,
     pub(crate) close: bool,
+    pub(crate) namespace: String,
 }
 
 #[cfg(test)]

@@ -94,6 +94,13 @@ const INLINE: usize = 16;
 /// `HeaderValue` may hold).
 pub(crate) struct Head {
     bytes: Bytes,
+    spans: Spans,
+}
+
+/// Where a head's headers lie, gathered while the connection walks the
+/// head (`conn::classify`), before its bytes are cut from the buffer: one
+/// pass over the headers both checks the request's framing and indexes it.
+pub(super) struct Spans {
     inline: [Span; INLINE],
     more: Vec<Span>,
     count: u8,
@@ -103,43 +110,57 @@ pub(crate) struct Head {
     repeated: u8,
 }
 
-impl Head {
-    /// The head `bytes` with the headers at `spans` (at most
-    /// `MAX_HEADERS`, every offset within `bytes`).
-    pub(super) fn new(bytes: Bytes, spans: &[Span]) -> Head {
-        assert!(spans.len() <= MAX_HEADERS && bytes.len() <= usize::from(u16::MAX));
-        let here = spans.len().min(INLINE);
-        let mut head = Head {
-            bytes,
+impl Spans {
+    pub(super) fn new() -> Spans {
+        Spans {
             inline: [[0; 4]; INLINE],
-            more: spans[here..].to_vec(),
-            count: spans.len() as u8,
+            more: Vec::new(),
+            count: 0,
             first: [0; KNOWN],
             repeated: 0,
-        };
-        head.inline[..here].copy_from_slice(&spans[..here]);
-        for (i, &[ns, ne, _, _]) in spans.iter().enumerate() {
-            let Some(k) = Known::of(&head.bytes[usize::from(ns)..usize::from(ne)]) else {
-                continue;
-            };
-            match head.first[k as usize] {
-                0 => head.first[k as usize] = i as u8 + 1,
-                _ => head.repeated |= k.bit(),
-            }
         }
-        head
+    }
+
+    /// Adds the next header, `name` its name's bytes (a head has at most
+    /// `MAX_HEADERS`); says which of the known headers it is.
+    pub(super) fn push(&mut self, name: &[u8], span: Span) -> Option<Known> {
+        let i = usize::from(self.count);
+        assert!(i < MAX_HEADERS);
+        match self.inline.get_mut(i) {
+            Some(slot) => *slot = span,
+            None => self.more.push(span),
+        }
+        self.count += 1;
+        let k = Known::of(name)?;
+        match self.first[k as usize] {
+            0 => self.first[k as usize] = i as u8 + 1,
+            _ => self.repeated |= k.bit(),
+        }
+        Some(k)
+    }
+}
+
+impl Head {
+    /// The head `bytes` with its headers at `spans` (every offset within
+    /// `bytes`).
+    pub(super) fn new(bytes: Bytes, spans: Spans) -> Head {
+        assert!(bytes.len() <= usize::from(u16::MAX));
+        Head { bytes, spans }
     }
 
     fn span(&self, i: usize) -> Span {
         match i.checked_sub(INLINE) {
-            None => self.inline[i],
-            Some(past) => self.more[past],
+            None => self.spans.inline[i],
+            Some(past) => self.spans.more[past],
         }
     }
 
     fn spans(&self) -> impl Iterator<Item = Span> + '_ {
-        let here = usize::from(self.count).min(INLINE);
-        self.inline[..here].iter().chain(&self.more).copied()
+        let here = usize::from(self.spans.count).min(INLINE);
+        self.spans.inline[..here]
+            .iter()
+            .chain(&self.spans.more)
+            .copied()
     }
 
     /// Every header, its name as the request spelled it.
@@ -152,7 +173,7 @@ impl Head {
 
     /// The same headers as a `HeaderMap`, for the paths that hand one on.
     pub(super) fn to_map(&self) -> HeaderMap {
-        let mut map = HeaderMap::with_capacity(usize::from(self.count));
+        let mut map = HeaderMap::with_capacity(usize::from(self.spans.count));
         for [ns, ne, vs, ve] in self.spans() {
             let name = &self.bytes[usize::from(ns)..usize::from(ne)];
             let value = self.bytes.slice(usize::from(vs)..usize::from(ve));
@@ -180,7 +201,7 @@ impl HeaderLookup for Head {
         const { assert!(MAX_HEADERS <= 128) };
         let want = name.as_str().as_bytes();
         let matching = match Known::of(want) {
-            Some(k) if self.repeated & k.bit() == 0 => match self.first[k as usize] {
+            Some(k) if self.spans.repeated & k.bit() == 0 => match self.spans.first[k as usize] {
                 0 => 0,
                 at => 1 << (at - 1),
             },
@@ -236,8 +257,8 @@ fn folded_eq(name: &[u8], lower: &[u8]) -> bool {
 /// walked: each of the dozen lookups a request makes is then an index, not
 /// a pass over every header compared by name. Others are looked for by
 /// that pass.
-#[derive(Clone, Copy)]
-enum Known {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Known {
     Host,
     Origin,
     ContentType,
@@ -320,6 +341,7 @@ mod tests {
     fn head(lines: &[(&str, &str)]) -> Head {
         let mut text = String::from("POST /mcp HTTP/1.1\r\n");
         let mut spans = Vec::new();
+        let mut names = Vec::new();
         for (name, value) in lines {
             let ns = text.len() as u16;
             text.push_str(name);
@@ -330,9 +352,14 @@ mod tests {
             let ve = text.len() as u16;
             text.push_str("\r\n");
             spans.push([ns, ne, vs, ve]);
+            names.push(name.as_bytes());
         }
         text.push_str("\r\n");
-        Head::new(Bytes::from(text), &spans)
+        let mut found = Spans::new();
+        for (name, span) in names.into_iter().zip(spans) {
+            found.push(name, span);
+        }
+        Head::new(Bytes::from(text), found)
     }
 
     #[test]

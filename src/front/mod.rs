@@ -21,6 +21,7 @@ pub mod server;
 mod status;
 mod stream;
 
+use std::borrow::Cow;
 use std::future::{Future, ready};
 use std::sync::Arc;
 
@@ -128,19 +129,20 @@ pub struct Edge {
 }
 
 impl Edge {
-    /// `POST /mcp`: the same guard as every route, then the default
-    /// namespace's handler. Not an `async fn`: each layer of them holds its
+    /// `POST /mcp` (or `/ns/{namespace}/mcp`): the same guard as every
+    /// route, then the namespace's handler. Not an `async fn`: each layer of them holds its
     /// arguments beside the next layer's future, and a future is copied
     /// whole (all 2 KiB of this chain) when the layer above first polls it.
     fn post_mcp(
         front: Arc<Front>,
         headers: RequestHeaders,
         target: Option<&axum::http::uri::Authority>,
+        namespace: Cow<'static, str>,
         body: Body,
     ) -> impl Future<Output = Answer> + use<> {
         let guarded = front.layout.load().policy.guard(&headers, target);
         match guarded {
-            Ok(()) => Either::Left(post::answer(front, "default", headers, body)),
+            Ok(()) => Either::Left(post::answer(front, namespace, headers, body)),
             Err(reject) => Either::Right(ready(front.refuse(&Method::POST, reject).into())),
         }
     }
@@ -157,7 +159,8 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
             let front = self.front.clone();
             let (parts, body) = req.into_parts();
             let headers = RequestHeaders::Hyper(parts.headers);
-            let answer = Edge::post_mcp(front, headers, parts.uri.authority(), body);
+            let default = Cow::Borrowed(crate::config::DEFAULT_NAMESPACE);
+            let answer = Edge::post_mcp(front, headers, parts.uri.authority(), default, body);
             Box::pin(async move { Ok(answer.await.into_response()) })
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
@@ -201,7 +204,7 @@ async fn guard(
 }
 
 async fn default_namespace(State(front): State<Arc<Front>>, req: Request<Body>) -> Answer {
-    mcp(front, "default", req).await
+    mcp(front, Cow::Borrowed(crate::config::DEFAULT_NAMESPACE), req).await
 }
 
 async fn named_namespace(
@@ -209,10 +212,10 @@ async fn named_namespace(
     Path(namespace): Path<String>,
     req: Request<Body>,
 ) -> Answer {
-    mcp(front, &namespace, req).await
+    mcp(front, Cow::Owned(namespace), req).await
 }
 
-async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Answer {
+async fn mcp(front: Arc<Front>, namespace: Cow<'static, str>, req: Request<Body>) -> Answer {
     let method = req.method().clone();
     let result = match method {
         Method::POST => {
@@ -220,10 +223,10 @@ async fn mcp(front: Arc<Front>, namespace: &str, req: Request<Body>) -> Answer {
             let headers = RequestHeaders::Hyper(parts.headers);
             return post::answer(front, namespace, headers, body).await;
         }
-        Method::GET => Box::pin(stream::open(&front, namespace, req.headers()))
+        Method::GET => Box::pin(stream::open(&front, &namespace, req.headers()))
             .await
             .map(Answer::from),
-        Method::DELETE => Box::pin(delete(&front, namespace, req.headers()))
+        Method::DELETE => Box::pin(delete(&front, &namespace, req.headers()))
             .await
             .map(Answer::from),
         _ => Err(Reject::MethodNotAllowed),

@@ -1,5 +1,6 @@
 //! POST: one JSON-RPC message (or a 2025-03-26 batch) from a client.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -23,11 +24,11 @@ use crate::sessions::{Active, Principal};
 /// A POST's answer, a refusal included.
 pub(super) async fn answer(
     front: Arc<Front>,
-    namespace: &str,
+    namespace: Cow<'static, str>,
     headers: RequestHeaders,
     body: Body,
 ) -> Answer {
-    match handle(&front, namespace, headers, body).await {
+    match handle(&front, &namespace, headers, body).await {
         Ok(answer) => answer,
         Err(reject) => front.refuse(&axum::http::Method::POST, reject).into(),
     }

@@ -29,6 +29,28 @@ fn a_whole_post_to_mcp_is_taken_with_its_headers_and_body() {
 }
 
 #[test]
+fn a_named_namespace_is_taken_with_its_name() {
+    let long = "n".repeat(64);
+    for (path, namespace) in [
+        ("/mcp", "default"),
+        ("/ns/x/mcp", "x"),
+        ("/ns/Team_a-2/mcp", "Team_a-2"),
+        ("/ns/default/mcp", "default"),
+        (&*format!("/ns/{long}/mcp"), &*long),
+    ] {
+        let wire = format!("POST {path} HTTP/1.1\r\nContent-Length: 2\r\n\r\n{{}}");
+        let Take::Ready(t) = taken(wire.as_bytes()).0 else {
+            panic!("{path} not taken")
+        };
+        assert_eq!(t.namespace, namespace, "{path}");
+        assert_eq!(t.body.size_hint().exact(), Some(2));
+    }
+    // Longer than a name can be: axum's router answers it, as before.
+    let wire = format!("POST /ns/{long}n/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    assert!(matches!(taken(wire.as_bytes()).0, Take::Other));
+}
+
+#[test]
 fn a_head_cut_anywhere_waits_for_the_rest_and_leaves_the_buffer() {
     let head_len = CALL.len() - 5;
     for cut in 0..head_len {
@@ -60,7 +82,14 @@ fn a_body_still_coming_is_fed_with_what_is_here() {
 fn anything_unusual_goes_to_hyper_with_every_byte() {
     let cases: &[&[u8]] = &[
         b"GET /mcp HTTP/1.1\r\nHost: a\r\n\r\n",
-        b"POST /ns/x/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /ns/a%2Db/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /ns//mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /ns/a/b/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /ns/x/mcp/ HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /ns/x/mcp?x=1 HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /ns/x.y/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /ns/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST /NS/x/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
         b"POST /mcp?x=1 HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
         b"POST http://a/mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
         b"POST /mcp HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
