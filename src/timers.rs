@@ -27,12 +27,21 @@ use slab::Slab;
 
 /// The sleeps of every shard, and the thread that fires them.
 struct Timers {
-    shards: Box<[Mutex<Slab<Entry>>]>,
+    shards: Box<[Shard]>,
     /// When the thread will next look, in nanoseconds since `origin`
     /// (`u64::MAX`: when woken).
     armed: AtomicU64,
     origin: Instant,
     thread: std::thread::Thread,
+}
+
+#[derive(Default)]
+struct Shard {
+    slab: Mutex<Slab<Entry>>,
+    /// Bumped, under the lock, whenever the thread fires a sleep here: a
+    /// sleep that finds it where it last saw it unfired has not fired, and
+    /// is polled without the lock.
+    fired: AtomicU64,
 }
 
 struct Entry {
@@ -61,7 +70,7 @@ impl Timers {
             // Enough for every worker, started before or after this.
             shards: (0..crate::workers::shards()
                 .max(std::thread::available_parallelism().map_or(1, usize::from)))
-                .map(|_| Mutex::default())
+                .map(|_| Shard::default())
                 .collect(),
             armed: AtomicU64::new(u64::MAX),
             origin: Instant::now(),
@@ -100,7 +109,7 @@ fn fire(timers: &Timers) -> ! {
         for shard in &timers.shards {
             let mut from = 0;
             loop {
-                let mut slab = shard.lock();
+                let mut slab = shard.slab.lock();
                 let end = slab.capacity();
                 let to = end.min(from + SCAN_CHUNK);
                 for key in from..to {
@@ -109,6 +118,7 @@ fn fire(timers: &Timers) -> ! {
                     };
                     if entry.deadline <= now {
                         entry.fired = true;
+                        shard.fired.fetch_add(1, Ordering::Release);
                         due.extend(entry.waker.take());
                     } else {
                         next = Some(next.map_or(entry.deadline, |n| n.min(entry.deadline)));
@@ -143,12 +153,38 @@ impl Timers {
 }
 
 /// Completes at `deadline`. Registers on its first poll, unregisters when
-/// dropped.
+/// dropped. Moved later (`reset`), it keeps the deadline it registered
+/// with until the thread fires that one, and registers the new one then:
+/// a connection's header-read timeout moves at every request, and so costs
+/// no lock per request. Polled while nothing in its shard has fired, it
+/// takes no lock either.
 pub(crate) struct Sleep {
     timers: &'static Timers,
     deadline: Instant,
-    /// Shard and slot, once registered.
-    slot: Option<(usize, usize)>,
+    /// Once registered.
+    slot: Option<Slot>,
+}
+
+struct Slot {
+    shard: usize,
+    key: usize,
+    /// The deadline the thread has for it: not later than the sleep's own.
+    registered: Instant,
+    /// It was seen fired at `registered` (and not registered again since).
+    fired: bool,
+    /// The shard's `fired` count when it was last seen unfired.
+    seen: u64,
+    /// Whom the registered waker wakes (`Waker::data` and `vtable`): a
+    /// poll by a waker that wakes the same keeps it without the lock.
+    waker: (usize, usize),
+}
+
+/// Whom a waker wakes, as `Waker::will_wake` compares them.
+fn identity(waker: &Waker) -> (usize, usize) {
+    (
+        waker.data().addr(),
+        std::ptr::from_ref(waker.vtable()).addr(),
+    )
 }
 
 pub(crate) fn sleep_until(deadline: Instant) -> Sleep {
@@ -160,37 +196,73 @@ impl Future for Sleep {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let timers = self.timers;
-        match self.slot {
-            Some((shard, key)) => {
-                let mut slab = timers.shards[shard].lock();
-                let entry = &mut slab[key];
-                if entry.fired {
-                    return Poll::Ready(());
-                }
-                match &mut entry.waker {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    w => *w = Some(cx.waker().clone()),
-                }
-                Poll::Pending
+        let deadline = self.deadline;
+        let Some(slot) = &mut self.slot else {
+            if Instant::now() >= deadline {
+                return Poll::Ready(());
             }
-            None => {
-                if Instant::now() >= self.deadline {
-                    return Poll::Ready(());
-                }
-                let shard = crate::workers::shard() % timers.shards.len();
-                let key = timers.shards[shard].lock().insert(Entry {
-                    deadline: self.deadline,
+            let shard = crate::workers::shard() % timers.shards.len();
+            let (key, seen) = {
+                let mut slab = timers.shards[shard].slab.lock();
+                let key = slab.insert(Entry {
+                    deadline,
                     waker: Some(cx.waker().clone()),
                     fired: false,
                 });
-                self.slot = Some((shard, key));
-                let at = timers.nanos(self.deadline);
-                if at < timers.armed.load(Ordering::SeqCst) {
-                    timers.armed.fetch_min(at, Ordering::SeqCst);
-                    timers.thread.unpark();
-                }
-                Poll::Pending
+                (key, timers.shards[shard].fired.load(Ordering::Acquire))
+            };
+            self.slot = Some(Slot {
+                shard,
+                key,
+                registered: deadline,
+                fired: false,
+                seen,
+                waker: identity(cx.waker()),
+            });
+            timers.wake_for(deadline);
+            return Poll::Pending;
+        };
+        if slot.fired {
+            return Poll::Ready(());
+        }
+        let shard = &timers.shards[slot.shard];
+        if shard.fired.load(Ordering::Acquire) == slot.seen && slot.waker == identity(cx.waker()) {
+            return Poll::Pending;
+        }
+        let mut slab = shard.slab.lock();
+        slot.seen = shard.fired.load(Ordering::Acquire);
+        let entry = &mut slab[slot.key];
+        if entry.fired {
+            if Instant::now() >= deadline {
+                slot.fired = true;
+                return Poll::Ready(());
             }
+            // Fired at the deadline it was registered with; it has moved
+            // since.
+            entry.deadline = deadline;
+            entry.fired = false;
+            entry.waker = Some(cx.waker().clone());
+            drop(slab);
+            slot.registered = deadline;
+            timers.wake_for(deadline);
+        } else {
+            match &mut entry.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                w => *w = Some(cx.waker().clone()),
+            }
+        }
+        slot.waker = identity(cx.waker());
+        Poll::Pending
+    }
+}
+
+impl Timers {
+    /// Makes sure the thread looks by `deadline`.
+    fn wake_for(&self, deadline: Instant) {
+        let at = self.nanos(deadline);
+        if at < self.armed.load(Ordering::SeqCst) {
+            self.armed.fetch_min(at, Ordering::SeqCst);
+            self.thread.unpark();
         }
     }
 }
@@ -200,28 +272,36 @@ impl Sleep {
     /// connection's header-read timeout, one per request, is this).
     pub(crate) fn reset(&mut self, deadline: Instant) {
         self.deadline = deadline;
-        let Some((shard, key)) = self.slot else {
+        let Some(slot) = &mut self.slot else {
             return;
         };
-        let mut slab = self.timers.shards[shard].lock();
-        let entry = &mut slab[key];
-        entry.deadline = deadline;
-        entry.fired = false;
-        drop(slab);
-        // A later deadline than the thread's next look needs nothing: it
-        // finds this one then (or sooner).
-        let at = self.timers.nanos(deadline);
-        if at < self.timers.armed.load(Ordering::SeqCst) {
-            self.timers.armed.fetch_min(at, Ordering::SeqCst);
-            self.timers.thread.unpark();
+        // Later than what the thread has: the thread fires that first, and
+        // the next poll registers this one (see `poll`).
+        if !slot.fired && deadline >= slot.registered {
+            return;
         }
+        let shard = &self.timers.shards[slot.shard];
+        {
+            let mut slab = shard.slab.lock();
+            let entry = &mut slab[slot.key];
+            entry.deadline = deadline;
+            entry.fired = false;
+            slot.seen = shard.fired.load(Ordering::Acquire);
+        }
+        slot.registered = deadline;
+        if slot.fired {
+            // Its waker went with the firing: the next poll leaves one.
+            slot.fired = false;
+            slot.waker = (0, 0);
+        }
+        self.timers.wake_for(deadline);
     }
 }
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some((shard, key)) = self.slot.take() {
-            let entry = self.timers.shards[shard].lock().remove(key);
+        if let Some(slot) = self.slot.take() {
+            let entry = self.timers.shards[slot.shard].slab.lock().remove(slot.key);
             // Outside the lock: a waker's drop may run a task's.
             drop(entry);
         }

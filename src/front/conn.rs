@@ -84,6 +84,10 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
     let mut watching_closing = false;
     // One sleep for the connection, moved at each request.
     let mut header_read = crate::timers::sleep_until(Instant::now());
+    // The layout as of the last request: looked at again (a plain load) at
+    // each one, and loaded only after a reload. An idle connection keeps
+    // the one it last used alive, but a reload stops its backends itself.
+    let mut layouts = arc_swap::Cache::new(&serve.edge.front.layout);
     loop {
         header_read.reset(Instant::now() + serve.header_read_timeout);
         let request = poll_fn(|cx| {
@@ -108,7 +112,8 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
         };
         let headers = RequestHeaders::Own(request.head);
         let handler = pin!(Edge::post_mcp(
-            serve.edge.front.clone(),
+            &serve.edge.front,
+            layouts.load(),
             headers,
             None, // origin-form: no authority
             request.namespace,

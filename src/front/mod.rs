@@ -130,19 +130,20 @@ pub struct Edge {
 
 impl Edge {
     /// `POST /mcp` (or `/ns/{namespace}/mcp`): the same guard as every
-    /// route, then the namespace's handler. Not an `async fn`: each layer of them holds its
+    /// route, then the namespace's handler, under `layout` (the one current
+    /// when the request began). Not an `async fn`: each layer of them holds its
     /// arguments beside the next layer's future, and a future is copied
     /// whole (all 2 KiB of this chain) when the layer above first polls it.
-    fn post_mcp(
-        front: Arc<Front>,
+    fn post_mcp<'a>(
+        front: &'a Arc<Front>,
+        layout: &'a Arc<Layout>,
         headers: RequestHeaders,
         target: Option<&axum::http::uri::Authority>,
         namespace: Cow<'static, str>,
         body: Body,
-    ) -> impl Future<Output = Answer> + use<> {
-        let guarded = front.layout.load().policy.guard(&headers, target);
-        match guarded {
-            Ok(()) => Either::Left(post::answer(front, namespace, headers, body)),
+    ) -> impl Future<Output = Answer> + use<'a> {
+        match layout.policy.guard(&headers, target) {
+            Ok(()) => Either::Left(post::answer(front, layout, namespace, headers, body)),
             Err(reject) => Either::Right(ready(front.refuse(&Method::POST, reject).into())),
         }
     }
@@ -160,8 +161,12 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
             let (parts, body) = req.into_parts();
             let headers = RequestHeaders::Hyper(parts.headers);
             let default = Cow::Borrowed(crate::config::DEFAULT_NAMESPACE);
-            let answer = Edge::post_mcp(front, headers, parts.uri.authority(), default, body);
-            Box::pin(async move { Ok(answer.await.into_response()) })
+            Box::pin(async move {
+                let layout = front.layout.load_full();
+                let target = parts.uri.authority();
+                let answer = Edge::post_mcp(&front, &layout, headers, target, default, body);
+                Ok(answer.await.into_response())
+            })
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
         }
@@ -221,7 +226,8 @@ async fn mcp(front: Arc<Front>, namespace: Cow<'static, str>, req: Request<Body>
         Method::POST => {
             let (parts, body) = req.into_parts();
             let headers = RequestHeaders::Hyper(parts.headers);
-            return post::answer(front, namespace, headers, body).await;
+            let layout = front.layout.load_full();
+            return post::answer(&front, &layout, namespace, headers, body).await;
         }
         Method::GET => Box::pin(stream::open(&front, &namespace, req.headers()))
             .await
@@ -262,15 +268,10 @@ impl Front {
         self: &std::sync::Arc<Self>,
         id: &str,
         principal: &crate::sessions::Principal,
-        namespace: &str,
+        ns: &crate::router::Namespace,
     ) -> Result<crate::sessions::Active, Reject> {
-        let bound = self.binding(principal, namespace);
-        let tag = self
-            .layout
-            .load()
-            .router
-            .namespace(namespace)
-            .map_or(0, |ns| ns.tag);
+        let bound = self.binding(principal, ns.name.as_str());
+        let tag = ns.tag;
         if let Ok(active) = self.sessions.begin_in(id, principal, &bound, tag) {
             return Ok(active);
         }

@@ -10,12 +10,12 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::Front;
 use super::answer::{Answer, Json};
 use super::checks;
 use super::error::{ModernError, Reject};
 use super::headers::{HeaderLookup, RequestHeaders};
 use super::reply;
+use super::{Front, Layout};
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
 use crate::protocol::{self, ClientCaps, LegacyVersion, Revision};
 use crate::router::Namespace;
@@ -23,12 +23,13 @@ use crate::sessions::{Active, Principal};
 
 /// A POST's answer, a refusal included.
 pub(super) async fn answer(
-    front: Arc<Front>,
+    front: &Arc<Front>,
+    layout: &Layout,
     namespace: Cow<'static, str>,
     headers: RequestHeaders,
     body: Body,
 ) -> Answer {
-    match handle(&front, &namespace, headers, body).await {
+    match handle(front, layout, &namespace, headers, body).await {
         Ok(answer) => answer,
         Err(reject) => front.refuse(&axum::http::Method::POST, reject).into(),
     }
@@ -36,6 +37,7 @@ pub(super) async fn answer(
 
 async fn handle(
     front: &Arc<Front>,
+    layout: &Layout,
     namespace: &str,
     owned_headers: RequestHeaders,
     body: Body,
@@ -45,7 +47,6 @@ async fn handle(
         return Err(Reject::ShuttingDown);
     }
     let headers = &owned_headers;
-    let layout = front.layout.load_full();
     let who = layout.policy.authenticate(headers, namespace).await?;
     let admitted = layout.limits.admit(front, &who.principal).await?;
     checks::json_content(headers)?;
@@ -118,7 +119,7 @@ async fn handle(
         };
         return Box::pin(initialize(front, &ns, principal, r, started)).await;
     }
-    let active = begin(front, &ns, headers, &principal).await?;
+    let active = begin(front, layout, &ns, headers, &principal).await?;
     let ctx = reply::Ctx {
         front: front.clone(),
         ns,
@@ -160,15 +161,16 @@ async fn handle(
 /// The client's session for a legacy request (None when stateless).
 async fn begin(
     front: &Arc<Front>,
+    layout: &Layout,
     ns: &Namespace,
     headers: &RequestHeaders,
     principal: &Principal,
 ) -> Result<Option<Active>, Reject> {
-    if front.layout.load().policy.stateless {
+    if layout.policy.stateless {
         return Ok(None);
     }
     let id = checks::presented_session_id(headers).ok_or(Reject::MissingSession)?;
-    front.begin(id, principal, ns.name.as_str()).await.map(Some)
+    front.begin(id, principal, ns).await.map(Some)
 }
 
 /// The body, whole: at most `max` bytes, arriving within `deadline` (a

@@ -80,41 +80,53 @@ impl Ctx {
     }
 
     /// The request's cancellation: the client's, its session's end, or
-    /// the end of the shutdown grace (`Front::aborting`); and in a session,
-    /// its entry there, to be held for as long as its work.
-    fn track(&self, id: &RawId) -> (Cancel, Option<Tracked>) {
+    /// the end of the shutdown grace (`Front::aborting`); in a session it
+    /// holds the request's entry there, for as long as its work.
+    fn track(&self, id: &RawId) -> Cancel {
         match &self.active {
-            Some(a) => {
-                let tracked = a.session().track(id.get());
-                (Cancel::Session(tracked.cancel().clone()), Some(tracked))
-            }
-            None => (Cancel::Gateway(self.front.aborting.child_token()), None),
+            Some(a) => Cancel::Session(a.session().track(id.get())),
+            None => Cancel::Gateway(self.front.aborting.child_token()),
         }
     }
 }
 
-/// What cancels a running request.
-#[derive(Clone)]
+/// What cancels a running request. Owned by its work; others hold a
+/// `Canceller`.
 enum Cancel {
     /// Its entry in its session: the client's `notifications/cancelled`,
     /// the session's end.
-    Session(RequestCancel),
+    Session(Tracked),
     /// Without a session: a child of `Front::aborting`.
     Gateway(CancellationToken),
 }
 
 impl Cancel {
-    fn cancel(&self) {
+    async fn cancelled(&self) {
         match self {
-            Cancel::Session(c) => c.cancel(),
-            Cancel::Gateway(t) => t.cancel(),
+            Cancel::Session(t) => t.cancel().cancelled().await,
+            Cancel::Gateway(t) => t.cancelled().await,
         }
     }
 
-    async fn cancelled(&self) {
+    fn canceller(&self) -> Canceller {
         match self {
-            Cancel::Session(c) => c.cancelled().await,
-            Cancel::Gateway(t) => t.cancelled().await,
+            Cancel::Session(t) => Canceller::Session(t.cancel().clone()),
+            Cancel::Gateway(t) => Canceller::Gateway(t.clone()),
+        }
+    }
+}
+
+/// Cancels a running request from outside its work.
+enum Canceller {
+    Session(RequestCancel),
+    Gateway(CancellationToken),
+}
+
+impl Canceller {
+    fn cancel(&self) {
+        match self {
+            Canceller::Session(c) => c.cancel(),
+            Canceller::Gateway(t) => t.cancel(),
         }
     }
 }
@@ -131,7 +143,7 @@ pub(super) struct Running {
     events: Events,
     work: Work,
     /// 2026-07-28: cancelled if this is dropped unfinished.
-    cancel_on_drop: Option<Cancel>,
+    cancel_on_drop: Option<Canceller>,
 }
 
 /// Where a request's outcome comes from (None: it was cancelled).
@@ -164,16 +176,14 @@ impl Work {
 impl Running {
     pub(super) fn start(ctx: Ctx, id: &RawId, call: Call, started: Instant) -> Running {
         let (events_tx, events) = events::channel(EVENT_QUEUE);
-        let (cancel, tracked) = ctx.track(id);
-        let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.clone());
+        let cancel = ctx.track(id);
+        let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.canceller());
         // Boxed: moving the request (to its own task) moves a pointer, not
-        // the whole call chain's state. `ctx.active` and `tracked` drop with
-        // it: the session is busy, and the request reachable there, until
-        // the request ends, however it ends.
-        let work = Box::pin(async move {
-            let _tracked = tracked;
-            run(&ctx, call, &events_tx, &cancel, started).await
-        });
+        // the whole call chain's state. `ctx.active` and `cancel` (the
+        // request's entry in its session) drop with it: the session is busy,
+        // and the request reachable there, until the request ends, however
+        // it ends.
+        let work = Box::pin(async move { run(&ctx, call, &events_tx, &cancel, started).await });
         Running {
             events,
             work: Work::Inline(work),
@@ -504,7 +514,7 @@ fn subscription(call: &Call) -> Option<(bool, String)> {
 pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
     let (tx, _rx) = events::channel(1);
     let (id, call) = Call::of(req);
-    let (cancel, _tracked) = ctx.track(&id);
+    let cancel = ctx.track(&id);
     let outcome = run(ctx, call, &tx, &cancel, Instant::now()).await?;
     Some(jsonrpc::response(&id, &outcome))
 }
@@ -568,7 +578,7 @@ mod tests {
         assert!(run <= 2 * 1024 + 256, "reply::run: {run} bytes");
         // What a connection holds while a POST runs (`front::conn`).
         let post = future_size(|| {
-            super::super::Edge::post_mcp(todo!(), todo!(), todo!(), todo!(), todo!())
+            super::super::Edge::post_mcp(todo!(), todo!(), todo!(), todo!(), todo!(), todo!())
         });
         assert!(post <= 2 * 1024, "Edge::post_mcp: {post} bytes");
     }

@@ -40,11 +40,7 @@ pub(super) async fn open(
         .namespace(namespace)
         .ok_or(Reject::UnknownNamespace)?;
     let id = checks::presented_session_id(headers).ok_or(Reject::MissingSession)?;
-    let session = front
-        .begin(id, &principal, namespace)
-        .await?
-        .session()
-        .clone();
+    let session = front.begin(id, &principal, ns).await?.session().clone();
     if !session.claim_stream() {
         return Err(Reject::StreamConflict);
     }

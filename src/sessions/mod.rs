@@ -522,7 +522,7 @@ impl Sessions {
 
     /// Records activity (an open stream that is still writable).
     pub fn touch(&self, id: &SessionId) -> bool {
-        self.table.lock().touch(id, Instant::now()).is_some()
+        self.table.lock().touch(id, Instant::now())
     }
 
     /// Ends a session at the client's request. A sealed id is revoked

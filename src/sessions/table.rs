@@ -186,31 +186,33 @@ impl Table {
         self.used(id, now, true);
     }
 
-    /// Marks a session used at `now`.
-    pub(super) fn touch(&mut self, id: &SessionId, now: Instant) -> Option<Arc<Session>> {
+    /// Marks a session used at `now`; false if it is not in the table.
+    pub(super) fn touch(&mut self, id: &SessionId, now: Instant) -> bool {
         self.used(id, now, false)
     }
 
-    /// The session moves to the newest end of `by_use`.
-    fn used(&mut self, id: &SessionId, now: Instant, leaving: bool) -> Option<Arc<Session>> {
+    /// The session moves to the newest end of `by_use`. Its id moves with
+    /// it, and its `Arc` stays put: a use changes no reference count.
+    fn used(&mut self, id: &SessionId, now: Instant, leaving: bool) -> bool {
         let stamp = self.stamp();
         let now = self.nanos(now);
-        let entry = self.map.get_mut(id)?;
+        let Some(entry) = self.map.get_mut(id) else {
+            return false;
+        };
         let old = std::mem::replace(&mut entry.stamp, stamp);
         entry.last_used = now;
         if leaving {
             entry.in_flight = entry.in_flight.saturating_sub(1);
         }
-        let session = entry.session.clone();
-        self.by_use.remove(&old);
-        self.by_use.insert(stamp, id.clone());
+        let placed = self.by_use.remove(&old).unwrap_or_else(|| id.clone());
+        self.by_use.insert(stamp, placed);
         if let Some(p) = &mut self.by_principal
-            && let Some(stamps) = p.get_mut(&session.principal)
+            && let Some(stamps) = p.get_mut(&entry.session.principal)
         {
             stamps.remove(&old);
             stamps.insert(stamp);
         }
-        Some(session)
+        true
     }
 
     /// Removes up to `limit` sessions idle since before `deadline`.

@@ -4,7 +4,7 @@ use super::{Elapsed, Timers, timeout_in};
 
 /// Sleeps registered and not yet dropped, in every shard.
 fn registered(timers: &Timers) -> usize {
-    timers.shards.iter().map(|s| s.lock().len()).sum()
+    timers.shards.iter().map(|s| s.slab.lock().len()).sum()
 }
 
 // Timers of the test's own: the process's are shared with every test
@@ -100,5 +100,43 @@ async fn a_reset_sleep_keeps_its_slot_and_fires_at_the_new_deadline() {
     assert!(Instant::now() >= near);
     assert_eq!(registered(timers), 2, "no slot but the two sleeps'");
     drop((sleep, far));
+    assert_eq!(registered(timers), 0);
+}
+
+/// A sleep polled while another of its shard fires is not fooled by it:
+/// it stays pending until its own deadline, and one that has fired stays
+/// ready. One moved later before its first deadline fires at the new one.
+#[tokio::test]
+async fn a_sleep_sees_its_own_firing_only() {
+    use std::future::Future;
+    let timers = Timers::start();
+    let polled = |sleep: &mut super::Sleep| {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::pin::Pin::new(sleep).poll(&mut cx).is_ready()
+    };
+    let start = Instant::now();
+    let mut soon = timers.sleep_until(start + Duration::from_millis(10));
+    let mut later = timers.sleep_until(start + Duration::from_secs(3600));
+    assert!(!polled(&mut soon));
+    assert!(!polled(&mut later));
+    tokio::time::timeout(Duration::from_secs(30), &mut soon)
+        .await
+        .expect("the near one fired");
+    assert!(!polled(&mut later), "another sleep's firing is not its own");
+    assert!(polled(&mut soon), "a fired sleep stays ready");
+    assert!(polled(&mut soon));
+
+    // Moved later while registered: the first deadline passes unseen.
+    let mut moved = timers.sleep_until(Instant::now() + Duration::from_millis(10));
+    assert!(!polled(&mut moved));
+    let until = Instant::now() + Duration::from_millis(80);
+    moved.reset(until);
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert!(!polled(&mut moved), "fired at the deadline it left");
+    tokio::time::timeout(Duration::from_secs(30), &mut moved)
+        .await
+        .expect("it fired at the new deadline");
+    assert!(Instant::now() >= until);
+    drop((soon, later, moved));
     assert_eq!(registered(timers), 0);
 }

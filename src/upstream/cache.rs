@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -28,13 +29,14 @@ const MAX_HASHES: usize = 4 * MAX_PAGES;
 #[derive(Default)]
 pub(super) struct ListCache {
     inner: Mutex<Inner>,
+    /// Bumped (under `inner`'s lock) by every invalidation; a fetch that
+    /// started before one must not store what it got. Read without the lock:
+    /// every routed call looks at it.
+    version: AtomicU64,
 }
 
 #[derive(Default)]
 struct Inner {
-    /// Bumped by every invalidation; a fetch that started before one must
-    /// not store what it got.
-    version: u64,
     /// A page, and when it expires (None: at the next change).
     pages: HashMap<Key, (Box<RawValue>, Option<Instant>)>,
     /// What each page hashed to when last fetched, to tell changes apart.
@@ -63,7 +65,12 @@ impl ListCache {
     }
 
     pub(super) fn version(&self) -> u64 {
-        self.inner.lock().version
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Under `inner`'s lock: what was fetched before this is not stored.
+    fn bump(&self, _locked: &Inner) {
+        self.version.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Stores a fetched page unless the lists changed meanwhile, or its
@@ -97,7 +104,7 @@ impl ListCache {
             _ => "changed",
         };
         let room = inner.pages.len() < MAX_PAGES || inner.pages.contains_key(&key);
-        if inner.version == version && ttl != Some(Duration::ZERO) && room {
+        if self.version() == version && ttl != Some(Duration::ZERO) && room {
             if let Some(next) = next_cursor(page) {
                 inner.issued.insert((method, profile, next));
             }
@@ -118,7 +125,7 @@ impl ListCache {
             _ => return,
         };
         let mut inner = self.inner.lock();
-        inner.version += 1;
+        self.bump(&inner);
         inner.pages.retain(|(m, _, _), _| !methods.contains(m));
         inner.issued.retain(|(m, _, _)| !methods.contains(m));
     }
@@ -132,7 +139,7 @@ impl ListCache {
     /// Everything, e.g. when the backend came back after being away.
     pub(super) fn clear(&self) {
         let mut inner = self.inner.lock();
-        inner.version += 1;
+        self.bump(&inner);
         inner.pages.clear();
         inner.issued.clear();
     }

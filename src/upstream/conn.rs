@@ -50,6 +50,36 @@ pub(super) struct Listener {
     pub(super) caps: ClientCaps,
 }
 
+/// A `Listener` as a caller lends it: the call's pending entry makes the
+/// one owned copy (each copy counts a sender and a client key).
+#[derive(Clone, Copy)]
+pub(super) struct ListenerRef<'a> {
+    pub(super) events: &'a EventSink,
+    pub(super) client: &'a ClientKey,
+    pub(super) caps: ClientCaps,
+}
+
+impl Listener {
+    #[cfg(test)]
+    pub(super) fn by_ref(&self) -> ListenerRef<'_> {
+        ListenerRef {
+            events: &self.events,
+            client: &self.client,
+            caps: self.caps,
+        }
+    }
+}
+
+impl ListenerRef<'_> {
+    fn to_owned(self) -> Listener {
+        Listener {
+            events: self.events.clone(),
+            client: self.client.clone(),
+            caps: self.caps,
+        }
+    }
+}
+
 /// What became of a client's answer to a server-to-client request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answered {
@@ -248,7 +278,7 @@ impl Conn {
         &self,
         method: &str,
         params: Option<Box<RawValue>>,
-        to: Option<&Listener>,
+        to: Option<ListenerRef<'_>>,
         timeout: std::time::Duration,
     ) -> Result<Outcome, UpstreamError> {
         self.call_with(method, params.as_deref(), to, timeout, Vec::new())
@@ -260,7 +290,7 @@ impl Conn {
         &self,
         method: &str,
         params: Option<&RawValue>,
-        to: Option<&Listener>,
+        to: Option<ListenerRef<'_>>,
         timeout: std::time::Duration,
         headers: Vec<(String, String)>,
     ) -> Result<Outcome, UpstreamError> {
@@ -286,7 +316,7 @@ impl Conn {
                 PendingCall {
                     reply: tx,
                     shard: crate::workers::shard(),
-                    to: to.cloned(),
+                    to: to.map(ListenerRef::to_owned),
                     client_token,
                     delivery: match self.writes {
                         Writes::Tracked => Delivery::Queued,

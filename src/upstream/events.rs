@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Poll, Waker};
 
 use parking_lot::Mutex;
@@ -53,26 +54,36 @@ pub(crate) fn channel(capacity: usize) -> (EventSink, Events) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: VecDeque::new(),
-            senders: 1,
-            receiving: true,
             waker: None,
         }),
         capacity,
+        senders: AtomicUsize::new(1),
+        queued: AtomicUsize::new(0),
+        receiving: AtomicBool::new(true),
     });
     (EventSink(shared.clone()), Events(shared))
 }
 
+/// The counts and flags are atomics beside the lock, not in it: nearly
+/// every request's queue stays empty, and its senders come and go and its
+/// receiver looks and leaves without taking the lock (each take and
+/// release is a locked instruction, and a forwarded call made about two
+/// dozen of them here).
 struct Shared {
     state: Mutex<State>,
     capacity: usize,
+    /// Senders alive: at none, an empty queue is over. Read under the lock
+    /// by a receiver about to sleep, and the last sender takes the lock
+    /// after it counts itself out, so that receiver is always woken.
+    senders: AtomicUsize,
+    /// `state.queue`'s length, written under the lock.
+    queued: AtomicUsize,
+    /// The receiver is alive: else nothing more is queued.
+    receiving: AtomicBool,
 }
 
 struct State {
     queue: VecDeque<Event>,
-    /// Senders alive: at none, an empty queue is over.
-    senders: usize,
-    /// The receiver is alive: else nothing is queued.
-    receiving: bool,
     /// The receiver waiting for an event.
     waker: Option<Waker>,
 }
@@ -86,10 +97,11 @@ impl EventSink {
     pub fn try_send(&self, event: Event) -> Result<(), Event> {
         let waker = {
             let mut state = self.0.state.lock();
-            if !state.receiving || state.queue.len() >= self.0.capacity {
+            if !self.0.receiving.load(Ordering::Acquire) || state.queue.len() >= self.0.capacity {
                 return Err(event);
             }
             state.queue.push_back(event);
+            self.0.queued.store(state.queue.len(), Ordering::Release);
             state.waker.take()
         };
         if let Some(waker) = waker {
@@ -101,23 +113,19 @@ impl EventSink {
 
 impl Clone for EventSink {
     fn clone(&self) -> EventSink {
-        self.0.state.lock().senders += 1;
+        self.0.senders.fetch_add(1, Ordering::Relaxed);
         EventSink(self.0.clone())
     }
 }
 
 impl Drop for EventSink {
     fn drop(&mut self) {
-        let waker = {
-            let mut state = self.0.state.lock();
-            state.senders -= 1;
-            if state.senders > 0 {
-                return;
-            }
-            state.waker.take()
-        };
+        if self.0.senders.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
         // The last sender is gone: the receiver learns the queue is over,
         // at once unless it is polling now (`Events::ending_in`).
+        let waker = self.0.state.lock().waker.take();
         if let Some(waker) = waker
             && !polling::is_polling(Arc::as_ptr(&self.0).addr())
         {
@@ -135,9 +143,10 @@ impl Events {
         poll_fn(|cx| {
             let mut state = self.0.state.lock();
             if let Some(event) = state.queue.pop_front() {
+                self.0.queued.store(state.queue.len(), Ordering::Release);
                 return Poll::Ready(Some(event));
             }
-            if state.senders == 0 {
+            if self.0.senders.load(Ordering::Acquire) == 0 {
                 return Poll::Ready(None);
             }
             match &mut state.waker {
@@ -151,7 +160,13 @@ impl Events {
 
     /// The next event if one is queued.
     pub(crate) fn try_recv(&mut self) -> Option<Event> {
-        self.0.state.lock().queue.pop_front()
+        if self.is_empty() {
+            return None;
+        }
+        let mut state = self.0.state.lock();
+        let event = state.queue.pop_front();
+        self.0.queued.store(state.queue.len(), Ordering::Release);
+        event
     }
 
     /// Runs `poll_work`, a poll of the work that holds the senders, as the
@@ -163,20 +178,21 @@ impl Events {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.state.lock().queue.is_empty()
+        self.0.queued.load(Ordering::Acquire) == 0
     }
 }
 
 impl Drop for Events {
-    /// What is queued is dropped now, and nothing more is taken.
+    /// What is queued is dropped now, and nothing more is taken. (A sender
+    /// that looked before this may still queue one: it goes with the last
+    /// sender. A waker left behind wakes a task that has moved on: harmless.)
     fn drop(&mut self) {
-        let queue = {
-            let mut state = self.0.state.lock();
-            state.receiving = false;
-            state.waker = None;
-            std::mem::take(&mut state.queue)
-        };
-        drop(queue);
+        self.0.receiving.store(false, Ordering::Release);
+        if !self.is_empty() {
+            let queue = std::mem::take(&mut self.0.state.lock().queue);
+            self.0.queued.store(0, Ordering::Release);
+            drop(queue);
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use ::http::{Method, StatusCode};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -63,12 +63,27 @@ struct Session {
     generation: u64,
 }
 
+/// The names a session's headers go under, where a request can lend them
+/// (a `const` `HeaderName` is a new value at each use).
+static VERSION_NAME: HeaderName = VERSION_HEADER;
+static SESSION_NAME: HeaderName = SESSION_HEADER;
+
+impl Session {
+    /// Its headers, lent to a request (a clone of a `HeaderValue` made at
+    /// run time counts a reference, and another when it drops).
+    fn headers(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+        std::iter::once((&VERSION_NAME, &self.version))
+            .chain(self.id.as_ref().map(|id| (&SESSION_NAME, id)))
+    }
+}
+
 struct Endpoint {
     /// A 2026-07-28 backend: no session, metadata on every request.
     modern: bool,
     ctx: LinkCtx,
     spec: Arc<HttpSpec>,
-    session: Mutex<Session>,
+    /// Replaced whole by each (re-)initialize; every call reads it.
+    session: Mutex<Arc<Session>>,
     /// Held while (re-)initializing, and by the owner while it ends the
     /// session, so that no re-initialize races the DELETE.
     reinit: tokio::sync::Mutex<()>,
@@ -156,7 +171,7 @@ async fn connect(
         modern: matches!(start, Start::Modern(_)),
         ctx: ctx.clone(),
         spec: spec.clone(),
-        session: Mutex::new(session),
+        session: Mutex::new(Arc::new(session)),
         reinit: tokio::sync::Mutex::new(()),
         fatal: CancellationToken::new(),
         closing: CancellationToken::new(),
@@ -282,6 +297,17 @@ impl Endpoint {
             .header(ACCEPT, JSON_OR_SSE)
     }
 
+    /// `posting` but for the session's headers, which the call lends
+    /// (`send_lent_with`).
+    fn posting_without_session(&self) -> RequestBuilder {
+        self.spec
+            .client
+            .request(Method::POST, &self.spec.target)
+            .headers(&self.spec.headers.current())
+            .header(CONTENT_TYPE, JSON)
+            .header(ACCEPT, JSON_OR_SSE)
+    }
+
     /// A modern request: metadata in the body, mirrored in the headers.
     fn post_modern(&self, line: &str, extra: &[(String, String)]) -> RequestBuilder {
         let mut req = self
@@ -319,7 +345,7 @@ impl Endpoint {
         let deadline = Deadline::after(self.ctx.timeout);
         let fresh = Session {
             id: None,
-            ..self.session.lock().clone()
+            ..(**self.session.lock()).clone()
         };
         let id = jsonrpc::raw(&"sluice-initialize");
         let body = jsonrpc::request(
@@ -365,7 +391,7 @@ impl Endpoint {
             ));
         }
         unfinished.disarm();
-        *self.session.lock() = session;
+        *self.session.lock() = Arc::new(session);
         self.ctx.metrics.backend_session_opened(name);
         Ok(info)
     }
@@ -480,9 +506,9 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
         let sent = if wire.modern {
             wire.post_modern(&frame.line, &frame.headers).send().await
         } else {
-            wire.posting(&session)
+            wire.posting_without_session()
                 .header_pairs(&frame.headers)
-                .send_lent(frame.line.as_bytes())
+                .send_lent_with(session.headers(), frame.line.as_bytes())
                 .await
         };
         let resp = match sent {

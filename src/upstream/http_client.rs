@@ -435,17 +435,29 @@ impl RequestBuilder {
     /// retry) keeps it whole, where a clone of an owned `Bytes` allocates
     /// its shared form.
     pub(crate) async fn send_lent(self, body: &[u8]) -> Result<Response, SendError> {
+        self.send_lent_with(std::iter::empty(), body).await
+    }
+
+    /// `send_lent`, with more headers lent (after the builder's own).
+    pub(crate) async fn send_lent_with<'h>(
+        self,
+        lent: impl Iterator<Item = (&'h HeaderName, &'h HeaderValue)>,
+        body: &[u8],
+    ) -> Result<Response, SendError> {
         if self.bad {
             return Err(SendError::Builder);
         }
         let (shared, target) = (self.client.shared, &self.target.0);
-        let mut head = Vec::with_capacity(128 + 64 * self.headers.len());
+        let mut head = Vec::with_capacity(192 + 64 * self.headers.len());
         h1::write_head(
             &mut head,
             &self.method,
             target.path.as_str(),
             &target.host,
-            self.headers.iter().map(|(k, v)| (k, v)),
+            self.headers
+                .iter()
+                .map(|(k, v)| (k, v))
+                .chain(lent.map(shorter)),
             body.len(),
         );
         loop {
@@ -474,6 +486,13 @@ impl RequestBuilder {
             });
         }
     }
+}
+
+/// A lent header, for as long as the request's own.
+fn shorter<'s, 'l: 's>(
+    pair: (&'l HeaderName, &'l HeaderValue),
+) -> (&'s HeaderName, &'s HeaderValue) {
+    pair
 }
 
 fn default_port(scheme: Option<&Scheme>) -> Option<u16> {

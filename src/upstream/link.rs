@@ -3,7 +3,7 @@
 //! (terminates the child, or sends DELETE) when asked or when it dies.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -56,7 +56,11 @@ pub(super) struct Link {
     /// Cancelled to ask the owner task to end the session.
     close: CancellationToken,
     reason: Mutex<EndReason>,
-    last_used: Mutex<Instant>,
+    /// When the link was made, and its last use in nanoseconds since then
+    /// (stamped by every call: a store, where a lock is two locked
+    /// instructions).
+    born: Instant,
+    last_used: AtomicU64,
     /// Requests in flight: a link in use is never idle, however long a
     /// call takes (the idle reaper must not close it under the call).
     busy: AtomicUsize,
@@ -89,7 +93,8 @@ impl Link {
             dead: crate::cancel_flag::CancelFlag::new(),
             close: CancellationToken::new(),
             reason: Mutex::new(EndReason::Failed),
-            last_used: Mutex::new(Instant::now()),
+            born: Instant::now(),
+            last_used: AtomicU64::new(0),
             busy: AtomicUsize::new(0),
             remote: std::sync::OnceLock::new(),
             detached: AtomicBool::new(false),
@@ -175,9 +180,9 @@ impl Link {
 
     /// Marks the link in use until the guard drops, which stamps its last
     /// use (while it is in use, it is not idle at all).
-    pub(super) fn begin(self: &Arc<Self>) -> InUse {
+    pub(super) fn begin(&self) -> InUse<'_> {
         self.busy.fetch_add(1, Ordering::AcqRel);
-        InUse(self.clone())
+        InUse(self)
     }
 
     /// How long the link has been unused (zero while a call is in flight).
@@ -185,16 +190,19 @@ impl Link {
         if self.busy.load(Ordering::Acquire) > 0 {
             return Duration::ZERO;
         }
-        self.last_used.lock().elapsed()
+        let used = self.born + Duration::from_nanos(self.last_used.load(Ordering::Acquire));
+        used.elapsed()
     }
 }
 
 /// A request in flight on a link.
-pub(super) struct InUse(Arc<Link>);
+pub(super) struct InUse<'a>(&'a Link);
 
-impl Drop for InUse {
+impl Drop for InUse<'_> {
     fn drop(&mut self) {
-        *self.0.last_used.lock() = Instant::now();
+        let since = Instant::now().saturating_duration_since(self.0.born);
+        let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        self.0.last_used.store(nanos, Ordering::Release);
         self.0.busy.fetch_sub(1, Ordering::AcqRel);
     }
 }

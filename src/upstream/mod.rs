@@ -25,6 +25,7 @@ mod supervisor;
 mod throttle;
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -394,6 +395,19 @@ impl Health {
     }
 }
 
+/// Mirrors of a backend's state, each written while its lock is held.
+#[derive(Default)]
+struct Glance {
+    /// `health` is `Up`.
+    up: AtomicBool,
+    /// `health` is `Up` with a 2026-07-28 `initialize` result.
+    up_modern: AtomicBool,
+    /// `settled` is true.
+    settled: AtomicBool,
+    /// `modern` holds a link.
+    modern_link: AtomicBool,
+}
+
 pub struct Backend {
     pub name: BackendName,
     /// Itself, for opens that run on their own task (see `pool`).
@@ -416,6 +430,10 @@ pub struct Backend {
     wake: Notify,
     /// A 2026-07-28 backend's stateless link (None for legacy backends).
     modern: Mutex<Option<Arc<Link>>>,
+    /// What every call asks of `health`, `settled` and `modern`, read
+    /// without their locks (each take and release of a lock is a locked
+    /// instruction, and the common call asked five times).
+    glance: Glance,
     /// Set when a modern backend refused `initialize`: legacy clients are
     /// then served over the modern link too.
     legacy_refused: std::sync::atomic::AtomicBool,
@@ -492,6 +510,7 @@ impl Backend {
                 changes: broadcast::channel(16).0,
                 wake: Notify::new(),
                 modern: Mutex::new(None),
+                glance: Glance::default(),
                 legacy_refused: std::sync::atomic::AtomicBool::new(false),
                 opening: tokio::sync::Mutex::new(()),
                 relay: std::sync::OnceLock::new(),
@@ -509,7 +528,13 @@ impl Backend {
     fn set_health(&self, health: Health) {
         let up = matches!(health, Health::Up(..));
         let problem = health.problem();
-        let old = std::mem::replace(&mut *self.health.lock(), health);
+        let old = {
+            let mut current = self.health.lock();
+            let modern = matches!(&health, Health::Up(info) if info.is_modern());
+            self.glance.up.store(up, Ordering::Release);
+            self.glance.up_modern.store(modern, Ordering::Release);
+            std::mem::replace(&mut *current, health)
+        };
         let was_up = matches!(old, Health::Up(..));
         {
             // A problem is dated from when it began, not from each retry.
@@ -528,6 +553,7 @@ impl Backend {
         }
         self.ctx.metrics.backend_up(&self.name, up);
         self.settled.send_replace(true);
+        self.glance.settled.store(true, Ordering::Release);
         self.health_changed.send_replace(());
         if up && !was_up {
             // Clients that listed while it was away have incomplete lists.
@@ -543,7 +569,7 @@ impl Backend {
     /// that hangs in its handshake delays no one else's `initialize`.
     pub async fn settle(&self) {
         // Nearly always: settled long ago, no waiter needed.
-        if *self.settled.borrow() {
+        if self.glance.settled.load(Ordering::Acquire) {
             return;
         }
         let mut rx = self.settled.subscribe();
@@ -719,7 +745,19 @@ impl Backend {
     }
 
     fn modern_link(&self) -> Option<Arc<Link>> {
+        if !self.glance.modern_link.load(Ordering::Acquire) {
+            return None;
+        }
         self.modern.lock().clone().filter(|l| !l.is_dead())
+    }
+
+    /// A 2026-07-28 backend's link, or None once it is gone.
+    fn set_modern_link(&self, link: Option<Arc<Link>>) {
+        let mut modern = self.modern.lock();
+        self.glance
+            .modern_link
+            .store(link.is_some(), Ordering::Release);
+        *modern = link;
     }
 
     /// Where the caller's link stands, as far as can be told without a wait.
@@ -745,7 +783,7 @@ impl Backend {
     /// The link a call goes over when none has to be waited for or opened:
     /// the backend is up and the caller's session open (else `link_for`).
     fn ready_link(&self, caller: &Caller) -> Option<Arc<Link>> {
-        if self.problem().is_some() {
+        if !self.glance.up.load(Ordering::Acquire) {
             return None;
         }
         match self.find_link(caller) {
@@ -844,9 +882,9 @@ impl Backend {
         params: Option<Box<RawValue>>,
         events: Option<&EventSink>,
     ) -> Result<Outcome, UpstreamError> {
-        let to = events.map(|events| conn::Listener {
-            events: events.clone(),
-            client: caller.key.clone(),
+        let to = events.map(|events| conn::ListenerRef {
+            events,
+            client: &caller.key,
             caps: caller.caps,
         });
         // Traced: the backend continues the trace from the gateway's span.
@@ -868,7 +906,7 @@ impl Backend {
         caller: &Caller,
         method: &str,
         params: Option<Box<RawValue>>,
-        to: Option<conn::Listener>,
+        to: Option<conn::ListenerRef<'_>>,
         trace: Option<Vec<(&'static str, String)>>,
     ) -> Result<Outcome, UpstreamError> {
         // Boxed: the exchange's future is large, and most backends have none.
@@ -899,13 +937,7 @@ impl Backend {
             }
             let result = link
                 .conn
-                .call_with(
-                    method,
-                    sent.as_deref(),
-                    to.as_ref(),
-                    self.ctx.timeout,
-                    headers,
-                )
+                .call_with(method, sent.as_deref(), to, self.ctx.timeout, headers)
                 .await;
             match &result {
                 // Its session died before the request left (the supervisor
@@ -1142,7 +1174,7 @@ impl Backend {
 
     /// Whether it speaks 2026-07-28 (answers may be `input_required`).
     pub fn is_modern(&self) -> bool {
-        self.info().is_some_and(|i| i.is_modern())
+        self.glance.up_modern.load(Ordering::Acquire)
     }
 
     /// Whether every client shares one backend session (so one client's

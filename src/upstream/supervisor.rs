@@ -93,7 +93,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
     if info.is_modern() {
         // Stateless: one link for all, whatever the isolation; legacy
         // clients get legacy sessions of their own (Backend::legacy_link).
-        *backend.modern.lock() = Some(link.clone());
+        backend.set_modern_link(Some(link.clone()));
         // A redeployed backend may serve legacy sessions again: ask anew.
         backend
             .legacy_refused
@@ -101,7 +101,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
         backend.set_health(Health::Up(info));
         tracing::info!(backend = %backend.name, "backend healthy (2026-07-28)");
         watch(backend, &link, stop).await;
-        *backend.modern.lock() = None;
+        backend.set_modern_link(None);
         if !stop.is_cancelled() {
             backend.set_health(Health::Restarting);
         }

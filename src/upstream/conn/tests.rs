@@ -135,14 +135,14 @@ async fn responses_and_progress_reach_their_caller() {
     let c = conn.clone();
     let a = tokio::spawn(async move {
         let p = raw(r#"{"_meta":{"progressToken":"same"}}"#);
-        c.call("x", Some(p), Some(&ev_a), Duration::from_secs(5))
+        c.call("x", Some(p), Some(ev_a.by_ref()), Duration::from_secs(5))
             .await
     });
     let id_a = next_json(&mut wire).await["id"].as_u64().unwrap();
     let c = conn.clone();
     let b = tokio::spawn(async move {
         let p = raw(r#"{"_meta":{"progressToken":"same"}}"#);
-        c.call("x", Some(p), Some(&ev_b), Duration::from_secs(5))
+        c.call("x", Some(p), Some(ev_b.by_ref()), Duration::from_secs(5))
             .await
     });
     let id_b = next_json(&mut wire).await["id"].as_u64().unwrap();
@@ -179,8 +179,10 @@ async fn a_server_request_is_routed_to_the_one_caller() {
     let (ev, mut events) = listener(1);
     let c = conn.clone();
     let to = ev.clone();
-    let call =
-        tokio::spawn(async move { c.call("x", None, Some(&to), Duration::from_secs(5)).await });
+    let call = tokio::spawn(async move {
+        c.call("x", None, Some(to.by_ref()), Duration::from_secs(5))
+            .await
+    });
     let id = next_json(&mut wire).await["id"].as_u64().unwrap();
 
     conn.dispatch(
@@ -235,7 +237,10 @@ async fn an_ambiguous_server_request_is_refused() {
     for _ in 0..2 {
         let c = conn.clone();
         let ev = ev.clone();
-        tokio::spawn(async move { c.call("x", None, Some(&ev), Duration::from_secs(5)).await });
+        tokio::spawn(async move {
+            c.call("x", None, Some(ev.by_ref()), Duration::from_secs(5))
+                .await
+        });
         next_json(&mut wire).await;
     }
     conn.dispatch(
@@ -275,10 +280,16 @@ async fn a_server_request_on_a_response_stream_goes_to_its_request() {
     let (ev_a, mut events_a) = listener(1);
     let (ev_b, mut events_b) = listener(2);
     let c = conn.clone();
-    tokio::spawn(async move { c.call("x", None, Some(&ev_a), Duration::from_secs(5)).await });
+    tokio::spawn(async move {
+        c.call("x", None, Some(ev_a.by_ref()), Duration::from_secs(5))
+            .await
+    });
     let id_a = next_json(&mut wire).await["id"].as_u64().unwrap();
     let c = conn.clone();
-    tokio::spawn(async move { c.call("x", None, Some(&ev_b), Duration::from_secs(5)).await });
+    tokio::spawn(async move {
+        c.call("x", None, Some(ev_b.by_ref()), Duration::from_secs(5))
+            .await
+    });
     next_json(&mut wire).await;
     conn.dispatch(
         r#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{}}"#,
@@ -298,7 +309,10 @@ async fn a_server_request_the_client_cannot_answer_is_refused() {
     let (ev, mut events) = listener_with(1, ClientCaps::parse(r#"{"elicitation":{}}"#));
     let c = conn.clone();
     let to = ev.clone();
-    tokio::spawn(async move { c.call("x", None, Some(&to), Duration::from_secs(5)).await });
+    tokio::spawn(async move {
+        c.call("x", None, Some(to.by_ref()), Duration::from_secs(5))
+            .await
+    });
     next_json(&mut wire).await;
     conn.dispatch(
         r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}"#,
