@@ -23,6 +23,7 @@ pub mod mirror;
 pub mod probe;
 pub mod protocol;
 mod random;
+pub(crate) mod raw_io;
 pub(crate) mod reload;
 pub mod router;
 pub mod sessions;

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use futures_util::future::BoxFuture;
 use indexmap::IndexMap;
@@ -150,6 +150,9 @@ pub(super) struct Conn {
     writes: Writes,
     next_id: AtomicU64,
     state: Mutex<Pending>,
+    /// `state.server_requests.len()`, written under the lock: a call that
+    /// was answered ends without the lock while no question waits.
+    asked: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -200,10 +203,17 @@ struct ServerRequest {
 struct CallGuard<'a> {
     conn: &'a Conn,
     id: u64,
+    /// The call's answer came (its entry is gone with it).
+    answered: bool,
 }
 
 impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
+        // Nothing to undo: questions of this call would be waiting, and none
+        // can come after its answer (they are tied to it by its entry).
+        if self.answered && self.conn.asked.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let (was_pending, unanswered) = {
             let mut st = self.conn.state.lock();
             // A client may answer after the response it came with (legacy):
@@ -264,6 +274,7 @@ impl Conn {
             writes,
             next_id: AtomicU64::new(first_id(writes)),
             state: Mutex::new(Pending::default()),
+            asked: AtomicUsize::new(0),
         })
     }
 
@@ -325,7 +336,11 @@ impl Conn {
                 },
             );
         }
-        let guard = CallGuard { conn: self, id };
+        let mut guard = CallGuard {
+            conn: self,
+            id,
+            answered: false,
+        };
         let frame = Frame {
             line: jsonrpc::numbered_request(id, method, params.as_deref()),
             call: Some(id),
@@ -348,6 +363,7 @@ impl Conn {
                 deadline.run(&self.backend, rx).await
             }
         };
+        guard.answered = answer.is_ok();
         let outcome = match answer {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(UpstreamError::exited(&self.backend)),
@@ -414,7 +430,11 @@ impl Conn {
             match st.server_requests.get(token) {
                 None => return Answered::Unknown,
                 Some(r) if r.client != *from => return Answered::NotYours,
-                Some(_) => st.server_requests.remove(token),
+                Some(_) => {
+                    let request = st.server_requests.remove(token);
+                    self.note_asked(&st);
+                    request
+                }
             }
         };
         if let Some(r) = request {
@@ -440,28 +460,41 @@ impl Conn {
         &self.backend
     }
 
+    /// `dispatch_answering`'s notice alone.
+    #[cfg(test)]
+    pub(super) fn dispatch(&self, line: impl AsRef<[u8]>, origin: Option<u64>) -> Option<Notice> {
+        self.dispatch_via(line, origin, &mut Handoff::new()).0
+    }
+
     /// Handles one message from the backend. `origin` is the gateway id of
     /// the request whose response stream carried it, when the transport
-    /// tells. Returns what the backend announced for clients, if anything.
-    pub(super) fn dispatch(&self, line: impl AsRef<[u8]>, origin: Option<u64>) -> Option<Notice> {
-        self.dispatch_via(line, origin, &mut Handoff::new())
+    /// tells. Returns what the backend announced for clients, if anything,
+    /// and whether the message answered the call `origin`.
+    pub(super) fn dispatch_answering(
+        &self,
+        line: impl AsRef<[u8]>,
+        origin: Option<u64>,
+    ) -> (Option<Notice>, bool) {
+        let (notice, answered) = self.dispatch_via(line, origin, &mut Handoff::new());
+        (notice, answered.is_some() && answered == origin)
     }
 
     /// `dispatch` for a reader that answers callers on other workers: their
-    /// answers go with `handoff`'s next flush.
+    /// answers go with `handoff`'s next flush. Also returns the call the
+    /// message answered, if any.
     pub(super) fn dispatch_via(
         &self,
         line: impl AsRef<[u8]>,
         origin: Option<u64>,
         handoff: &mut Handoff,
-    ) -> Option<Notice> {
+    ) -> (Option<Notice>, Option<u64>) {
         let msg = match Incoming::parse(line.as_ref()) {
             Ok(m) => m,
             Err(e) => {
                 if let Some(suppressed) = self.warnings.admit() {
                     tracing::warn!(backend = %self.backend, error = %e, suppressed, "unparseable message from backend");
                 }
-                return None;
+                return (None, None);
             }
         };
         match msg {
@@ -473,13 +506,14 @@ impl Conn {
                         call.reply.send(Ok(outcome));
                     }),
                     None => {
-                        tracing::debug!(backend = %self.backend, "response for no pending request")
+                        tracing::debug!(backend = %self.backend, "response for no pending request");
+                        return (None, None);
                     }
                 }
-                None
+                (None, id)
             }
-            Incoming::Notification(n) => self.on_notification(n, origin),
-            Incoming::Request(r) => self.on_server_request(r, origin),
+            Incoming::Notification(n) => (self.on_notification(n, origin), None),
+            Incoming::Request(r) => (self.on_server_request(r, origin), None),
         }
     }
 
@@ -578,6 +612,7 @@ impl Conn {
                                     client: client.clone(),
                                 },
                             );
+                            self.note_asked(&st);
                             ask = Some(token);
                             None
                         }
@@ -622,6 +657,7 @@ impl Conn {
                                 client: to.client,
                             },
                         );
+                        self.note_asked(&st);
                         None
                     } else {
                         Some((
@@ -688,7 +724,12 @@ impl Conn {
 
     /// Refuses a question that got no answer.
     fn expire(&self, token: &str) {
-        let request = self.state.lock().server_requests.remove(token);
+        let request = {
+            let mut st = self.state.lock();
+            let request = st.server_requests.remove(token);
+            self.note_asked(&st);
+            request
+        };
         if let Some(r) = request {
             let err = jsonrpc::error_object(
                 jsonrpc::INTERNAL_ERROR,
@@ -697,6 +738,12 @@ impl Conn {
             );
             self.send(jsonrpc::response(&r.backend_id, &Outcome::Error(err)));
         }
+    }
+
+    /// Under the lock, after `server_requests` changed.
+    fn note_asked(&self, st: &Pending) {
+        self.asked
+            .store(st.server_requests.len(), Ordering::Release);
     }
 
     /// The client capabilities its backend session was told (per-session).
@@ -716,6 +763,7 @@ impl Conn {
         let mut st = self.state.lock();
         st.closed = true;
         st.server_requests.clear();
+        self.note_asked(&st);
         for (_, call) in st.calls.extract_if(|_, c| c.delivery != Delivery::Writing) {
             let error = match call.delivery {
                 Delivery::Queued => UpstreamError::not_sent(&self.backend),

@@ -575,11 +575,14 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
 /// Feeds a POST's response (one JSON message, a batch, or an SSE stream)
 /// to the connection, tagged with the request it answers.
 async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u64>) {
+    let mut answered = false;
     if is_event_stream(&resp) {
         let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(ev) if !ev.data.is_empty() => dispatch(wire, conn, ev.data.as_bytes(), origin),
+                Ok(ev) if !ev.data.is_empty() => {
+                    answered |= dispatch(wire, conn, ev.data.as_bytes(), origin);
+                }
                 Ok(_) => {}
                 Err(e) => {
                     if wire.ctx.warnings.admit().is_some() {
@@ -603,16 +606,20 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
         match body.iter().find(|b| !b.is_ascii_whitespace()) {
             None => {}
             Some(b'[') => match serde_json::from_slice::<Vec<Box<RawValue>>>(&body) {
-                Ok(batch) => batch
-                    .iter()
-                    .for_each(|m| dispatch(wire, conn, m.get().as_bytes(), origin)),
+                Ok(batch) => {
+                    for m in &batch {
+                        answered |= dispatch(wire, conn, m.get().as_bytes(), origin);
+                    }
+                }
                 Err(e) => tracing::warn!(backend = %wire.ctx.name, error = %e, "unparseable batch"),
             },
             // Not UTF-8 is not JSON: refused as unparseable, never mangled.
-            Some(_) => dispatch(wire, conn, &body, origin),
+            Some(_) => answered = dispatch(wire, conn, &body, origin),
         }
     }
-    if let Some(id) = origin {
+    if let Some(id) = origin
+        && !answered
+    {
         // A response stream that ended without the answer: fail, don't hang.
         conn.fail_with(id, || {
             UpstreamError::protocol(&wire.ctx.name, "response ended without an answer")
@@ -620,10 +627,13 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
     }
 }
 
-fn dispatch(wire: &Endpoint, conn: &Conn, data: &[u8], origin: Option<u64>) {
-    if let Some(notice) = conn.dispatch(data, origin) {
+/// Hands one message to the connection; true if it answered `origin`.
+fn dispatch(wire: &Endpoint, conn: &Conn, data: &[u8], origin: Option<u64>) -> bool {
+    let (notice, answered) = conn.dispatch_answering(data, origin);
+    if let Some(notice) = notice {
         wire.ctx.notice(notice);
     }
+    answered
 }
 
 fn is_json(resp: &Response) -> bool {

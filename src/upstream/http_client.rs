@@ -280,6 +280,15 @@ impl Target {
     }
 }
 
+/// The TCP stream under a plain-HTTP connection (None under TLS): read and
+/// written by system call (`raw_io`).
+fn plain(io: &Io) -> Option<&tokio::net::TcpStream> {
+    match io.inner() {
+        hyper_rustls::MaybeHttpsStream::Http(tcp) => Some(tcp.inner()),
+        hyper_rustls::MaybeHttpsStream::Https(_) => None,
+    }
+}
+
 /// One HTTP/1.1 connection, and what has been read from it and not yet
 /// taken (the buffer is kept across requests).
 struct Conn {
@@ -297,7 +306,17 @@ impl Conn {
             // In place when the last response's bytes are all dropped.
             self.buf.reserve(READ_BUF);
         }
-        tokio_util::io::poll_read_buf(self.io.as_mut(), cx, &mut self.buf)
+        let Some(tcp) = plain(&self.io) else {
+            return tokio_util::io::poll_read_buf(self.io.as_mut(), cx, &mut self.buf);
+        };
+        let spare = self.buf.spare_capacity_mut();
+        let mut read = tokio::io::ReadBuf::uninit(spare);
+        ready!(crate::raw_io::poll_read(tcp, cx, &mut read))?;
+        let n = read.filled().len();
+        // SAFETY: `poll_read` filled (initialised) `n` bytes of the spare
+        // capacity, from its start.
+        unsafe { self.buf.set_len(self.buf.len() + n) };
+        Poll::Ready(Ok(n))
     }
 
     /// Open, with nothing unasked-for arrived. A socket whose readiness is
@@ -323,7 +342,13 @@ impl Conn {
                     IoSlice::new(&[]),
                 ]
             };
-            match poll_fn(|cx| self.io.as_mut().poll_write_vectored(cx, &slices)).await {
+            let wrote = poll_fn(|cx| {
+                if let Some(tcp) = plain(&self.io) {
+                    return crate::raw_io::poll_write_vectored(tcp, cx, &slices);
+                }
+                self.io.as_mut().poll_write_vectored(cx, &slices)
+            });
+            match wrote.await {
                 Ok(0) => return Err(Unsent::new(std::io::ErrorKind::WriteZero.into(), written)),
                 Ok(n) => written += n,
                 Err(e) => return Err(Unsent::new(e, written)),

@@ -64,7 +64,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
         let mut handoff = Handoff::new();
         while let Some(Ok(ev)) = handoff.next(&mut stream).await {
             if ev.event.as_deref().unwrap_or("message") == "message"
-                && let Some(notice) = reader_conn.dispatch_via(&ev.data, None, &mut handoff)
+                && let Some(notice) = reader_conn.dispatch_via(&ev.data, None, &mut handoff).0
             {
                 reader_ctx.notice(notice);
             }

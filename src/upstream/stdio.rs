@@ -167,7 +167,7 @@ async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {
         match line {
             Ok(line) if line.trim().is_empty() => {}
             Ok(line) => {
-                if let Some(notice) = conn.dispatch_via(&line, None, &mut handoff) {
+                if let Some(notice) = conn.dispatch_via(&line, None, &mut handoff).0 {
                     ctx.notice(notice);
                 }
             }

@@ -85,7 +85,7 @@ impl AsyncRead for Socket {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         if self.replay.is_empty() {
-            return Pin::new(&mut self.tcp).poll_read(cx, buf);
+            return crate::raw_io::poll_read(&self.tcp, cx, buf);
         }
         let n = self.replay.len().min(buf.remaining());
         buf.put_slice(&self.replay.split_to(n));
@@ -99,7 +99,7 @@ impl AsyncWrite for Socket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        let polled = crate::raw_io::poll_write_vectored(&self.tcp, cx, &[IoSlice::new(buf)]);
         self.deadline(cx, polled)
     }
 
@@ -108,12 +108,12 @@ impl AsyncWrite for Socket {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        let polled = crate::raw_io::poll_write_vectored(&self.tcp, cx, bufs);
         self.deadline(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
+        true
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {

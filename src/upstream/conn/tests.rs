@@ -329,3 +329,58 @@ async fn a_server_request_the_client_cannot_answer_is_refused() {
     let asked: Value = serde_json::from_str(&events.recv().await.unwrap()).unwrap();
     assert_eq!(asked["method"], "elicitation/create");
 }
+
+/// A call answered on its own response stream is told so
+/// (`dispatch_answering`), and ends without a word to the backend; a
+/// question it asked on the way outlives its answer (a legacy client may
+/// answer after the response) until it expires, and the backend is then
+/// told it got no answer.
+#[tokio::test(start_paused = true)]
+async fn an_answered_call_ends_quietly_and_its_questions_outlive_it() {
+    let (conn, mut wire) = conn();
+    let (ev, mut events) = listener(1);
+    let call = |conn: &Arc<Conn>| {
+        let (c, to) = (conn.clone(), ev.clone());
+        tokio::spawn(async move {
+            c.call("x", None, Some(to.by_ref()), Duration::from_secs(5))
+                .await
+        })
+    };
+    let answer = |id: u64| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+
+    // No question: the answer ends the call, nothing more is sent.
+    let first = call(&conn);
+    let id = next_json(&mut wire).await["id"].as_u64().unwrap();
+    assert!(
+        !conn.dispatch_answering(answer(id + 1000), Some(id)).1,
+        "not its id"
+    );
+    assert!(conn.dispatch_answering(answer(id), Some(id)).1);
+    assert!(first.await.unwrap().is_ok());
+    assert!(
+        wire.try_recv().is_err(),
+        "no cancellation for an answered call"
+    );
+
+    // A question on the stream, then the answer: the question stays until
+    // it expires unanswered.
+    let second = call(&conn);
+    let id = next_json(&mut wire).await["id"].as_u64().unwrap();
+    conn.dispatch_answering(
+        r#"{"jsonrpc":"2.0","id":"q1","method":"elicitation/create","params":{}}"#,
+        Some(id),
+    );
+    let asked: Value = serde_json::from_str(&events.recv().await.unwrap()).unwrap();
+    assert_eq!(asked["method"], "elicitation/create");
+    assert!(conn.dispatch_answering(answer(id), Some(id)).1);
+    assert!(second.await.unwrap().is_ok());
+    assert!(
+        wire.try_recv().is_err(),
+        "no cancellation for an answered call"
+    );
+    let refused = tokio::time::timeout(ASK_TIMEOUT * 2, next_json(&mut wire))
+        .await
+        .expect("the unanswered question expired");
+    assert_eq!(refused["id"], "q1");
+    assert!(refused["error"].is_object());
+}
