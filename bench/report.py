@@ -433,6 +433,10 @@ def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> 
         b = prof["floor"]["instructions"] / prof["floor"]["requests"]
         rows.append(["the same in instructions (callgrind, 16 connections)", "≤ 2× the backend's",
                      f"{a:,.0f} vs {b:,.0f}: {a / b:.1f}×", mark(a / b <= 2)])
+        la, lb = (prof["callgrind"].get("locked") or {}), (prof["floor"].get("locked") or {})
+        if la.get("per_request") is not None and lb.get("per_request") is not None:
+            rows.append(["locked (atomic read-modify-write) instructions per call (callgrind, 16 connections)", "",
+                         f"{la['per_request']:,.1f} vs the backend's {lb['per_request']:,.1f}", "info"])
     rows += hop_floor_rows(direct, sl, fwd_http.get("http-relay", {}))
     st = fwd_stdio.get("stdio-sluice", {})
     if st:
@@ -845,6 +849,19 @@ def profile_section(results: Path) -> str:
                 f"(one HTTP/1.1 exchange served, hyper, nothing else). A gateway serves one exchange and makes one, "
                 f"so about {2 * per_floor:,.0f} is the floor for a hop; sluice spends "
                 f"{cg['instructions'] / cg['requests'] / per_floor:,.1f}× the backend's cost."
+            )
+        locked = cg.get("locked") or {}
+        if locked.get("per_request") is not None:
+            floor_locked = ((floor or {}).get("locked") or {}).get("per_request")
+            scale = f"; the fast backend alone {floor_locked:,.1f}" if floor_locked is not None else ""
+            sites_p = pdir / "locked-sites.txt"
+            sites = sites_p.read_text().splitlines()[1:26] if sites_p.exists() else []
+            parts.append(
+                f"Locked instructions (every atomic read-modify-write: a lock taken or released, an `Arc` or "
+                f"waker cloned or dropped) per request: **{locked['per_request']:,.1f}**{scale} "
+                "(`bench/locked.py`: callgrind's count of each instruction, matched against `objdump -d`). "
+                "By the line of sluice's own code that reached them (a library's name in brackets where none did):\n\n"
+                "```\n" + "\n".join(sites) + "\n```"
             )
     if meta.get("strace"):
         parts.append(
