@@ -10,6 +10,7 @@ pub mod app;
 pub(crate) mod auth;
 pub(crate) mod cancel_flag;
 pub mod cli;
+pub(crate) mod clock;
 pub mod cluster;
 pub mod config;
 pub mod demo_server;

@@ -198,7 +198,7 @@ impl Future for Sleep {
         let timers = self.timers;
         let deadline = self.deadline;
         let Some(slot) = &mut self.slot else {
-            if Instant::now() >= deadline {
+            if crate::clock::now() >= deadline {
                 return Poll::Ready(());
             }
             let shard = crate::workers::shard() % timers.shards.len();

@@ -89,7 +89,7 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
     // the one it last used alive, but a reload stops its backends itself.
     let mut layouts = arc_swap::Cache::new(&serve.edge.front.layout);
     loop {
-        header_read.reset(Instant::now() + serve.header_read_timeout);
+        header_read.reset(crate::clock::now() + serve.header_read_timeout);
         let request = poll_fn(|cx| {
             // Registered once: the token wakes this task when it is
             // cancelled; after that its flag is all there is to read.
@@ -645,19 +645,26 @@ fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
 /// The `Date` header's value, formatted once a second per thread.
 mod date {
     use std::cell::RefCell;
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     thread_local! {
-        static CACHED: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+        /// The text of the second in progress, and when the next begins.
+        static CACHED: RefCell<(Instant, String)> = RefCell::new((Instant::now(), String::new()));
     }
 
+    /// The `Date` value: the wall clock is read once a second per thread;
+    /// in between, the poll's own reading (`clock::now`) tells whether the
+    /// second has turned.
     pub(super) fn now(out: &mut Vec<u8>) {
-        let now = SystemTime::now();
-        let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        CACHED.with_borrow_mut(|(at, text)| {
-            if *at != secs {
-                *at = secs;
-                *text = httpdate::fmt_http_date(now);
+        let at = crate::clock::now();
+        CACHED.with_borrow_mut(|(next, text)| {
+            if text.is_empty() || at >= *next {
+                let wall = SystemTime::now();
+                let into = wall
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                *next = at + (Duration::from_secs(1) - Duration::from_nanos(into.into()));
+                *text = httpdate::fmt_http_date(wall);
             }
             out.extend_from_slice(text.as_bytes());
         });

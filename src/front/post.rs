@@ -42,7 +42,7 @@ async fn handle(
     owned_headers: RequestHeaders,
     body: Body,
 ) -> Result<Answer, Reject> {
-    let started = Instant::now();
+    let started = crate::clock::tokio_now();
     if front.stopping.is_cancelled() {
         return Err(Reject::ShuttingDown);
     }
@@ -312,7 +312,9 @@ async fn initialize(
         protocol::Era::Legacy,
         crate::metrics::method_label("initialize"),
         crate::metrics::Outcome::ok,
-        started.elapsed().as_secs_f64(),
+        crate::clock::tokio_now()
+            .saturating_duration_since(started)
+            .as_secs_f64(),
     );
     Ok(Answer::Json(Json {
         status: StatusCode::OK,

@@ -489,9 +489,10 @@ async fn run(
         Some(Outcome::Result(_)) => metrics::Outcome::ok,
         _ => metrics::Outcome::error,
     };
+    let took = crate::clock::tokio_now().saturating_duration_since(started);
     ctx.front
         .metrics
-        .request(ctx.era, method, label, started.elapsed().as_secs_f64());
+        .request(ctx.era, method, label, took.as_secs_f64());
     outcome
 }
 

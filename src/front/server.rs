@@ -160,9 +160,11 @@ pub async fn accept(
             write_timeout: limits.write_timeout,
         };
         let open = Open::new(metrics.clone(), permit);
-        crate::workers::spawn_connection(tcp, move |tcp| async move {
-            super::conn::serve(tcp, serve).await;
-            drop(open);
+        crate::workers::spawn_connection(tcp, move |tcp| {
+            crate::clock::Polled::new(async move {
+                super::conn::serve(tcp, serve).await;
+                drop(open);
+            })
         });
     }
     Connections {

@@ -680,7 +680,7 @@ impl Drop for Active {
         self.sessions
             .table
             .lock()
-            .leave(&self.session.id, Instant::now());
+            .leave(&self.session.id, crate::clock::tokio_now());
     }
 }
 

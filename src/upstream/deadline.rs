@@ -13,7 +13,7 @@ pub(super) struct Deadline(Instant);
 
 impl Deadline {
     pub(super) fn after(limit: Duration) -> Deadline {
-        Deadline(Instant::now() + limit)
+        Deadline(crate::clock::now() + limit)
     }
 
     /// `fut`, or a timeout error naming the backend once the deadline passes.

@@ -154,7 +154,7 @@ impl Shared {
         loop {
             let mut conn = {
                 let mut idle = self.idle[self.shard()].lock();
-                idle.expire(Instant::now());
+                idle.expire(crate::clock::tokio_now());
                 let at = idle.conns.iter().rposition(|i| i.conn.origin == *origin)?;
                 idle.conns.remove(at).conn
             };
@@ -181,7 +181,7 @@ impl Shared {
         }
         idle.conns.push(IdleConn {
             conn,
-            since: Instant::now(),
+            since: crate::clock::tokio_now(),
         });
     }
 

@@ -200,7 +200,7 @@ pub(super) struct InUse<'a>(&'a Link);
 
 impl Drop for InUse<'_> {
     fn drop(&mut self) {
-        let since = Instant::now().saturating_duration_since(self.0.born);
+        let since = crate::clock::tokio_now().saturating_duration_since(self.0.born);
         let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
         self.0.last_used.store(nanos, Ordering::Release);
         self.0.busy.fetch_sub(1, Ordering::AcqRel);
