@@ -417,6 +417,22 @@ def hop_floor_rows(direct: dict, sl: dict, relay: dict) -> list[list[str]]:
     return rows
 
 
+def served_rows(direct: dict, sl: dict, relay: dict) -> list[list[str]]:
+    """The backend's own CPU per call in the same rounds: alone, and while
+    it serves the relay's and sluice's calls (the same contention)."""
+    rows = []
+    for c in (16, 64):
+        d, r, s = direct.get(c, {}), relay.get(c, {}), sl.get(c, {})
+        alone, via_relay, via_sluice = (x.get("backend_cpu_us_per_request") for x in (d, r, s))
+        ours = s.get("server_cpu_us_per_request")
+        if None in (alone, via_relay, via_sluice, ours):
+            continue
+        rows.append([f"the backend's own CPU per call in the same rounds, {c} connections: alone / serving the relay / serving sluice", "",
+                     f"{fmt(alone, 1)} / {fmt(via_relay, 1)} / {fmt(via_sluice, 1)} µs: sluice's {fmt(ours, 1)} µs "
+                     f"is {ours / via_sluice:.1f}× what the backend spent serving the same calls", "info"])
+    return rows
+
+
 def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> str:
     """Issue 10's targets, judged from this run."""
     rows = []
@@ -438,6 +454,7 @@ def issue10_targets(fwd_http: dict, fwd_stdio: dict, wrk: dict, churn: dict) -> 
             rows.append(["locked (atomic read-modify-write) instructions per call (callgrind, 16 connections)", "",
                          f"{la['per_request']:,.1f} vs the backend's {lb['per_request']:,.1f}", "info"])
     rows += hop_floor_rows(direct, sl, fwd_http.get("http-relay", {}))
+    rows += served_rows(direct, sl, fwd_http.get("http-relay", {}))
     st = fwd_stdio.get("stdio-sluice", {})
     if st:
         c = max(st)

@@ -152,6 +152,7 @@ pub async fn idle_cost(plan: &IdlePlan) -> IdleCost {
                 method: plan.method.clone(),
                 params: plan.params.clone(),
                 pid: plan.pid,
+                backend_pid: None,
                 shared_session: true,
             })
             .await;

@@ -23,6 +23,8 @@ pub struct Plan {
     pub method: String,
     pub params: String,
     pub pid: Option<i32>,
+    /// The backend behind the target, whose own CPU is sampled too.
+    pub backend_pid: Option<i32>,
     /// All users share one session (opened by the first) instead of one each.
     pub shared_session: bool,
 }
@@ -48,6 +50,9 @@ pub struct Run {
     pub server_ctx_switches_per_request: Option<f64>,
     pub server_rss_kib: Option<u64>,
     pub server_processes: Option<usize>,
+    /// The backend's own CPU per request in the same window (`backend_pid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_cpu_us_per_request: Option<f64>,
     pub loadgen_cpu_s: f64,
     pub reconnects: u64,
     /// With several rounds: every round's numbers (this run is the round
@@ -65,6 +70,8 @@ pub struct Round {
     pub server_cpu_us_per_request: Option<f64>,
     pub server_own_cpu_us_per_request: Option<f64>,
     pub server_own_sys_cpu_us_per_request: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_cpu_us_per_request: Option<f64>,
     pub errors: u64,
 }
 
@@ -100,6 +107,7 @@ impl Run {
             server_ctx_switches_per_request: per_request(procs::switches),
             server_rss_kib: after.map(|a| a.rss_kib),
             server_processes: after.map(|a| a.processes),
+            backend_cpu_us_per_request: None,
             loadgen_cpu_s,
             reconnects,
             rounds: Vec::new(),
@@ -114,6 +122,7 @@ impl Run {
             server_cpu_us_per_request: self.server_cpu_us_per_request,
             server_own_cpu_us_per_request: self.server_own_cpu_us_per_request,
             server_own_sys_cpu_us_per_request: self.server_own_sys_cpu_us_per_request,
+            backend_cpu_us_per_request: self.backend_cpu_us_per_request,
             errors: self.errors,
         }
     }
@@ -213,9 +222,11 @@ pub async fn run(plan: &Plan) -> Run {
 
     tokio::time::sleep_until(start).await;
     let before = plan.pid.map(procs::sample);
+    let backend_before = plan.backend_pid.map(procs::sample);
     let lg_before = procs::self_cpu_s();
     tokio::time::sleep_until(end).await;
     let after = plan.pid.map(procs::sample);
+    let backend_after = plan.backend_pid.map(procs::sample);
     let lg_after = procs::self_cpu_s();
 
     let mut total = setup;
@@ -226,12 +237,15 @@ pub async fn run(plan: &Plan) -> Run {
             reconnects += r;
         }
     }
-    Run::measured(
+    let mut run = Run::measured(
         n,
         plan.duration,
         &total,
         (before, after),
         lg_after - lg_before,
         reconnects,
-    )
+    );
+    run.backend_cpu_us_per_request =
+        procs::per_request(backend_before, backend_after, total.ok, procs::own_cpu_us);
+    run
 }

@@ -212,6 +212,12 @@ struct ForwardArgs {
     /// and RSS are recorded.
     #[arg(long)]
     pid: Vec<i32>,
+    /// The backend behind every --url (a gateway's, or the direct row's
+    /// server itself): its own CPU per request in each window is recorded
+    /// too, so a gateway's cost can be set against what the backend spent
+    /// serving it under the same contention.
+    #[arg(long)]
+    backend_pid: Option<i32>,
     #[command(flatten)]
     call: CallArgs,
 }
@@ -366,6 +372,7 @@ async fn run(cli: &Cli) -> Result<u64, String> {
                             method: "tools/call".into(),
                             params: params.clone(),
                             pid: a.pid.get(i).copied(),
+                            backend_pid: a.backend_pid,
                             shared_session: false,
                         })
                         .await;
