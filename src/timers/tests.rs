@@ -105,14 +105,23 @@ async fn a_reset_sleep_keeps_its_slot_and_fires_at_the_new_deadline() {
 
 /// A sleep polled while another of its shard fires is not fooled by it:
 /// it stays pending until its own deadline, and one that has fired stays
-/// ready. One moved later before its first deadline fires at the new one.
+/// ready. One moved later keeps its first deadline with the thread, is
+/// not ready when that one fires, and fires at the new one.
 #[tokio::test]
 async fn a_sleep_sees_its_own_firing_only() {
     use std::future::Future;
+    use std::sync::atomic::Ordering;
     let timers = Timers::start();
     let polled = |sleep: &mut super::Sleep| {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         std::pin::Pin::new(sleep).poll(&mut cx).is_ready()
+    };
+    let firings = || -> u64 {
+        timers
+            .shards
+            .iter()
+            .map(|s| s.fired.load(Ordering::Acquire))
+            .sum()
     };
     let start = Instant::now();
     let mut soon = timers.sleep_until(start + Duration::from_millis(10));
@@ -126,17 +135,32 @@ async fn a_sleep_sees_its_own_firing_only() {
     assert!(polled(&mut soon), "a fired sleep stays ready");
     assert!(polled(&mut soon));
 
-    // Moved later while registered: the first deadline passes unseen.
+    // Moved an hour on while registered: the thread still has the first
+    // deadline, fires it (waking this task, whose waker it holds), and the
+    // sleep is not ready for that; moved near again, it fires.
     let mut moved = timers.sleep_until(Instant::now() + Duration::from_millis(10));
-    assert!(!polled(&mut moved));
-    let until = Instant::now() + Duration::from_millis(80);
-    moved.reset(until);
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    let before = firings();
+    assert!(!polled(&mut moved), "registered with its first deadline");
+    moved.reset(Instant::now() + Duration::from_secs(3600));
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        std::future::poll_fn(|cx| {
+            if firings() > before {
+                return std::task::Poll::Ready(());
+            }
+            assert!(std::pin::Pin::new(&mut moved).poll(cx).is_pending());
+            std::task::Poll::Pending
+        }),
+    )
+    .await
+    .expect("the thread fired the first deadline");
     assert!(!polled(&mut moved), "fired at the deadline it left");
+    let near = Instant::now() + Duration::from_millis(10);
+    moved.reset(near);
     tokio::time::timeout(Duration::from_secs(30), &mut moved)
         .await
-        .expect("it fired at the new deadline");
-    assert!(Instant::now() >= until);
+        .expect("moved near again, it fired");
+    assert!(Instant::now() >= near);
     drop((soon, later, moved));
     assert_eq!(registered(timers), 0);
 }

@@ -77,6 +77,14 @@ impl Session {
     }
 }
 
+/// `req` with `session`'s headers, owned (a request that outlives the
+/// session's lock; a call lends them instead).
+fn with_session(req: RequestBuilder, session: &Session) -> RequestBuilder {
+    session.headers().fold(req, |req, (name, value)| {
+        req.header(name.clone(), value.clone())
+    })
+}
+
 struct Endpoint {
     /// A 2026-07-28 backend: no session, metadata on every request.
     modern: bool,
@@ -273,37 +281,27 @@ async fn discover(ctx: &LinkCtx, spec: &HttpSpec) -> Result<Option<InitInfo>, Up
 }
 
 impl Endpoint {
+    /// A request with the configured headers and its session's.
     fn request(&self, method: Method, session: &Session) -> RequestBuilder {
-        let mut req = self
-            .spec
+        with_session(self.unsessioned(method), session)
+    }
+
+    /// A request with the configured headers only.
+    fn unsessioned(&self, method: Method) -> RequestBuilder {
+        self.spec
             .client
             .request(method, &self.spec.target)
             .headers(&self.spec.headers.current())
-            .header(VERSION_HEADER, session.version.clone());
-        if let Some(id) = &session.id {
-            req = req.header(SESSION_HEADER, id.clone());
-        }
-        req
     }
 
     fn post(&self, session: &Session, body: impl Into<Bytes>) -> RequestBuilder {
-        self.posting(session).body(body)
+        with_session(self.posting(), session).body(body)
     }
 
-    /// A POST without its body, for `send_lent`.
-    fn posting(&self, session: &Session) -> RequestBuilder {
-        self.request(Method::POST, session)
-            .header(CONTENT_TYPE, JSON)
-            .header(ACCEPT, JSON_OR_SSE)
-    }
-
-    /// `posting` but for the session's headers, which the call lends
-    /// (`send_lent_with`).
-    fn posting_without_session(&self) -> RequestBuilder {
-        self.spec
-            .client
-            .request(Method::POST, &self.spec.target)
-            .headers(&self.spec.headers.current())
+    /// A JSON-RPC POST without its body or a session's headers: a call
+    /// lends those (`send_lent_with`).
+    fn posting(&self) -> RequestBuilder {
+        self.unsessioned(Method::POST)
             .header(CONTENT_TYPE, JSON)
             .header(ACCEPT, JSON_OR_SSE)
     }
@@ -311,12 +309,7 @@ impl Endpoint {
     /// A modern request: metadata in the body, mirrored in the headers.
     fn post_modern(&self, line: &str, extra: &[(String, String)]) -> RequestBuilder {
         let mut req = self
-            .spec
-            .client
-            .request(Method::POST, &self.spec.target)
-            .headers(&self.spec.headers.current())
-            .header(CONTENT_TYPE, JSON)
-            .header(ACCEPT, JSON_OR_SSE)
+            .posting()
             .header(VERSION_HEADER, crate::protocol::MODERN_FIRST);
         req = req.header_pairs(extra);
         let body = match Message::parse(line.as_bytes()) {
@@ -506,7 +499,7 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
         let sent = if wire.modern {
             wire.post_modern(&frame.line, &frame.headers).send().await
         } else {
-            wire.posting_without_session()
+            wire.posting()
                 .header_pairs(&frame.headers)
                 .send_lent_with(session.headers(), frame.line.as_bytes())
                 .await
