@@ -386,3 +386,61 @@ async fn sampling_over_http_reaches_the_calling_client() {
     assert!(rest.contains("from the right client"), "{rest}");
     drop(busy);
 }
+
+/// Every POST of an established backend session carries what the backend
+/// needs: the configured headers, the JSON-RPC media types, the protocol
+/// version, the session and the body's length. A call's POST is written
+/// without a request builder (`Endpoint::post_lent`), the handshake's
+/// with one: both are checked here, header by header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_post_carries_the_configured_and_session_headers() {
+    let fx = faulty_http("ok", &[]);
+    let gw = Gateway::start(&http_backend(
+        "web",
+        &fx.url(),
+        "headers = { X-Team = \"blue\" }",
+    ));
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let r = call_tool(&http, &sid, "web__fault", json!({})).await;
+    assert_eq!(text_of(&r), "fault-ok", "{r}");
+
+    let (_, seen) = http_get(&format!("http://{}", fx.addr), "/seen").unwrap();
+    let seen: Value = serde_json::from_str(&seen).unwrap();
+    let posts: Vec<&Value> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["method"] == "POST")
+        .collect();
+    // The 2026-07-28 probe and initialize have no session yet; then
+    // notifications/initialized, tools/list (the catalogue) and tools/call
+    // at least.
+    let in_session = posts
+        .iter()
+        .filter(|r| r["headers"]["mcp-session-id"].is_string())
+        .count();
+    assert_eq!(posts.len() - in_session, 2, "{seen}");
+    assert!(in_session >= 3, "{seen}");
+    for r in posts {
+        let h = &r["headers"];
+        assert_eq!(r["path"], "/mcp", "{r}");
+        assert_eq!(h["x-team"], "blue", "{r}");
+        assert_eq!(h["content-type"], "application/json", "{r}");
+        assert_eq!(h["accept"], "application/json, text/event-stream", "{r}");
+        assert_eq!(h["host"], fx.addr.to_string(), "{r}");
+        assert!(
+            h["content-length"]
+                .as_str()
+                .is_some_and(|n| n.parse::<u64>().is_ok_and(|n| n > 0)),
+            "{r}"
+        );
+        if h["mcp-session-id"].is_string() {
+            assert_eq!(h["mcp-protocol-version"], "2025-11-25", "{r}");
+            // Those, and nothing else (no header twice either: /seen
+            // joins repeated ones).
+            assert_eq!(h.as_object().unwrap().len(), 7, "{r}");
+        }
+    }
+    assert_eq!(gw.stop(), Some(0));
+}

@@ -68,6 +68,9 @@ struct Session {
 static VERSION_NAME: HeaderName = VERSION_HEADER;
 static SESSION_NAME: HeaderName = SESSION_HEADER;
 
+/// What every JSON-RPC POST says it sends and takes.
+static POSTING: [(HeaderName, HeaderValue); 2] = [(CONTENT_TYPE, JSON), (ACCEPT, JSON_OR_SSE)];
+
 impl Session {
     /// Its headers, lent to a request (a clone of a `HeaderValue` made at
     /// run time counts a reference, and another when it drops).
@@ -301,9 +304,30 @@ impl Endpoint {
     /// A JSON-RPC POST without its body or a session's headers: a call
     /// lends those (`send_lent_with`).
     fn posting(&self) -> RequestBuilder {
-        self.unsessioned(Method::POST)
-            .header(CONTENT_TYPE, JSON)
-            .header(ACCEPT, JSON_OR_SSE)
+        POSTING
+            .iter()
+            .fold(self.unsessioned(Method::POST), |req, (name, value)| {
+                req.header(name, value)
+            })
+    }
+
+    /// A legacy call's POST, every header lent: the configured ones, then
+    /// `posting`'s, then `session`'s (what `posting` and `send_lent_with`
+    /// would send, without a builder).
+    async fn post_lent(
+        &self,
+        session: &Session,
+        body: &[u8],
+    ) -> Result<Response, http_client::SendError> {
+        let configured = self.spec.headers.current();
+        let headers = configured
+            .iter()
+            .chain(POSTING.iter().map(|(k, v)| (k, v)))
+            .chain(session.headers());
+        self.spec
+            .client
+            .send(&Method::POST, &self.spec.target, headers, body)
+            .await
     }
 
     /// A modern request: metadata in the body, mirrored in the headers.
@@ -498,7 +522,11 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
         // The legacy body is lent to both attempts: no copy, no sharing.
         let sent = if wire.modern {
             wire.post_modern(&frame.line, &frame.headers).send().await
+        } else if frame.headers.is_empty() {
+            wire.post_lent(&session, frame.line.as_bytes()).await
         } else {
+            // A call's own headers replace configured ones: the builder's
+            // `header_pairs` does that.
             wire.posting()
                 .header_pairs(&frame.headers)
                 .send_lent_with(session.headers(), frame.line.as_bytes())

@@ -472,17 +472,39 @@ impl RequestBuilder {
         if self.bad {
             return Err(SendError::Builder);
         }
-        let (shared, target) = (self.client.shared, &self.target.0);
-        let mut head = Vec::with_capacity(192 + 64 * self.headers.len());
+        let own = self.headers.iter().map(|(k, v)| (k, v));
+        self.client
+            .send(
+                &self.method,
+                &self.target,
+                own.chain(lent.map(shorter)),
+                body,
+            )
+            .await
+    }
+}
+
+impl Client {
+    /// Sends `method` to `target` with `headers` and `body`, all lent:
+    /// what a builder would hold, without one to fill and drop (the
+    /// common call's path). On an idle connection to the same origin, or
+    /// a new one; a request that an idle connection refused before taking
+    /// a byte (it had closed meanwhile) is sent again on the next.
+    pub(crate) async fn send<'h>(
+        &self,
+        method: &Method,
+        target: &Target,
+        headers: impl Iterator<Item = (&'h HeaderName, &'h HeaderValue)>,
+        body: &[u8],
+    ) -> Result<Response, SendError> {
+        let (shared, target) = (&self.shared, &target.0);
+        let mut head = Vec::with_capacity(192 + 64 * headers.size_hint().0);
         h1::write_head(
             &mut head,
-            &self.method,
+            method,
             target.path.as_str(),
             &target.host,
-            self.headers
-                .iter()
-                .map(|(k, v)| (k, v))
-                .chain(lent.map(shorter)),
+            headers,
             body.len(),
         );
         loop {
@@ -497,7 +519,7 @@ impl RequestBuilder {
                 Err(e) if reused && e.whole => continue,
                 Err(e) => return Err(SendError::Io(e.error)),
             }
-            let head = conn.read_head(&self.method).await?;
+            let head = conn.read_head(method).await?;
             return Ok(Response {
                 status: head.status,
                 headers: head.headers,
@@ -506,7 +528,7 @@ impl RequestBuilder {
                     decoder: head.body,
                     keep_alive: head.keep_alive,
                     conn: Some(conn),
-                    shared,
+                    shared: shared.clone(),
                 },
             });
         }

@@ -93,6 +93,11 @@ pub(super) struct Head {
 /// heads before it too); `None` until the whole head is there.
 pub(super) fn read_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, Error> {
     loop {
+        // Asked first before anything arrived (the wait for a response
+        // begins with a look at the buffer).
+        if buf.is_empty() {
+            return Ok(None);
+        }
         // Uninitialised: zeroing a hundred slots per response costs more
         // than reading the few that are there.
         let mut slots = [const { MaybeUninit::uninit() }; MAX_HEADERS];
@@ -172,10 +177,13 @@ impl Headers {
     /// The first value of `name`, if it is visible ASCII.
     pub(crate) fn get_str(&self, name: &HeaderName) -> Option<&str> {
         let value = self.all(name.as_str()).next()?;
+        // httparse let no control byte but tab and no DEL through, so
+        // ASCII is visible ASCII, and that is tested a word at a time.
+        debug_assert!(!value.iter().any(|&b| b < 32 && b != b'\t' || b == 127));
+        // SAFETY: ASCII only, checked first.
         value
-            .iter()
-            .all(|b| *b == b'\t' || (0x20..0x7f).contains(b))
-            .then(|| std::str::from_utf8(value).ok())?
+            .is_ascii()
+            .then(|| unsafe { std::str::from_utf8_unchecked(value) })
     }
 
     /// Every value of `name` (lower case), in order.
