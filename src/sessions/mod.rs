@@ -253,7 +253,8 @@ struct NamespaceCounts {
     opened: std::sync::atomic::AtomicU64,
 }
 
-/// Largest number of sessions ended under one lock acquisition.
+/// Most sessions ended (and records moved, `Table::expire`) under one lock
+/// acquisition.
 const SWEEP_BATCH: usize = 1024;
 /// Once this many sessions ended (or the table emptied), freed memory goes
 /// back to the OS.
@@ -581,13 +582,12 @@ impl Sessions {
             let deadline = Instant::now()
                 .checked_sub(self.limits.idle_ttl)
                 .unwrap_or_else(Instant::now);
-            let expired = self.table.lock().expire(deadline, SWEEP_BATCH);
-            let n = expired.len();
-            for s in expired {
+            let swept = self.table.lock().expire(deadline, SWEEP_BATCH);
+            total += swept.expired.len();
+            for s in swept.expired {
                 self.finish(&s, CloseReason::idle);
             }
-            total += n;
-            if n < SWEEP_BATCH {
+            if swept.done {
                 break;
             }
         }

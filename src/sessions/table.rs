@@ -1,13 +1,20 @@
 //! The bounded client-session table.
 //!
-//! Invariants: every entry is in `map` and exactly once in `by_use` (keyed by
-//! its last-use stamp), so the least recently used session is the first key of
-//! `by_use`. When a per-principal cap can bind (it is below the table's
-//! capacity), each entry's stamp is also in its principal's set, so that
-//! principal's least recently used session is found the same way. Touching a
-//! session is O(log n); eviction and the idle sweep walk from the oldest end
-//! and skip only busy sessions (at most as many as requests in flight), so no
-//! request ever scans the table.
+//! Invariants: every entry is in `map` and exactly once in `by_use`, keyed
+//! by where it was placed: the stamp of one of its uses, its last or an
+//! earlier one (`Entry::since` says how much earlier). When a per-principal
+//! cap can bind (it is below the table's capacity), each entry's key is also
+//! in its principal's set.
+//!
+//! A use only notes its stamp in the entry: O(1), no tree touched on the
+//! path of every request. Eviction and the idle sweep walk from the oldest
+//! key; a record placed before its entry's last use is moved there (once per
+//! use, at most) and the walk goes on. The first record that is up to date
+//! and idle is then the least recently used idle session: every entry's
+//! record lies at or before its last use, so none older can come later.
+//! The walks skip busy sessions (at most as many as requests in flight);
+//! the sweep's moves count toward its batch, so no lock is held for a walk
+//! over the whole table.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -24,7 +31,7 @@ pub(super) struct Table {
     /// Only ids the gateway issued (or sealed) are ever inserted.
     map: FastMap<SessionId, Entry>,
     by_use: BTreeMap<u64, SessionId>,
-    /// Each principal's stamps; None when no per-principal cap can bind
+    /// Each principal's keys in `by_use`; None when no per-principal cap can bind
     /// (then it costs nothing per session).
     by_principal: Option<HashMap<Principal, BTreeSet<u64>>>,
     max: usize,
@@ -38,10 +45,27 @@ pub(super) struct Table {
 /// `Instant` of 16 bytes made it 56: 10 bytes more per session at 100,000).
 struct Entry {
     session: Arc<Session>,
-    stamp: u64,
+    /// Its key in `by_use`.
+    placed: u64,
     /// Nanoseconds since `Table::origin` (a u64 of them lasts 584 years).
     last_used: u64,
     in_flight: u32,
+    /// Its last use's stamp is `placed + since` (0: its record is up to
+    /// date).
+    since: u32,
+}
+
+impl Entry {
+    fn last_stamp(&self) -> u64 {
+        self.placed + u64::from(self.since)
+    }
+}
+
+/// What a sweep's call took.
+pub(super) struct Swept {
+    pub(super) expired: Vec<Arc<Session>>,
+    /// Nothing more to take now; else the batch ran out first.
+    pub(super) done: bool,
 }
 
 /// What `insert` had to end to make room.
@@ -99,17 +123,13 @@ impl Table {
     pub(super) fn insert(&mut self, session: Arc<Session>, now: Instant) -> Result<Evicted, Full> {
         // Evicting one of the principal's own sessions also frees a table slot.
         let (victim, reason) = if self.owned_by(&session.principal) >= self.max_per_principal {
-            let stamps = self
-                .by_principal
-                .as_ref()
-                .and_then(|p| p.get(&session.principal));
-            let victim = stamps.and_then(|s| self.oldest_idle(s.iter().copied()));
+            let victim = self.oldest_idle(Some(&session.principal));
             (
                 Some(victim.ok_or(Full::AllBusy)?),
                 CloseReason::principal_cap,
             )
         } else if self.map.len() >= self.max {
-            let victim = self.oldest_idle(self.by_use.keys().copied());
+            let victim = self.oldest_idle(None);
             (Some(victim.ok_or(Full::AllBusy)?), CloseReason::capacity)
         } else {
             (None, CloseReason::capacity)
@@ -130,30 +150,45 @@ impl Table {
             id,
             Entry {
                 session,
-                stamp,
+                placed: stamp,
                 last_used: self.nanos(now),
                 in_flight: 0,
+                since: 0,
             },
         );
         Ok(evicted)
     }
 
-    /// The first idle session among `stamps` (oldest first). Busy sessions
-    /// are skipped; there are at most as many as requests in flight.
-    fn oldest_idle(&self, stamps: impl Iterator<Item = u64>) -> Option<SessionId> {
-        stamps
-            .filter_map(|stamp| self.by_use.get(&stamp))
-            .find(|id| self.map.get(*id).is_some_and(|e| e.in_flight == 0))
-            .cloned()
+    /// The least recently used idle session, of `principal` or of the
+    /// table. Records found behind their last use are moved to it on the
+    /// way; busy sessions are skipped (at most as many as requests in
+    /// flight).
+    fn oldest_idle(&mut self, principal: Option<&Principal>) -> Option<SessionId> {
+        let mut cursor = 0;
+        loop {
+            let key = match principal {
+                None => *self.by_use.range(cursor..).next()?.0,
+                Some(p) => *self.by_principal.as_ref()?.get(p)?.range(cursor..).next()?,
+            };
+            let entry = self.map.get_mut(self.by_use.get(&key)?)?;
+            if entry.since > 0 {
+                let to = entry.last_stamp();
+                move_to(&mut self.by_use, &mut self.by_principal, entry, to);
+            } else if entry.in_flight == 0 {
+                return self.by_use.get(&key).cloned();
+            } else {
+                cursor = key + 1;
+            }
+        }
     }
 
     pub(super) fn remove(&mut self, id: &SessionId) -> Option<Arc<Session>> {
         let entry = self.map.remove(id)?;
-        self.by_use.remove(&entry.stamp);
+        self.by_use.remove(&entry.placed);
         if let Some(p) = &mut self.by_principal
             && let Some(stamps) = p.get_mut(&entry.session.principal)
         {
-            stamps.remove(&entry.stamp);
+            stamps.remove(&entry.placed);
             if stamps.is_empty() {
                 p.remove(&entry.session.principal);
             }
@@ -191,51 +226,74 @@ impl Table {
         self.used(id, now, false)
     }
 
-    /// The session moves to the newest end of `by_use`. Its id moves with
-    /// it, and its `Arc` stays put: a use changes no reference count.
+    /// The session's last use is now: noted in its entry, where the walks
+    /// find it (its record in `by_use` stays where it is).
     fn used(&mut self, id: &SessionId, now: Instant, leaving: bool) -> bool {
         let stamp = self.stamp();
         let now = self.nanos(now);
         let Some(entry) = self.map.get_mut(id) else {
             return false;
         };
-        let old = std::mem::replace(&mut entry.stamp, stamp);
         entry.last_used = now;
         if leaving {
             entry.in_flight = entry.in_flight.saturating_sub(1);
         }
-        let placed = self.by_use.remove(&old).unwrap_or_else(|| id.clone());
-        self.by_use.insert(stamp, placed);
-        if let Some(p) = &mut self.by_principal
-            && let Some(stamps) = p.get_mut(&entry.session.principal)
-        {
-            stamps.remove(&old);
-            stamps.insert(stamp);
+        match u32::try_from(stamp - entry.placed) {
+            Ok(since) => entry.since = since,
+            // Placed more uses of the table ago than `since` counts.
+            Err(_) => move_to(&mut self.by_use, &mut self.by_principal, entry, stamp),
         }
         true
     }
 
-    /// Removes up to `limit` sessions idle since before `deadline`.
-    pub(super) fn expire(&mut self, deadline: Instant, limit: usize) -> Vec<Arc<Session>> {
+    /// Removes the sessions idle since before `deadline`, as many as
+    /// `batch` allows: a removal and a record moved to its last use count
+    /// one each.
+    pub(super) fn expire(&mut self, deadline: Instant, batch: usize) -> Swept {
         let deadline = self.nanos(deadline);
         let mut expired = Vec::new();
-        let mut cursor = 0;
-        while let Some((&stamp, id)) = self.by_use.range(cursor..).next() {
-            let Some(entry) = self.map.get(id) else { break };
-            if entry.last_used >= deadline || expired.len() >= limit {
+        let (mut cursor, mut work) = (0, 0);
+        loop {
+            let Some((&key, id)) = self.by_use.range(cursor..).next() else {
+                break;
+            };
+            if work >= batch {
+                return Swept {
+                    expired,
+                    done: false,
+                };
+            }
+            let Some(entry) = self.map.get_mut(id) else {
+                break;
+            };
+            if entry.since > 0 {
+                let to = entry.last_stamp();
+                move_to(&mut self.by_use, &mut self.by_principal, entry, to);
+                work += 1;
+                continue;
+            }
+            if entry.last_used >= deadline {
                 break;
             }
-            cursor = stamp + 1;
+            cursor = key + 1;
             // A busy session is not idle, however old its last touch.
             if entry.in_flight > 0 {
                 continue;
             }
-            let id = id.clone();
-            if let Some(s) = self.remove(&id) {
+            if let Some(s) = self
+                .by_use
+                .get(&key)
+                .cloned()
+                .and_then(|id| self.remove(&id))
+            {
                 expired.push(s);
+                work += 1;
             }
         }
-        expired
+        Swept {
+            expired,
+            done: true,
+        }
     }
 
     /// Gives back the map's spare room once most sessions are gone: a
@@ -262,7 +320,8 @@ impl Table {
     pub(super) fn assert_consistent(&self) {
         assert_eq!(self.map.len(), self.by_use.len());
         for (stamp, id) in &self.by_use {
-            assert_eq!(self.map[id].stamp, *stamp);
+            assert_eq!(self.map[id].placed, *stamp);
+            assert!(self.map[id].last_stamp() < self.next_stamp + 1);
         }
         if let Some(p) = &self.by_principal {
             let owned: usize = p.values().map(BTreeSet::len).sum();
@@ -273,6 +332,27 @@ impl Table {
                 }
             }
         }
+    }
+}
+
+/// Moves `entry`'s record (and its principal's key) to `to`, one of its
+/// uses, now its place.
+fn move_to(
+    by_use: &mut BTreeMap<u64, SessionId>,
+    by_principal: &mut Option<HashMap<Principal, BTreeSet<u64>>>,
+    entry: &mut Entry,
+    to: u64,
+) {
+    let from = std::mem::replace(&mut entry.placed, to);
+    entry.since = 0;
+    if let Some(id) = by_use.remove(&from) {
+        by_use.insert(to, id);
+    }
+    if let Some(p) = by_principal
+        && let Some(keys) = p.get_mut(&entry.session.principal)
+    {
+        keys.remove(&from);
+        keys.insert(to);
     }
 }
 
@@ -400,11 +480,22 @@ mod tests {
                         if roll(8) == 0 {
                             let cut = ms.saturating_sub(roll(3));
                             let deadline = origin + Duration::from_millis(cut);
-                            let mut got: Vec<u64> = table
-                                .expire(deadline, usize::MAX)
-                                .iter()
-                                .map(|s| s.id.as_str()[1..].parse().unwrap())
-                                .collect();
+                            // In small batches, as the sweep takes them
+                            // (moves count too), until it is done.
+                            let mut got: Vec<u64> = Vec::new();
+                            loop {
+                                let swept = table.expire(deadline, 1 + roll(4) as usize);
+                                got.extend(
+                                    swept
+                                        .expired
+                                        .iter()
+                                        .map(|s| -> u64 { s.id.as_str()[1..].parse().unwrap() }),
+                                );
+                                table.assert_consistent();
+                                if swept.done {
+                                    break;
+                                }
+                            }
                             got.sort_unstable();
                             let mut want: Vec<u64> = model
                                 .iter()
@@ -423,6 +514,29 @@ mod tests {
             }
             assert!(seen.iter().all(|&n| n > 20), "{per_principal}: {seen:?}");
         }
+    }
+
+    /// A use farther from its record than `Entry::since` counts moves the
+    /// record at once; the order stays exact.
+    #[test]
+    fn a_use_long_after_its_record_moves_it() {
+        let now = Instant::now();
+        let mut table = Table::new(2, 1);
+        for n in 0..2 {
+            table.insert(session(n, n), now).unwrap();
+        }
+        let s0 = SessionId::from_header("s0");
+        table.touch(&s0, now);
+        assert_eq!(table.map[&s0].since, 2);
+        table.next_stamp += u64::from(u32::MAX);
+        table.touch(&s0, now);
+        assert_eq!(table.map[&s0].since, 0, "moved");
+        assert_eq!(table.map[&s0].placed, table.next_stamp);
+        table.assert_consistent();
+        // s1 is the least recently used: it goes for a third session.
+        let evicted = table.insert(session(2, 2), now).unwrap();
+        assert_eq!(evicted[0].0.id.as_str(), "s1");
+        table.assert_consistent();
     }
 
     /// The table holds hundreds of thousands: a bucket of its map (key and
