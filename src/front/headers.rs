@@ -229,28 +229,35 @@ impl Head {
 }
 
 /// Whether the header name `name` (a token) is `lower` (lower-case
-/// letters and `-`) in any case, eight bytes at a time. Setting 0x20 folds
+/// letters and `-`) in any case, eight bytes at a time (four for a short
+/// name), the last word overlapping the one before it. Setting 0x20 folds
 /// a token's upper-case letters onto lower-case ones, and no other token
 /// byte onto a lower-case letter or `-` (only CR would fold onto `-`).
 fn folded_eq(name: &[u8], lower: &[u8]) -> bool {
     const FOLD: u64 = 0x2020_2020_2020_2020;
-    if name.len() != lower.len() {
+    let n = name.len();
+    if n != lower.len() {
         return false;
     }
-    let mut at = 0;
-    while let (Some(x), Some(y)) = (name[at..].first_chunk(), lower[at..].first_chunk()) {
-        if u64::from_le_bytes(*x) | FOLD != u64::from_le_bytes(*y) {
-            return false;
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap());
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap());
+    match n {
+        8.. => {
+            let mut at = 0;
+            while at + 8 < n {
+                if word(name, at) | FOLD != word(lower, at) {
+                    return false;
+                }
+                at += 8;
+            }
+            word(name, n - 8) | FOLD == word(lower, n - 8)
         }
-        at += 8;
-    }
-    while at < name.len() {
-        if name[at] | 0x20 != lower[at] {
-            return false;
+        4.. => {
+            half(name, 0) | FOLD as u32 == half(lower, 0)
+                && half(name, n - 4) | FOLD as u32 == half(lower, n - 4)
         }
-        at += 1;
+        _ => name.iter().zip(lower).all(|(a, b)| a | 0x20 == *b),
     }
-    true
 }
 
 /// The headers every request is checked for, found once as its head is
@@ -424,7 +431,20 @@ mod tests {
 
     #[test]
     fn names_fold_as_http_folds_them() {
-        let spelled = ["host", "content-length", "mcp-protocol-version", "x-a"];
+        // Every way of the comparison: 3, 4-7, 8, and past 8 bytes, whole
+        // words and not.
+        let spelled = [
+            "x-a",
+            "host",
+            "accept",
+            "x-trace",
+            "x-tenant",
+            "content-type",
+            "authorization",
+            "content-length",
+            "x-forwarded-hosts",
+            "mcp-protocol-version",
+        ];
         for lower in spelled {
             assert!(lower.bytes().all(|b| b & 0x20 != 0), "{lower}");
             for name in [lower.to_owned(), lower.to_uppercase()] {
