@@ -253,10 +253,7 @@ impl Table {
         let deadline = self.nanos(deadline);
         let mut expired = Vec::new();
         let (mut cursor, mut work) = (0, 0);
-        loop {
-            let Some((&key, id)) = self.by_use.range(cursor..).next() else {
-                break;
-            };
+        while let Some((&key, id)) = self.by_use.range(cursor..).next() {
             if work >= batch {
                 return Swept {
                     expired,
