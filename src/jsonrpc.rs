@@ -359,13 +359,15 @@ pub enum Body {
     Batch(Vec<Result<Message, ParseError>>),
 }
 
+/// A message to write; `id`, `params`, `result` and `error` are JSON text
+/// (a `RawValue`'s, or digits the gateway wrote).
 struct Outgoing<'a> {
     jsonrpc: &'static str,
-    id: Option<&'a RawValue>,
+    id: Option<&'a str>,
     method: Option<&'a str>,
-    params: Option<&'a RawValue>,
-    result: Option<&'a RawValue>,
-    error: Option<&'a RawValue>,
+    params: Option<&'a str>,
+    result: Option<&'a str>,
+    error: Option<&'a str>,
 }
 
 /// The line serde would write for `w`, byte for byte, written by hand: the
@@ -387,7 +389,7 @@ fn to_line(w: &Outgoing<'_>) -> String {
         + w.method.map_or(0, |m| m.len() + 12)
         + raw
             .iter()
-            .map(|(k, v)| v.map_or(0, |v| k.len() + v.get().len()))
+            .map(|(k, v)| v.map_or(0, |v| k.len() + v.len()))
             .sum::<usize>();
     let mut out = String::with_capacity(size);
     out.push_str("{\"jsonrpc\":\"");
@@ -406,10 +408,10 @@ fn to_line(w: &Outgoing<'_>) -> String {
     out
 }
 
-fn push_raw(out: &mut String, (key, value): (&str, Option<&RawValue>)) {
+fn push_raw(out: &mut String, (key, value): (&str, Option<&str>)) {
     if let Some(v) = value {
         out.push_str(key);
-        out.push_str(v.get());
+        out.push_str(v);
     }
 }
 
@@ -428,24 +430,25 @@ fn push_str(out: &mut String, s: &str) {
 }
 
 pub fn request(id: &RawValue, method: &str, params: Option<&RawValue>) -> String {
+    request_with_id(id.get(), method, params)
+}
+
+fn request_with_id(id: &str, method: &str, params: Option<&RawValue>) -> String {
     to_line(&Outgoing {
         jsonrpc: "2.0",
         id: Some(id),
         method: Some(method),
-        params,
+        params: params.map(RawValue::get),
         result: None,
         error: None,
     })
 }
 
 /// A request under a numeric id the gateway chose (a backend call's): the
-/// id is written from the stack, where `raw_u64` allocates (and serde's
-/// buffer then shrinks to fit).
+/// id's digits are written from the stack, as they are (a `RawValue` of
+/// them would be parsed by serde first).
 pub fn numbered_request(id: u64, method: &str, params: Option<&RawValue>) -> String {
-    let mut digits = itoa::Buffer::new();
-    let id: &RawValue = serde_json::from_str(digits.format(id))
-        .unwrap_or_else(|_| unreachable!("digits are a JSON number"));
-    request(id, method, params)
+    request_with_id(itoa::Buffer::new().format(id), method, params)
 }
 
 pub fn notification(method: &str, params: Option<&RawValue>) -> String {
@@ -453,7 +456,7 @@ pub fn notification(method: &str, params: Option<&RawValue>) -> String {
         jsonrpc: "2.0",
         id: None,
         method: Some(method),
-        params,
+        params: params.map(RawValue::get),
         result: None,
         error: None,
     })
@@ -461,12 +464,12 @@ pub fn notification(method: &str, params: Option<&RawValue>) -> String {
 
 pub fn response(id: &RawValue, outcome: &Outcome) -> String {
     let (result, error) = match outcome {
-        Outcome::Result(r) => (Some(&**r), None),
-        Outcome::Error(e) => (None, Some(&**e)),
+        Outcome::Result(r) => (Some(r.get()), None),
+        Outcome::Error(e) => (None, Some(e.get())),
     };
     to_line(&Outgoing {
         jsonrpc: "2.0",
-        id: Some(id),
+        id: Some(id.get()),
         method: None,
         params: None,
         result,
