@@ -18,6 +18,7 @@ pub(crate) mod fast_map;
 pub mod front;
 #[doc(hidden)]
 pub mod fuzzing;
+pub(crate) mod header_text;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mirror;

@@ -11,6 +11,8 @@ use std::borrow::Cow;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 
+pub(super) use crate::header_text::visible_str;
+
 /// Lookups by name; a name matches whatever its case in the request.
 pub(crate) trait HeaderLookup {
     /// Every value of `name`, in the order the request sent them.
@@ -26,18 +28,6 @@ pub(crate) trait HeaderLookup {
     fn get_str(&self, name: &HeaderName) -> Option<&str> {
         self.get(name).and_then(visible_str)
     }
-}
-
-/// A header value as a `&str` if it is visible ASCII, as
-/// `HeaderValue::to_str` has it. Every value here is a valid one (no
-/// control byte but tab, no DEL: httparse checked it, or `HeaderValue`
-/// did), so that is "ASCII", which is tested a word at a time.
-pub(super) fn visible_str(value: &[u8]) -> Option<&str> {
-    debug_assert!(!value.iter().any(|&b| b < 32 && b != b'\t' || b == 127));
-    // SAFETY: ASCII only, checked first.
-    value
-        .is_ascii()
-        .then(|| unsafe { std::str::from_utf8_unchecked(value) })
 }
 
 /// The values `HeaderLookup::all` finds.

@@ -14,7 +14,10 @@
 //! record lies at or before its last use, so none older can come later.
 //! The walks skip busy sessions (at most as many as requests in flight);
 //! the sweep's moves count toward its batch, so no lock is held for a walk
-//! over the whole table.
+//! over the whole table. An eviction's walk moves as many records as it
+//! meets before an idle up-to-date one: each move is paid for by a use
+//! since the record last moved, and the sweep (every `idle_ttl / 8`, at
+//! most 5 s) keeps the oldest end up to date.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

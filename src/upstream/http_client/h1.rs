@@ -176,14 +176,7 @@ impl Headers {
 
     /// The first value of `name`, if it is visible ASCII.
     pub(crate) fn get_str(&self, name: &HeaderName) -> Option<&str> {
-        let value = self.all(name.as_str()).next()?;
-        // httparse let no control byte but tab and no DEL through, so
-        // ASCII is visible ASCII, and that is tested a word at a time.
-        debug_assert!(!value.iter().any(|&b| b < 32 && b != b'\t' || b == 127));
-        // SAFETY: ASCII only, checked first.
-        value
-            .is_ascii()
-            .then(|| unsafe { std::str::from_utf8_unchecked(value) })
+        crate::header_text::visible_str(self.all(name.as_str()).next()?)
     }
 
     /// Every value of `name` (lower case), in order.
