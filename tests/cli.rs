@@ -57,9 +57,18 @@ fn check_rejects_bad_configs_with_key_and_line() {
             &["session_idle_ttl"],
         ),
         (
-            "[backends.web]\ntransport = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"${SLUICE_TEST_MISSING_VAR}\" }\n",
+            "[backends.web]\ntransport = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"${TEST_MISSING_VAR_OF_SLUICE}\" }\n",
             "missing env var",
-            &["SLUICE_TEST_MISSING_VAR"],
+            &["TEST_MISSING_VAR_OF_SLUICE", "is not set"],
+        ),
+        (
+            "[backends.fs]\ncommand = \"fs\"\ninherit_env = [\"HOME\", \"SLUICE_SESSION_KEY\"]\n",
+            "a secret for a child",
+            &[
+                "inherit_env[1]",
+                "`SLUICE_SESSION_KEY` is the gateway's own",
+                "never passed to a child",
+            ],
         ),
         (
             "[namespaces.default]\nbackends = [\"ghost\"]\n",

@@ -276,3 +276,119 @@ async fn metrics_can_require_a_token() {
             .contains("sluice_client_sessions_live")
     );
 }
+
+const ENV_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/env_backend.py");
+
+/// A config whose stdio backend reports its environment, with every kind of
+/// secret the gateway can hold named: the session key, the clients' tokens,
+/// the metrics token.
+fn env_reporting(inherit: &str) -> String {
+    // The interpreter itself: a launcher (pyenv's shim, say) would add
+    // variables of its own between the gateway and the backend.
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8(out.stdout).unwrap();
+    let python = python.trim();
+    format!(
+        "[server]\nsession_ids = \"sealed\"\n\
+         [auth]\nbearer_tokens_env = \"GW_TOKENS\"\n\
+         [metrics]\ntoken_env = \"SCRAPE_TOKEN\"\n\
+         [backends.env]\ncommand = \"{python}\"\nargs = [\"{ENV_FIXTURE}\"]\n\
+         inherit_env = [{inherit}]\nenv = {{ SET_BY_CONFIG = \"yes\" }}\n"
+    )
+}
+
+/// Issue 37, item 1: a stdio child starts with only what a program needs
+/// (and the locale and time zone), the names its `inherit_env` adds and its
+/// `env`, though the gateway's environment holds every secret it has, their
+/// `_FILE` forms and other `SLUICE_*` variables besides.
+#[tokio::test]
+async fn a_child_gets_no_secret_of_the_gateway() {
+    let key = keygen();
+    let path = std::env::var("PATH").unwrap();
+    let env = [
+        ("PATH", path.as_str()),
+        ("HOME", "/nonexistent/home"),
+        ("LOGNAME", "someone"),
+        ("USER", "someone"),
+        ("SHELL", "/bin/sh"),
+        ("TERM", "dumb"),
+        ("LANG", "C.UTF-8"),
+        ("LC_ALL", "C.UTF-8"),
+        ("TZ", "UTC"),
+        ("PASSED_ON", "by-name"),
+        ("UNRELATED", "not-asked-for"),
+        ("GW_TOKENS", "client-token"),
+        ("GW_TOKENS_FILE", "/nonexistent/tokens"),
+        ("SCRAPE_TOKEN", "scrape-token"),
+        ("SLUICE_SESSION_KEY", key.as_str()),
+        ("SLUICE_SESSION_KEY_FILE", "/nonexistent/key"),
+        ("SLUICE_LOG", "warn"),
+    ];
+    let gw = Gateway::start_in_env(&env_reporting("\"PASSED_ON\""), &env);
+    let auth = ("authorization", "Bearer client-token");
+    let http = Http::new(gw.url("/mcp"));
+    let init = http.post_with(None, &[auth], &init_request(1)).await;
+    assert_eq!(init.status, 200, "{}", init.body);
+    let sid = init.session_id().unwrap();
+    let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{
+        "name":"env__environment","arguments":{"values":["PASSED_ON","SET_BY_CONFIG","LANG"]}}});
+    let reply = http.post_with(Some(&sid), &[auth], &call).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let report: serde_json::Value = serde_json::from_str(text_of(&reply.json())).unwrap();
+    let names: Vec<&str> = report["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "HOME",
+            "LANG",
+            "LC_ALL",
+            "LOGNAME",
+            "PASSED_ON",
+            "PATH",
+            "SET_BY_CONFIG",
+            "SHELL",
+            "TERM",
+            "TZ",
+            "USER"
+        ]
+    );
+    assert_eq!(
+        report["values"],
+        json!({"PASSED_ON":"by-name","SET_BY_CONFIG":"yes","LANG":"C.UTF-8"})
+    );
+}
+
+/// Asking for a secret of the gateway's by name is refused at start, with
+/// the key and the reason, before any child runs.
+#[test]
+fn a_config_asking_for_a_secret_does_not_start() {
+    let dir = tempdir::Dir::new();
+    let config = tempdir::write(&dir, "sluice.toml", &env_reporting("\"GW_TOKENS\""));
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0"])
+        .env("GW_TOKENS", "client-token")
+        .env("SCRAPE_TOKEN", "scrape-token")
+        .env("SLUICE_SESSION_KEY", keygen())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`backends.env.inherit_env[0]`: `GW_TOKENS` holds the gateway's secret `auth.bearer_tokens_env`, and is never passed to a child"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "started: {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

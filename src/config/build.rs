@@ -13,7 +13,7 @@ use super::error::{At, Issue, dotted};
 use super::file::{self, File, FileAuth, FileMetrics, FileServer};
 use super::{
     AuthSettings, BackendConfig, Config, LimitsSettings, MetricsSettings, OAuthSettings, Rate,
-    Secret, ServerSettings, SessionIdMode, SessionMode, Source, TracingSettings,
+    Secret, SecretVars, ServerSettings, SessionIdMode, SessionMode, Source, TracingSettings,
 };
 
 mod backend;
@@ -56,6 +56,7 @@ pub(super) fn build(
         syntax,
         provenance,
         issues,
+        secrets: secret_vars(&file, syntax),
     };
     let has_auth = file.auth.is_some();
     let server = b.server(file.server, has_auth);
@@ -136,6 +137,28 @@ struct Builder<'a> {
     syntax: Syntax,
     provenance: &'a [(String, Source)],
     issues: Vec<Issue>,
+    /// The variables that hold the gateway's own secrets: never passed to a
+    /// child or interpolated into what a backend gets.
+    secrets: SecretVars,
+}
+
+/// Every variable the config names as a secret's source, with its key.
+fn secret_vars(file: &File, syntax: Syntax) -> SecretVars {
+    fn named(v: &Option<String>) -> Option<&str> {
+        v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+    }
+    // The session key is `SLUICE_*`, which `SecretVars` withholds whole.
+    let mut sources = Vec::new();
+    let auth = file.auth.as_ref().and_then(|a| named(&a.bearer_tokens_env));
+    sources.extend(auth.map(|v| (v.to_owned(), "auth.bearer_tokens_env".to_owned())));
+    let metrics = named(&file.metrics.token_env);
+    sources.extend(metrics.map(|v| (v.to_owned(), "metrics.token_env".to_owned())));
+    for (name, b) in &file.backends {
+        let var = b.oauth.as_ref().and_then(|o| named(&o.client_secret_env));
+        let key = || dotted(&[syntax.backends(), name, "oauth", "client_secret_env"]);
+        sources.extend(var.map(|v| (v.to_owned(), key())));
+    }
+    SecretVars::new(sources)
 }
 
 impl Builder<'_> {

@@ -222,12 +222,16 @@ fn transport(t: &Transport) -> String {
             command,
             args,
             env,
+            inherit,
             cwd,
         } => {
             let mut s = format!("stdio `{command}` with {} arg(s)", args.len());
             if !env.is_empty() {
                 let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
                 let _ = write!(s, ", env keys [{}]", keys.join(", "));
+            }
+            if !inherit.added().is_empty() {
+                let _ = write!(s, ", inherits [{}]", inherit.added().join(", "));
             }
             if let Some(cwd) = cwd {
                 let _ = write!(s, ", cwd {}", cwd.display());
@@ -277,12 +281,14 @@ impl fmt::Debug for Transport {
                 command,
                 args,
                 env,
+                inherit,
                 cwd,
             } => f
                 .debug_struct("Stdio")
                 .field("command", command)
                 .field("args", &format_args!("<{} redacted>", args.len()))
                 .field("env", &RedactedValues(env))
+                .field("inherit_env", &inherit.added())
                 .field("cwd", cwd)
                 .finish(),
             Self::Http { url, headers } => f

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::SecretVars;
+
 pub trait Env {
     fn var(&self, name: &str) -> Option<String>;
     fn vars(&self) -> Vec<(String, String)>;
@@ -65,6 +67,8 @@ impl Env for HashMap<String, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum InterpolateError {
     Unset(String),
+    /// Why the variable may not leave the gateway.
+    Secret(String),
     Unterminated,
     EmptyName,
 }
@@ -73,6 +77,7 @@ impl std::fmt::Display for InterpolateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Unset(var) => write!(f, "environment variable `{var}` is not set"),
+            Self::Secret(why) => write!(f, "{why}, and never leaves it"),
             Self::Unterminated => f.write_str("unterminated `${` (write `$$` for a literal `$`)"),
             Self::EmptyName => f.write_str("empty variable name in `${}`"),
         }
@@ -81,8 +86,13 @@ impl std::fmt::Display for InterpolateError {
 
 /// Replaces `${VAR}` with the variable's value and `$$` with `$`. A `$`
 /// followed by anything else is kept as written, so values such as `$HOME`
-/// or a trailing `$` pass through unchanged.
-pub(super) fn interpolate(value: &str, env: &dyn Env) -> Result<String, InterpolateError> {
+/// or a trailing `$` pass through unchanged. A value goes to a backend (or
+/// a child), so a variable among `secrets` is refused.
+pub(super) fn interpolate(
+    value: &str,
+    env: &dyn Env,
+    secrets: &SecretVars,
+) -> Result<String, InterpolateError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(i) = rest.find('$') {
@@ -96,6 +106,9 @@ pub(super) fn interpolate(value: &str, env: &dyn Env) -> Result<String, Interpol
             let name = &tail[..end];
             if name.is_empty() {
                 return Err(InterpolateError::EmptyName);
+            }
+            if let Some(why) = secrets.why(name) {
+                return Err(InterpolateError::Secret(why));
             }
             let v = env
                 .var(name)

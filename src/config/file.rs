@@ -181,6 +181,7 @@ pub(super) struct FileBackend {
     pub(super) command: Option<String>,
     pub(super) args: Option<Vec<String>>,
     pub(super) env: Option<IndexMap<String, String>>,
+    pub(super) inherit_env: Option<Vec<String>>,
     pub(super) cwd: Option<PathBuf>,
     pub(super) url: Option<String>,
     pub(super) headers: Option<IndexMap<String, String>>,

@@ -8,10 +8,11 @@
 //!    produces the runtime types below.
 //!
 //! Runtime types never depend on serde, and nothing outside this module sees
-//! the file-stage types. Secrets are read once, here, and travel as
+//! the file-stage types. SecretVars are read once, here, and travel as
 //! [`Secret`], whose `Debug` never prints them.
 
 mod build;
+mod child_env;
 mod describe;
 mod desktop;
 mod duration;
@@ -48,6 +49,7 @@ pub use describe::describe;
 
 /// The namespace of `/mcp` when none are configured.
 pub const DEFAULT_NAMESPACE: &str = file::DEFAULT_NAMESPACE;
+pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
 pub use names::{BackendName, InvalidName, NamespaceName};
@@ -267,6 +269,8 @@ pub enum Transport {
         command: String,
         args: Vec<String>,
         env: Vec<(String, String)>,
+        /// Which of the gateway's own variables the child gets.
+        inherit: Inherit,
         cwd: Option<PathBuf>,
     },
     Http {
@@ -459,6 +463,7 @@ pub fn demo(exe: PathBuf) -> Config {
                 command: exe.to_string_lossy().into_owned(),
                 args: vec!["demo-server".to_owned()],
                 env: Vec::new(),
+                inherit: Inherit::default(),
                 cwd: None,
             },
             isolation: Isolation::Shared,

@@ -107,6 +107,10 @@ fn design_example_parses() {
     let names: Vec<&str> = c.backends.iter().map(|b| b.name.as_str()).collect();
     assert_eq!(names, ["everything", "web"]);
     let everything = c.backend("everything").unwrap();
+    let Transport::Stdio { inherit, .. } = &everything.transport else {
+        panic!("stdio expected");
+    };
+    assert!(inherit.added().is_empty());
     assert_eq!(
         everything.transport,
         Transport::Stdio {
@@ -116,6 +120,7 @@ fn design_example_parses() {
                 "@modelcontextprotocol/server-everything".into()
             ],
             env: vec![],
+            inherit: inherit.clone(),
             cwd: None,
         }
     );

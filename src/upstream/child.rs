@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
+use super::stdio::StdioSpec;
 use crate::config::BackendName;
 
 pub(super) struct Spawned {
@@ -18,21 +19,22 @@ pub(super) struct Spawned {
     pub(super) stderr: ChildStderr,
 }
 
-pub(super) fn spawn(
-    command: &str,
-    args: &[String],
-    env: &[(String, String)],
-    cwd: Option<&std::path::Path>,
-) -> std::io::Result<Spawned> {
-    let mut cmd = Command::new(command);
-    cmd.args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
+/// Starts `spec`'s command with an environment of its own: the gateway's
+/// variables that `spec.inherit` passes, then the backend's `env`.
+pub(super) fn spawn(spec: &StdioSpec) -> std::io::Result<Spawned> {
+    let inherited = std::env::vars_os()
+        .filter(|(name, _)| name.to_str().is_some_and(|n| spec.inherit.passes(n)));
+    let mut cmd = Command::new(&spec.command);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(inherited)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(dir) = cwd {
+    if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);
     }
     // SAFETY: prctl is async-signal-safe. If the gateway dies without

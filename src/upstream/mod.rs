@@ -1234,11 +1234,13 @@ fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {
             command,
             args,
             env,
+            inherit,
             cwd,
         } => TransportSpec::Stdio(stdio::StdioSpec {
             command: command.clone(),
             args: args.clone(),
             env: env.clone(),
+            inherit: inherit.clone(),
             cwd: cwd.clone(),
         }),
         Transport::Http { url, headers } => {

@@ -30,6 +30,7 @@ pub(super) struct StdioSpec {
     pub(super) command: String,
     pub(super) args: Vec<String>,
     pub(super) env: Vec<(String, String)>,
+    pub(super) inherit: crate::config::Inherit,
     pub(super) cwd: Option<std::path::PathBuf>,
 }
 
@@ -41,7 +42,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
         stdin,
         stdout,
         stderr,
-    } = child::spawn(&spec.command, &spec.args, &spec.env, spec.cwd.as_deref()).map_err(|e| {
+    } = child::spawn(spec).map_err(|e| {
         UpstreamError::unavailable(&ctx.name, format!("cannot start `{}`: {e}", spec.command))
     })?;
     ctx.metrics.backend_session_opened(&ctx.name);

@@ -97,6 +97,21 @@ impl Gateway {
         Self::spawn(&args, env, dir)
     }
 
+    /// Starts with exactly this environment (nothing of the test's own),
+    /// and waits for readiness.
+    pub fn start_in_env(toml: &str, env: &[(&str, &str)]) -> Gateway {
+        let dir = tempdir::Dir::new();
+        let config = tempdir::write(&dir, "sluice.toml", toml);
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0"])
+            .env_clear()
+            .envs(env.iter().copied());
+        let gw = Self::spawn_cmd(cmd, dir, Stdio::inherit());
+        gw.wait_ready();
+        gw
+    }
+
     /// The built-in default (no --config).
     pub fn start_default() -> Gateway {
         let gw = Self::spawn(

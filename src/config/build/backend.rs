@@ -10,8 +10,8 @@ use super::super::env::interpolate;
 use super::super::error::dotted;
 use super::super::file::{self, FileBackend, FileNamespace, FileTransport};
 use super::super::{
-    BackendConfig, BackendName, ClientCredentials, Isolation, NamespaceConfig, NamespaceName,
-    Prefix, Secret, TokenExchange, ToolFilter, ToolScopes, Transport,
+    BackendConfig, BackendName, ClientCredentials, Inherit, Isolation, NamespaceConfig,
+    NamespaceName, Prefix, Secret, TokenExchange, ToolFilter, ToolScopes, Transport,
 };
 use super::Builder;
 
@@ -205,6 +205,7 @@ impl Builder<'_> {
                 ("command", b.command.is_some()),
                 ("args", b.args.is_some()),
                 ("env", b.env.is_some()),
+                ("inherit_env", b.inherit_env.is_some()),
                 ("cwd", b.cwd.is_some()),
             ],
         };
@@ -251,12 +252,41 @@ impl Builder<'_> {
             }
             env.push(self.expand(&path, value).map(|v| (key.clone(), v)));
         }
+        let inherit = self.inherit_env(&[section, name, "inherit_env"], b);
         Some(Transport::Stdio {
             command: command?,
             args: args.into_iter().collect::<Option<_>>()?,
             env: env.into_iter().collect::<Option<_>>()?,
+            inherit: inherit?,
             cwd: b.cwd.clone(),
         })
+    }
+
+    /// `inherit_env`: more of the gateway's variables for the child, by
+    /// name; never one of the gateway's secrets.
+    fn inherit_env(&mut self, path: &[&str], b: &FileBackend) -> Option<Inherit> {
+        let mut names: Vec<String> = Vec::new();
+        let mut ok = true;
+        for (i, var) in b.inherit_env.iter().flatten().enumerate() {
+            let shown = format_args!("{}[{i}]", dotted(path));
+            let problem = if var.is_empty() || var.contains(['=', '\0']) {
+                Some("not a valid environment variable name".to_owned())
+            } else if let Some(why) = self.secrets.why(var) {
+                Some(format!("{why}, and is never passed to a child"))
+            } else if names.contains(var) {
+                Some(format!("`{var}` is listed twice"))
+            } else {
+                None
+            };
+            match problem {
+                Some(message) => {
+                    self.at_item(path, i, shown, message);
+                    ok = false;
+                }
+                None => names.push(var.clone()),
+            }
+        }
+        ok.then(|| Inherit::new(names, self.secrets.clone()))
     }
 
     fn http(
@@ -318,13 +348,13 @@ impl Builder<'_> {
     }
 
     fn expand(&mut self, path: &[&str], value: &str) -> Option<String> {
-        interpolate(value, self.env)
+        interpolate(value, self.env, &self.secrets)
             .map_err(|e| self.at_key(path, e))
             .ok()
     }
 
     fn expand_item(&mut self, path: &[&str], index: usize, value: &str) -> Option<String> {
-        interpolate(value, self.env)
+        interpolate(value, self.env, &self.secrets)
             .map_err(|e| self.at_item(path, index, format_args!("{}[{index}]", dotted(path)), e))
             .ok()
     }

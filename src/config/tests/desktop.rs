@@ -24,6 +24,7 @@ fn desktop_json_both_forms() {
             command: "npx".into(),
             args: vec!["-y".into(), "server-fs".into(), "/tmp".into()],
             env: vec![("DEBUG".into(), "1".into()), ("API".into(), "k".into())],
+            inherit: Inherit::default(),
             cwd: None,
         }
     );

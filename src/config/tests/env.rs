@@ -188,3 +188,81 @@ fn limits_from_the_file_and_the_environment() {
         ]
     );
 }
+
+#[test]
+fn inherit_env_adds_names_and_never_a_secret() {
+    let stdio =
+        "[backends.fs]\ncommand = \"fs\"\ninherit_env = [\"GITHUB_HOST\", \"NODE_OPTIONS\"]\n";
+    let loaded = ok(stdio, &[]);
+    let Transport::Stdio { inherit, .. } = &loaded.config.backends[0].transport else {
+        panic!("stdio expected");
+    };
+    assert_eq!(inherit.added(), ["GITHUB_HOST", "NODE_OPTIONS"]);
+    assert!(inherit.passes("NODE_OPTIONS") && inherit.passes("HOME"));
+    assert!(!inherit.passes("OTHER"));
+
+    let secrets = "[auth]\nbearer_tokens_env = \"TOKENS\"\n[metrics]\ntoken_env = \"SCRAPE\"\n\
+                   [backends.fs]\ncommand = \"fs\"\n\
+                   inherit_env = [\"TOKENS\", \"SCRAPE_FILE\", \"SLUICE_SESSION_KEY\", \"OK\", \"OK\", \"A=B\"]\n";
+    let pairs = [("TOKENS", "t"), ("SCRAPE", "s")];
+    assert_eq!(
+        err(secrets, &pairs),
+        [
+            "sluice.toml:7: `backends.fs.inherit_env[0]`: `TOKENS` holds the gateway's secret `auth.bearer_tokens_env`, and is never passed to a child",
+            "sluice.toml:7: `backends.fs.inherit_env[1]`: `SCRAPE_FILE` holds the gateway's secret `metrics.token_env`, and is never passed to a child",
+            "sluice.toml:7: `backends.fs.inherit_env[2]`: `SLUICE_SESSION_KEY` is the gateway's own (every `SLUICE_*` variable is), and is never passed to a child",
+            "sluice.toml:7: `backends.fs.inherit_env[4]`: `OK` is listed twice",
+            "sluice.toml:7: `backends.fs.inherit_env[5]`: not a valid environment variable name",
+        ]
+    );
+
+    let http = format!("{MINIMAL}inherit_env = [\"HOME\"]\n");
+    assert_eq!(
+        err(&http, &[]),
+        ["sluice.toml:4: `backends.web.inherit_env`: not allowed with transport = \"http\""]
+    );
+}
+
+/// A secret of the gateway's cannot be smuggled out by interpolation: not
+/// into a child's env or arguments, nor into a backend's headers.
+#[test]
+fn interpolating_a_gateway_secret_is_refused() {
+    let text = "[auth]\nbearer_tokens_env = \"TOKENS\"\n\
+                [backends.fs]\ncommand = \"fs\"\nargs = [\"--key=${SLUICE_SESSION_KEY}\"]\n\
+                env = { LEAK = \"${TOKENS}\", OWN = \"${OWN_KEY}\" }\n\
+                [backends.web]\nurl = \"http://127.0.0.1:1/mcp\"\n\
+                headers = { Authorization = \"Bearer ${TOKENS_FILE}\" }\n\
+                oauth = { token_url = \"http://127.0.0.1:1/t\", client_id = \"c\", client_secret_env = \"CS\" }\n\
+                [backends.other]\ncommand = \"x\"\nenv = { S = \"${CS}\" }\n";
+    let pairs = [
+        ("TOKENS", "t"),
+        ("SLUICE_SESSION_KEY", "k"),
+        ("OWN_KEY", "mine"),
+        ("CS", "cs"),
+    ];
+    assert_eq!(
+        err(text, &pairs),
+        [
+            "sluice.toml:5: `backends.fs.args[0]`: `SLUICE_SESSION_KEY` is the gateway's own (every `SLUICE_*` variable is), and never leaves it",
+            "sluice.toml:6: `backends.fs.env.LEAK`: `TOKENS` holds the gateway's secret `auth.bearer_tokens_env`, and never leaves it",
+            "sluice.toml:9: `backends.web.headers.Authorization`: `TOKENS_FILE` holds the gateway's secret `auth.bearer_tokens_env`, and never leaves it",
+            "sluice.toml:13: `backends.other.env.S`: `CS` holds the gateway's secret `backends.web.oauth.client_secret_env`, and never leaves it",
+        ]
+    );
+}
+
+/// The `mcpServers` JSON's `env` reaches the child as before.
+#[test]
+fn desktop_env_still_reaches_the_child() {
+    let json =
+        r#"{"mcpServers": {"fs": {"command": "fs", "env": {"API": "${KEY}", "MODE": "x"}}}}"#;
+    let loaded = parse_desktop(json, "claude.json", &env(&[("KEY", "k")])).unwrap();
+    let Transport::Stdio { env, inherit, .. } = &loaded.config.backends[0].transport else {
+        panic!("stdio expected");
+    };
+    assert_eq!(
+        env,
+        &[("API".into(), "k".into()), ("MODE".into(), "x".into())]
+    );
+    assert!(inherit.added().is_empty());
+}

@@ -219,6 +219,7 @@ fn demo_config() {
             command: "/usr/bin/sluice".into(),
             args: vec!["demo-server".into()],
             env: vec![],
+            inherit: Inherit::default(),
             cwd: None,
         }
     );
