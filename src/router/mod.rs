@@ -5,6 +5,7 @@ mod cursor;
 mod index;
 mod kind;
 mod links;
+mod listed;
 mod merge;
 mod names;
 mod namespace;

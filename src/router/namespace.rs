@@ -520,6 +520,11 @@ impl Namespace {
         if kind == Kind::Tool && !self.may_use(caller, &exposed) {
             return not_found(kind, &exposed);
         }
+        match self.lists(caller, i, kind, original).await {
+            Ok(true) => {}
+            Ok(false) => return not_found(kind, &exposed),
+            Err(failed) => return failed,
+        }
         // One backend session serves every client of a shared backend: one
         // client's unsubscribe would end the others' subscriptions. The
         // gateway stops delivering to that client instead (see `notices`).
@@ -678,6 +683,11 @@ impl Namespace {
         let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
             return not_found(kind, &exposed);
         };
+        match self.lists(caller, i, kind, original).await {
+            Ok(true) => {}
+            Ok(false) => return not_found(kind, &exposed),
+            Err(failed) => return failed,
+        }
         reference.insert(key.into(), jsonrpc::raw(&original));
         fields.insert("ref".into(), jsonrpc::raw(&reference));
         self.call(

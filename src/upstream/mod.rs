@@ -5,6 +5,7 @@
 
 mod answer;
 mod cache;
+mod catalog;
 mod child;
 mod conn;
 mod deadline;
@@ -34,6 +35,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use catalog::Listing;
 pub use conn::Answered;
 pub use error::UpstreamError;
 pub use events::{Event, EventSink};
@@ -416,6 +418,8 @@ pub struct Backend {
     transport: TransportSpec,
     pool: Pool,
     cache: cache::ListCache,
+    /// What it lists, by name: calls are checked against it.
+    catalogs: catalog::Catalogs,
     health: Mutex<Health>,
     /// What the status page shows of the backend's past.
     history: Mutex<HealthHistory>,
@@ -502,6 +506,7 @@ impl Backend {
                     )),
                 },
                 cache: cache::ListCache::default(),
+                catalogs: catalog::Catalogs::default(),
                 health: Mutex::new(Health::Starting),
                 history: Mutex::default(),
                 settled: watch::channel(false).0,
@@ -593,8 +598,8 @@ impl Backend {
     /// each client's own capabilities, and may list by them; every other
     /// backend lists the same for all.
     fn profile(&self, caps: ClientCaps) -> u8 {
-        match (&self.pool, self.modern_link()) {
-            (Pool::PerSession(_), None) => caps.bits(),
+        match &self.pool {
+            Pool::PerSession(_) if self.modern_link().is_none() => caps.bits(),
             _ => 0,
         }
     }
@@ -997,6 +1002,18 @@ impl Backend {
         if let Some(page) = self.cache.get(method, profile, cursor) {
             return Ok(Outcome::Result(page));
         }
+        self.fetch_list(caller, method, cursor).await
+    }
+
+    /// One page of a list, fetched (and kept, as the page cache decides)
+    /// whatever the cache holds.
+    async fn fetch_list(
+        &self,
+        caller: &Caller,
+        method: &'static str,
+        cursor: Option<&str>,
+    ) -> Result<Outcome, UpstreamError> {
+        let profile = self.profile(caller.caps);
         let version = self.cache.version();
         let (link, _transient) = match (&self.pool, self.modern_link()) {
             (_, Some(modern)) => (modern, None),
@@ -1023,31 +1040,6 @@ impl Backend {
             self.ctx.metrics.list_refresh(&self.name, refresh);
         }
         result
-    }
-
-    /// A tool's input schema, from the (cached) tools list.
-    pub async fn tool_schema(&self, caller: &Caller, tool: &str) -> Option<serde_json::Value> {
-        #[derive(serde::Deserialize)]
-        struct Page {
-            #[serde(default)]
-            tools: Vec<serde_json::Value>,
-            #[serde(rename = "nextCursor")]
-            next: Option<String>,
-        }
-        let mut cursor: Option<String> = None;
-        // Bounded: a backend whose cursors never end is not followed forever.
-        for _ in 0..100 {
-            let Ok(Outcome::Result(raw)) = self.list(caller, "tools/list", cursor.as_deref()).await
-            else {
-                return None;
-            };
-            let page: Page = serde_json::from_str(raw.get()).ok()?;
-            if let Some(t) = page.tools.into_iter().find(|t| t["name"] == tool) {
-                return t.get("inputSchema").cloned();
-            }
-            cursor = Some(page.next?);
-        }
-        None
     }
 
     /// The `Mcp-Param-*` headers a modern backend expects on a tools/call,
@@ -1122,6 +1114,7 @@ impl Backend {
         m.entries("backend_slots", name, slots);
         m.entries("list_pages", name, pages);
         m.entries("list_hashes", name, seen);
+        m.entries("catalogs", name, self.catalogs.census());
     }
 
     /// What the backend announces for clients (list changes, resource

@@ -351,8 +351,8 @@ async def test_a_tool_needing_a_scope_is_absent_without_it(sluice_bin, tmp_path,
         r = httpx2.post(gw.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         return {t["name"] for t in r.json()["result"]["tools"]}
 
-    def add(headers: dict[str, str]) -> dict:
-        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "demo__add", "arguments": {"a": 1, "b": 2}}}
+    def add(headers: dict[str, str], name: str = "demo__add") -> dict:
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": name, "arguments": {"a": 1, "b": 2}}}
         return httpx2.post(gw.mcp_url, headers=headers, json=call).json()
 
     try:
@@ -362,6 +362,12 @@ async def test_a_tool_needing_a_scope_is_absent_without_it(sluice_bin, tmp_path,
         assert tools(plain) == everything - {"demo__add", "demo__sleep_ms"}
         refused = add(plain)
         assert refused["error"]["message"] == "Unknown tool: demo__add", refused
+        # Patterns match the gateway's names case-sensitively; a case variant
+        # is no name the gateway lists, so the gateway itself refuses it
+        # (the backend's own refusal would name `ADD`).
+        for variant in ("demo__ADD", "demo__Add"):
+            refused = add(plain, variant)
+            assert refused["error"] == {"code": -32602, "message": f"Unknown tool: {variant}"}, refused
         math = session(auth_server.mint(dict(good_claims(audience), scope="mcp:math")))
         assert tools(math) == everything - {"demo__sleep_ms"}
         assert add(math)["result"]["content"][0]["text"] == "3"
