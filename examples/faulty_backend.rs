@@ -45,7 +45,11 @@
 //!   "other origin" whose `/seen` shows what reached it.
 //! - `modern` (http only): a 2026-07-28-only server (refuses `initialize`);
 //!   `fault` answers `input_required` asking a name by elicitation, and the
-//!   retry that brings it gets `Hello, NAME!`.
+//!   retry that brings it gets `Hello, NAME!`; `ask_url`, `ask_sampling` and
+//!   `ask_roots` ask by URL elicitation, sampling and roots/list, and their
+//!   retries get `answered: ANSWER`. As the spec has servers do, each first
+//!   checks that the request's `clientCapabilities` declare what it asks
+//!   (400, -32021 with `data.requiredCapabilities` if not).
 //! - `roots` (stdio only): asks `roots/list` right after its handshake and
 //!   again during `fault`, which answers `{"early": .., "during": ..}`
 //!   with what it got each time.
@@ -818,13 +822,14 @@ async fn entry(State(app): State<Arc<App>>, req: Request) -> Response {
         let seen: Vec<Value> = app.seen.lock().unwrap().iter().cloned().collect();
         return json_response(StatusCode::OK, Value::from(seen).to_string());
     }
-    app.record(&parts);
     if parts.method == Method::POST {
         REQUESTS.fetch_add(1, SeqCst);
     }
     let Ok(body) = axum::body::to_bytes(body, BODY_LIMIT).await else {
+        app.record(&parts, &[]);
         return (StatusCode::PAYLOAD_TOO_LARGE, "body too large").into_response();
     };
+    app.record(&parts, &body);
     match app.cfg.mode {
         Mode::Hang => return http_hang().await,
         Mode::Recorder => return json_response(StatusCode::OK, "{}".into()),
@@ -852,8 +857,9 @@ async fn entry(State(app): State<Arc<App>>, req: Request) -> Response {
 }
 
 impl App {
-    /// Adds a request to /seen: method, path, query (if any), headers.
-    fn record(&self, parts: &Parts) {
+    /// Adds a request to /seen: method, path, query (if any), headers, and
+    /// its body when that is JSON.
+    fn record(&self, parts: &Parts, body: &[u8]) {
         let mut headers = serde_json::Map::new();
         for (name, value) in &parts.headers {
             let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
@@ -872,6 +878,9 @@ impl App {
         });
         if let Some(query) = parts.uri.query() {
             entry["query"] = Value::from(query);
+        }
+        if let Ok(json) = serde_json::from_slice::<Value>(body) {
+            entry["body"] = json;
         }
         let mut seen = self.seen.lock().unwrap();
         if seen.len() >= SEEN_LIMIT {
@@ -967,26 +976,50 @@ fn modern_post(msg: Incoming) -> Response {
             "tools": [
                 {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
                 {"name": "fault", "inputSchema": {"type": "object"}},
+                {"name": "ask_url", "inputSchema": {"type": "object"}},
+                {"name": "ask_sampling", "inputSchema": {"type": "object"}},
+                {"name": "ask_roots", "inputSchema": {"type": "object"}},
                 {"name": "meta", "inputSchema": {"type": "object"}}]}),
         ),
         Some("tools/call") if msg.params["name"] == "echo" => ok(text_result(
             msg.params["arguments"]["text"].as_str().unwrap_or_default(),
         )),
         Some("tools/call") if msg.params["name"] == "meta" => ok(meta_result(&msg.params)),
-        Some("tools/call") if msg.params["name"] == "fault" => {
-            FAULTS.fetch_add(1, SeqCst);
-            match &msg.params["inputResponses"]["who"]["content"]["name"] {
-                Value::String(name) if msg.params["requestState"] == "ask-1" => {
-                    ok(text_result(&format!("Hello, {name}!")))
-                }
-                Value::String(_) => ok(text_result("bad state")),
-                _ => ok(json!({"resultType": "input_required",
-                    "inputRequests": {"who": {"method": "elicitation/create", "params": {
-                        "mode": "form", "message": "Your name?",
-                        "requestedSchema": {"type": "object",
-                            "properties": {"name": {"type": "string"}}, "required": ["name"]}}}},
-                    "requestState": "ask-1"})),
+        Some("tools/call") => {
+            let tool = msg.params["name"].as_str().unwrap_or_default();
+            let Some((request, required)) = modern_question(tool) else {
+                return ok(json!({"resultType": "complete", "isError": true,
+                    "content": [{"type": "text", "text": format!("unknown tool {tool:?}")}]}));
+            };
+            if tool == "fault" {
+                FAULTS.fetch_add(1, SeqCst);
             }
+            let state = format!("ask-{tool}");
+            let answer = &msg.params["inputResponses"]["who"];
+            if !answer.is_null() {
+                return ok(match (tool, msg.params["requestState"] == state.as_str()) {
+                    (_, false) => text_result("bad state"),
+                    ("fault", true) => text_result(&format!(
+                        "Hello, {}!",
+                        answer["content"]["name"].as_str().unwrap_or("?")
+                    )),
+                    (_, true) => text_result(&format!("answered: {answer}")),
+                });
+            }
+            // The spec's check before asking: only what the request's
+            // client declared may be asked of it.
+            let declared = &msg.params["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+            if !declares(declared, &required) {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32021,
+                        "message": format!("Cannot request input 'who' ({}): the request's client capabilities do not declare the required capability", request["method"].as_str().unwrap_or_default()),
+                        "data": {"requiredCapabilities": required}}})
+                    .to_string(),
+                );
+            }
+            ok(json!({"resultType": "input_required",
+                "inputRequests": {"who": request}, "requestState": state}))
         }
         Some(other) => json_response(
             StatusCode::NOT_FOUND,
@@ -994,6 +1027,55 @@ fn modern_post(msg: Incoming) -> Response {
         ),
         None => StatusCode::ACCEPTED.into_response(),
     }
+}
+
+/// `modern` mode: what each asking tool asks (an input request), and the
+/// client capability that needs.
+fn modern_question(tool: &str) -> Option<(Value, Value)> {
+    Some(match tool {
+        "fault" => (
+            json!({"method": "elicitation/create", "params": {
+                "mode": "form", "message": "Your name?",
+                "requestedSchema": {"type": "object",
+                    "properties": {"name": {"type": "string"}}, "required": ["name"]}}}),
+            json!({"elicitation": {"form": {}}}),
+        ),
+        "ask_url" => (
+            json!({"method": "elicitation/create", "params": {
+                "mode": "url", "message": "Consent, please",
+                "url": "https://example.invalid/consent", "elicitationId": "faulty-1"}}),
+            json!({"elicitation": {"url": {}}}),
+        ),
+        "ask_sampling" => (
+            json!({"method": "sampling/createMessage", "params": {
+                "messages": [{"role": "user", "content": {"type": "text", "text": "Capital of France?"}}],
+                "maxTokens": 16}}),
+            json!({"sampling": {}}),
+        ),
+        "ask_roots" => (
+            json!({"method": "roots/list", "params": {}}),
+            json!({"roots": {}}),
+        ),
+        _ => return None,
+    })
+}
+
+/// Whether `declared` client capabilities hold `required` (an empty
+/// `elicitation` object is form mode, as before modes existed).
+fn declares(declared: &Value, required: &Value) -> bool {
+    let Some(required) = required.as_object() else {
+        return true;
+    };
+    required
+        .iter()
+        .all(|(cap, sub)| match (cap.as_str(), &declared[cap]) {
+            (_, Value::Null) => false,
+            ("elicitation", Value::Object(modes)) if modes.is_empty() => sub.get("url").is_none(),
+            ("elicitation", modes) => sub
+                .as_object()
+                .is_none_or(|s| s.keys().all(|mode| !modes[mode].is_null())),
+            _ => true,
+        })
 }
 
 fn mcp_post(app: &App, headers: &HeaderMap, body: &[u8]) -> Response {

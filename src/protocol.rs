@@ -240,6 +240,31 @@ impl ClientCaps {
         }
     }
 
+    /// The capabilities object a client declaring these would send (what
+    /// `parse` reads back as the same), e.g. for a 2026-07-28 backend that
+    /// checks what the request's client declared before it asks.
+    pub fn declared(&self) -> serde_json::Value {
+        let mut caps = serde_json::Map::new();
+        if self.sampling {
+            caps.insert("sampling".into(), serde_json::json!({}));
+        }
+        let mut modes = serde_json::Map::new();
+        if self.elicitation {
+            modes.insert("form".into(), serde_json::json!({}));
+        }
+        if self.elicitation_url {
+            modes.insert("url".into(), serde_json::json!({}));
+        }
+        if !modes.is_empty() {
+            caps.insert("elicitation".into(), modes.into());
+        }
+        if self.roots {
+            let roots = serde_json::json!({ "listChanged": self.roots_list_changed });
+            caps.insert("roots".into(), roots);
+        }
+        caps.into()
+    }
+
     /// The capabilities as five bits (sealed into ids; a cache key).
     pub fn bits(&self) -> u8 {
         u8::from(self.sampling)

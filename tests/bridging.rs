@@ -318,3 +318,140 @@ async fn a_modern_backends_input_required_reaches_a_legacy_client_as_requests() 
         "{msg}"
     );
 }
+
+/// Calls `tool` on a legacy session, answers the one question it brings on
+/// the call's stream with `answer`, and returns the question and the rest
+/// of the stream.
+async fn answered(http: &Http, sid: &str, tool: &str, answer: Value) -> (Value, String) {
+    let mut call = http
+        .client
+        .post(&http.url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", sid)
+        .body(
+            json!({"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{
+                "name": tool,"arguments":{}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    let ask: Value = loop {
+        let chunk = call.chunk().await.unwrap();
+        let chunk = chunk.unwrap_or_else(|| panic!("{tool}: no question before the end: {seen}"));
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        let asked = seen.lines().find(|l| l.contains("\"id\":\"sluice:@:"));
+        if let Some(line) = asked {
+            break serde_json::from_str(line.trim_start_matches("data:").trim()).unwrap();
+        }
+    };
+    let reply = json!({"jsonrpc":"2.0","id":ask["id"],"result":answer});
+    assert_eq!(http.post(Some(sid), &reply).await.status, 202);
+    (ask, call.text().await.unwrap())
+}
+
+/// Issue 39, item 1: a 2026-07-28-only backend that checks the request's
+/// declared capabilities before asking (as the spec has it) asks a legacy
+/// client each kind of question, because the gateway tells it what the
+/// client declared in its `initialize`; the answer reaches the backend as
+/// `inputResponses` with its `requestState` untouched. Nothing undeclared
+/// is claimed: such a client, or one without a session, gets the backend's
+/// -32021 refusal, never a question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_clients_declared_capabilities_reach_a_modern_backend() {
+    let fx = faulty_http("modern", &[]);
+    let gw = Gateway::start(&http_backend("mod", &fx.url(), ""));
+    let http = Http::new(gw.url("/mcp"));
+    let all = json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}});
+    let sid = http.initialize_with(all).await;
+    let sampled = json!({"role":"assistant","content":{"type":"text","text":"Paris"},"model":"m"});
+    let rooted = json!({"roots":[{"uri":"file:///srv","name":"srv"}]});
+    for (tool, method, answer) in [
+        ("mod__ask_sampling", "sampling/createMessage", sampled),
+        (
+            "mod__ask_url",
+            "elicitation/create",
+            json!({"action":"accept"}),
+        ),
+        ("mod__ask_roots", "roots/list", rooted),
+    ] {
+        let (ask, rest) = answered(&http, &sid, tool, answer.clone()).await;
+        assert_eq!(ask["method"], method, "{tool}: {ask}");
+        assert!(
+            rest.contains(&format!("answered: {answer}").replace('"', "\\\"")),
+            "{tool}: the backend got the answer as inputResponses, with its state: {rest}"
+        );
+    }
+
+    // Declared elicitation only: sampling is not claimed for it.
+    let some = http.initialize_with(json!({"elicitation": {}})).await;
+    let r = http
+        .call(
+            &some,
+            2,
+            "tools/call",
+            json!({"name":"mod__ask_sampling","arguments":{}}),
+        )
+        .await;
+    let refusal = r.messages().pop().unwrap();
+    assert_eq!(refusal["error"]["code"], -32021, "{refusal}");
+    assert_eq!(
+        refusal["error"]["data"]["requiredCapabilities"],
+        json!({"sampling": {}})
+    );
+    // Form elicitation is, and the backend asks.
+    let (ask, rest) = answered(
+        &http,
+        &some,
+        "mod__fault",
+        json!({"action":"accept","content":{"name":"Grace"}}),
+    )
+    .await;
+    assert_eq!(ask["params"]["mode"], "form");
+    assert!(rest.contains("Hello, Grace!"), "{rest}");
+
+    // What the backend was told, call by call.
+    let (_, seen) = http_get(&format!("http://{}", fx.addr), "/seen").unwrap();
+    let seen: Value = serde_json::from_str(&seen).unwrap();
+    let told: Vec<Value> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["body"]["method"] == "tools/call" && r["body"]["params"]["inputResponses"].is_null()
+        })
+        .map(|r| r["body"]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].clone())
+        .collect();
+    assert_eq!(
+        told,
+        [
+            json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": false}}),
+            json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": false}}),
+            json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": false}}),
+            json!({"elicitation": {"form": {}}}),
+            json!({"elicitation": {"form": {}}}),
+        ]
+    );
+}
+
+/// Without a session (`sessions = "stateless"`) a legacy client's
+/// `initialize` is not kept, and no question could reach it: the backend is
+/// told it declared nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_legacy_client_is_told_to_declare_nothing() {
+    let fx = faulty_http("modern", &[]);
+    let toml = format!(
+        "[server]\nsessions = \"stateless\"\n{}",
+        http_backend("mod", &fx.url(), "")
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let mut init = init_request(1);
+    init["params"]["capabilities"] = json!({"elicitation": {}, "sampling": {}});
+    assert_eq!(http.post(None, &init).await.status, 200);
+    let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mod__fault","arguments":{}}});
+    let refusal = http.post(None, &call).await.messages().pop().unwrap();
+    assert_eq!(refusal["error"]["code"], -32021, "{refusal}");
+}

@@ -9,7 +9,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::jsonrpc;
-use crate::protocol::{self, META_PROTOCOL_VERSION};
+use crate::protocol::{self, ClientCaps, META_PROTOCOL_VERSION};
 
 type Fields = IndexMap<String, Box<RawValue>>;
 
@@ -65,6 +65,31 @@ pub(super) fn with_trace(
     Some(jsonrpc::raw(&f))
 }
 
+/// For a modern backend, a legacy client's request: the metadata a
+/// modern client would send, with what this client declared in its
+/// `initialize` (`caps`), so that a backend that checks the declared
+/// capabilities before asking for input asks, and the gateway bridges the
+/// question to the client. Never more than the client declared.
+pub(super) fn declared_by(params: Option<&RawValue>, caps: &ClientCaps) -> Option<Box<RawValue>> {
+    let mut f = fields(params)?;
+    let mut meta = f
+        .get("_meta")
+        .and_then(|m| fields(Some(m)))
+        .unwrap_or_default();
+    meta.insert(
+        META_PROTOCOL_VERSION.into(),
+        jsonrpc::raw(protocol::MODERN_FIRST),
+    );
+    meta.insert(MODERN_KEYS[1].into(), jsonrpc::raw(&caps.declared()));
+    meta.insert(MODERN_KEYS[2].into(), jsonrpc::raw(&gateway_info()));
+    f.insert("_meta".into(), jsonrpc::raw(&meta));
+    Some(jsonrpc::raw(&f))
+}
+
+fn gateway_info() -> serde_json::Value {
+    json!({ "name": "sluice", "version": env!("CARGO_PKG_VERSION") })
+}
+
 /// For a modern backend: the request's own modern `_meta` (a modern
 /// client's, passed through), or the gateway's when the client is legacy.
 /// Also returns the value for `Mcp-Name`, when the method has one.
@@ -82,12 +107,10 @@ pub(crate) fn ensure_modern(
             META_PROTOCOL_VERSION.into(),
             jsonrpc::raw(protocol::MODERN_FIRST),
         );
-        // A legacy client cannot answer input requests: declare nothing.
+        // The gateway's own request (a list, a health check): nobody to
+        // ask. A client's has its metadata already (`declared_by`).
         meta.insert(MODERN_KEYS[1].into(), jsonrpc::raw(&json!({})));
-        meta.insert(
-            MODERN_KEYS[2].into(),
-            jsonrpc::raw(&json!({ "name": "sluice", "version": env!("CARGO_PKG_VERSION") })),
-        );
+        meta.insert(MODERN_KEYS[2].into(), jsonrpc::raw(&gateway_info()));
     }
     f.insert("_meta".into(), jsonrpc::raw(&meta));
     let key = match method {
@@ -145,6 +168,37 @@ mod tests {
         );
         // Params that are not an object are left to the backend to refuse.
         assert!(with_trace(Some(&raw("[1]")), &trace).is_none());
+    }
+
+    #[test]
+    fn a_legacy_clients_declared_capabilities_and_nothing_more() {
+        let caps = ClientCaps::parse(r#"{"elicitation":{},"roots":{"listChanged":true}}"#);
+        let p = raw(r#"{"name":"t","arguments":{"x":1.50},"_meta":{"progressToken":7}}"#);
+        let sent = declared_by(Some(&p), &caps).unwrap();
+        let expected = format!(
+            r#"{{"name":"t","arguments":{{"x":1.50}},"_meta":{{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{"form":{{}}}},"roots":{{"listChanged":true}}}},"io.modelcontextprotocol/clientInfo":{{"name":"sluice","version":"{}"}}}}}}"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert_eq!(sent.get(), expected);
+        // What a client claims in its own `_meta` is replaced by what it
+        // declared in its `initialize`.
+        let claims =
+            raw(r#"{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}"#);
+        let sent = declared_by(Some(&claims), &ClientCaps::default()).unwrap();
+        let told = r#""io.modelcontextprotocol/clientCapabilities":{}"#;
+        assert!(sent.get().contains(told), "{}", sent.get());
+        // And the caps read back as declared.
+        for bits in 0..32 {
+            let caps = ClientCaps::from_bits(bits);
+            if caps.roots_list_changed && !caps.roots {
+                continue;
+            }
+            assert_eq!(
+                ClientCaps::parse(&caps.declared().to_string()),
+                caps,
+                "{bits}"
+            );
+        }
     }
 
     #[test]

@@ -141,6 +141,16 @@ impl Caller {
         }
     }
 
+    /// What it declared in its `initialize`, as a 2026-07-28 backend is
+    /// told: nothing without a session, whose `initialize` nobody kept
+    /// (its questions could reach no stream of its own).
+    pub fn declared(&self) -> ClientCaps {
+        match self.session {
+            Some(_) => self.caps,
+            None => ClientCaps::default(),
+        }
+    }
+
     /// A legacy client (it can be asked mid-request; a modern one cannot).
     pub fn is_legacy(&self) -> bool {
         self.era == Era::Legacy
@@ -930,7 +940,13 @@ impl Backend {
             let _in_use = link.begin();
             let (sent, mut headers) = if link.info.is_modern() {
                 let headers = Box::pin(self.param_headers(caller, method, params.as_deref())).await;
-                (params.as_deref().map(Cow::Borrowed), headers)
+                let sent = match caller.is_legacy() {
+                    true => {
+                        meta::declared_by(params.as_deref(), &caller.declared()).map(Cow::Owned)
+                    }
+                    false => None,
+                };
+                (sent.or(params.as_deref().map(Cow::Borrowed)), headers)
             } else {
                 (meta::strip_modern(params.as_deref()), Vec::new())
             };
