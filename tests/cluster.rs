@@ -49,6 +49,12 @@ fn per_session_cluster(n: usize) -> (Redis, Fixture, Vec<Gateway>) {
     (redis, fx, gws)
 }
 
+/// A labelled counter summed over the replicas; a replica that never
+/// touched its label set (refused nothing, resumed nothing) counts 0.
+fn summed(gws: &[Gateway], key: &str) -> f64 {
+    gws.iter().map(|g| g.metrics().get_or_untouched(key)).sum()
+}
+
 fn echo(id: u64, text: &str) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":text}}})
 }
@@ -236,13 +242,7 @@ async fn the_request_rate_is_shared_across_replicas() {
         ok <= 5 + elapsed + 1,
         "{ok} let in within {elapsed} s: not shared"
     );
-    let limited: f64 = gws
-        .iter()
-        .map(|g| {
-            g.metrics()
-                .get(r#"sluice_requests_limited_total{reason="rate"}"#)
-        })
-        .sum();
+    let limited = summed(&gws, r#"sluice_requests_limited_total{reason="rate"}"#);
     assert_eq!(limited, refused as f64);
 }
 
@@ -297,7 +297,7 @@ async fn an_answer_reaches_the_replica_whose_backend_asked() {
     wait_until(Duration::from_secs(5), || {
         gws[0]
             .metrics()
-            .get(r#"sluice_server_answers_dropped_total{reason="not_yours"}"#)
+            .get_or_untouched(r#"sluice_server_answers_dropped_total{reason="not_yours"}"#)
             == 1.0
     });
     let r = b
@@ -315,7 +315,7 @@ async fn an_answer_reaches_the_replica_whose_backend_asked() {
     assert_eq!(
         gws[1]
             .metrics()
-            .get(r#"sluice_server_answers_dropped_total{reason="unknown"}"#),
+            .get_or_untouched(r#"sluice_server_answers_dropped_total{reason="unknown"}"#),
         0.0
     );
 }
@@ -628,14 +628,16 @@ async fn rmcp_client_alternates_between_replicas() {
         );
     }
 
-    let total = |name: &str| -> f64 { gws.iter().map(|g| g.metrics().get(name)).sum() };
-    assert_eq!(
-        total("sluice_client_sessions_opened_total"),
-        1.0,
-        "one initialize in all"
-    );
+    let opened: f64 = gws
+        .iter()
+        .map(|g| g.metrics().get("sluice_client_sessions_opened_total"))
+        .sum();
+    assert_eq!(opened, 1.0, "one initialize in all");
     assert!(
-        total(r#"sluice_client_sessions_resumed_total{cause="replica"}"#) >= 1.0,
+        summed(
+            &gws,
+            r#"sluice_client_sessions_resumed_total{cause="replica"}"#
+        ) >= 1.0,
         "served by replicas that did not open it"
     );
 

@@ -2,13 +2,15 @@
 //! loopback, and a plain HTTP client that speaks the legacy transport.
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+mod metrics;
+pub use metrics::Metrics;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
@@ -267,27 +269,6 @@ pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
             "condition not reached within {limit:?}"
         );
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Parsed Prometheus text: `name{labels}` -> value.
-pub struct Metrics(pub HashMap<String, f64>);
-
-impl Metrics {
-    fn parse(text: &str) -> Metrics {
-        Metrics(
-            text.lines()
-                .filter(|l| !l.starts_with('#') && !l.is_empty())
-                .filter_map(|l| {
-                    let (k, v) = l.rsplit_once(' ')?;
-                    Some((k.to_owned(), v.parse().ok()?))
-                })
-                .collect(),
-        )
-    }
-
-    pub fn get(&self, key: &str) -> f64 {
-        self.0.get(key).copied().unwrap_or(0.0)
     }
 }
 
