@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use support::*;
@@ -47,6 +47,20 @@ fn per_session_cluster(n: usize) -> (Redis, Fixture, Vec<Gateway>) {
     );
     let gws = replicas(n, &toml, &[("SLUICE_SESSION_KEY", &keygen())]);
     (redis, fx, gws)
+}
+
+/// Waits for time itself, until the wall clock is in a later second: a
+/// principal's sessions are ordered by their expiry, which a sealed id
+/// keeps in whole seconds, so two opened within one second tie and either
+/// could be taken for the oldest. A session opened before this call
+/// expires in an earlier second than one opened after it.
+async fn next_second() {
+    let now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start = now().as_secs();
+    while now().as_secs() == start {
+        let into = Duration::from_nanos(u64::from(now().subsec_nanos()));
+        tokio::time::sleep(Duration::from_secs(1).saturating_sub(into)).await;
+    }
 }
 
 /// A labelled counter summed over the replicas; a replica that never
@@ -176,9 +190,9 @@ async fn the_principal_cap_holds_across_replicas() {
     };
     let b = open(1, "tok-b").await;
     let first = open(0, "tok-a").await;
-    tokio::time::sleep(Duration::from_millis(1100)).await; // expiries order the set
+    next_second().await;
     let second = open(0, "tok-a").await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    next_second().await;
     let third = open(1, "tok-a").await;
     let works = |gw: usize, token: &'static str, s: &String| {
         let r = post(gw, token, Some(s.clone()), echo(2, "x"));
