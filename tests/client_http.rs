@@ -7,7 +7,6 @@
 mod support;
 
 use std::io::Read;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
@@ -67,6 +66,10 @@ async fn pipelined_requests_are_answered_in_order_on_one_connection() {
     assert_eq!(status, 200);
 }
 
+/// The head with the body's first bytes, then the body in two more
+/// pieces, each sent once the gateway has read everything before it: the
+/// request is taken with most of its body still to come, and the
+/// connection reads on and feeds the rest to it (`front/conn/feed.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_sent_after_its_head_is_read_as_it_comes() {
     let (gw, sid) = gateway().await;
@@ -75,9 +78,9 @@ async fn a_body_sent_after_its_head_is_read_as_it_comes() {
     let wire = post_request("/mcp", &headers(&sid), &body);
     let split = wire.len() - body.len() + 7;
     c.send(&wire.as_bytes()[..split]);
-    std::thread::sleep(Duration::from_millis(200));
+    c.wait_read();
     c.send(&wire.as_bytes()[split..split + 10]);
-    std::thread::sleep(Duration::from_millis(200));
+    c.wait_read();
     c.send(&wire.as_bytes()[split + 10..]);
     assert_eq!(echoed(&c.response()), "in pieces");
     let (status, _) = c.post("/mcp", &headers(&sid), &echo(2, "after"));

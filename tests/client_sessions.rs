@@ -48,7 +48,7 @@ async fn abandoned_sessions_are_reclaimed_by_idle_ttl() {
         2000.0
     );
     assert_eq!(
-        m.get(r#"sluice_client_sessions_closed_total{reason="capacity"}"#),
+        m.get_or_untouched(r#"sluice_client_sessions_closed_total{reason="capacity"}"#),
         0.0
     );
 

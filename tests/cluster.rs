@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use support::*;
@@ -47,6 +47,26 @@ fn per_session_cluster(n: usize) -> (Redis, Fixture, Vec<Gateway>) {
     );
     let gws = replicas(n, &toml, &[("SLUICE_SESSION_KEY", &keygen())]);
     (redis, fx, gws)
+}
+
+/// Waits for time itself, until the wall clock is in a later second: a
+/// principal's sessions are ordered by their expiry, which a sealed id
+/// keeps in whole seconds, so two opened within one second tie and either
+/// could be taken for the oldest. A session opened before this call
+/// expires in an earlier second than one opened after it.
+async fn next_second() {
+    let now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start = now().as_secs();
+    while now().as_secs() == start {
+        let into = Duration::from_nanos(u64::from(now().subsec_nanos()));
+        tokio::time::sleep(Duration::from_secs(1).saturating_sub(into)).await;
+    }
+}
+
+/// A labelled counter summed over the replicas; a replica that never
+/// touched its label set (refused nothing, resumed nothing) counts 0.
+fn summed(gws: &[Gateway], key: &str) -> f64 {
+    gws.iter().map(|g| g.metrics().get_or_untouched(key)).sum()
 }
 
 fn echo(id: u64, text: &str) -> Value {
@@ -170,9 +190,9 @@ async fn the_principal_cap_holds_across_replicas() {
     };
     let b = open(1, "tok-b").await;
     let first = open(0, "tok-a").await;
-    tokio::time::sleep(Duration::from_millis(1100)).await; // expiries order the set
+    next_second().await;
     let second = open(0, "tok-a").await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    next_second().await;
     let third = open(1, "tok-a").await;
     let works = |gw: usize, token: &'static str, s: &String| {
         let r = post(gw, token, Some(s.clone()), echo(2, "x"));
@@ -236,13 +256,7 @@ async fn the_request_rate_is_shared_across_replicas() {
         ok <= 5 + elapsed + 1,
         "{ok} let in within {elapsed} s: not shared"
     );
-    let limited: f64 = gws
-        .iter()
-        .map(|g| {
-            g.metrics()
-                .get(r#"sluice_requests_limited_total{reason="rate"}"#)
-        })
-        .sum();
+    let limited = summed(&gws, r#"sluice_requests_limited_total{reason="rate"}"#);
     assert_eq!(limited, refused as f64);
 }
 
@@ -297,7 +311,7 @@ async fn an_answer_reaches_the_replica_whose_backend_asked() {
     wait_until(Duration::from_secs(5), || {
         gws[0]
             .metrics()
-            .get(r#"sluice_server_answers_dropped_total{reason="not_yours"}"#)
+            .get_or_untouched(r#"sluice_server_answers_dropped_total{reason="not_yours"}"#)
             == 1.0
     });
     let r = b
@@ -315,7 +329,7 @@ async fn an_answer_reaches_the_replica_whose_backend_asked() {
     assert_eq!(
         gws[1]
             .metrics()
-            .get(r#"sluice_server_answers_dropped_total{reason="unknown"}"#),
+            .get_or_untouched(r#"sluice_server_answers_dropped_total{reason="unknown"}"#),
         0.0
     );
 }
@@ -628,14 +642,16 @@ async fn rmcp_client_alternates_between_replicas() {
         );
     }
 
-    let total = |name: &str| -> f64 { gws.iter().map(|g| g.metrics().get(name)).sum() };
-    assert_eq!(
-        total("sluice_client_sessions_opened_total"),
-        1.0,
-        "one initialize in all"
-    );
+    let opened: f64 = gws
+        .iter()
+        .map(|g| g.metrics().get("sluice_client_sessions_opened_total"))
+        .sum();
+    assert_eq!(opened, 1.0, "one initialize in all");
     assert!(
-        total(r#"sluice_client_sessions_resumed_total{cause="replica"}"#) >= 1.0,
+        summed(
+            &gws,
+            r#"sluice_client_sessions_resumed_total{cause="replica"}"#
+        ) >= 1.0,
         "served by replicas that did not open it"
     );
 

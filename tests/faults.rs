@@ -168,7 +168,8 @@ async fn run(s: &Scenario) {
         };
         entry("pending_calls") == 0.0
             && entry("server_requests") == 0.0
-            && m.get(r#"sluice_backend_sessions_live{backend="bad"}"#) <= 1.0
+            // Untouched while `bad` has never opened a session.
+            && m.get_or_untouched(r#"sluice_backend_sessions_live{backend="bad"}"#) <= 1.0
     });
     assert_no_zombies(gw.pid());
     // demo, and at most one child of the broken backend.

@@ -13,14 +13,15 @@ use support::*;
 /// the reload has been counted under `result`.
 fn reload(gw: &Gateway, toml: &str, result: &str) {
     let key = format!(r#"sluice_config_reloads_total{{result="{result}"}}"#);
-    let before = gw.metrics().0.get(&key).copied().unwrap_or(0.0);
+    // Untouched (absent) until the first reload with this result.
+    let before = gw.metrics().get_or_untouched(&key);
     tempdir::write(&gw.dir, "sluice.toml", toml);
     // SAFETY: our own child.
     unsafe {
         libc::kill(gw.pid() as i32, libc::SIGHUP);
     }
     wait_until(Duration::from_secs(10), || {
-        gw.metrics().0.get(&key).copied().unwrap_or(0.0) > before
+        gw.metrics().get_or_untouched(&key) > before
     });
 }
 
@@ -63,10 +64,8 @@ async fn a_reload_that_removes_a_backend_closes_its_sessions() {
     wait_until(Duration::from_secs(10), || fx.live() == 0);
     wait_until(Duration::from_secs(10), || {
         gw.metrics()
-            .0
             .get(r#"sluice_backend_sessions_live{backend="web"}"#)
-            .copied()
-            == Some(0.0)
+            == 0.0
     });
     let names = tools(&http, &session).await;
     assert!(names.iter().all(|n| !n.starts_with("web__")), "{names:?}");
@@ -79,9 +78,7 @@ async fn a_reload_that_removes_a_backend_closes_its_sessions() {
     let r = echo(&http, &session, "demo__echo", 4).await;
     assert_eq!(text_of(&r), "hi", "{r}");
     assert!(
-        !gw.metrics()
-            .0
-            .contains_key(r#"sluice_backend_up{backend="web"}"#),
+        !gw.metrics().has(r#"sluice_backend_up{backend="web"}"#),
         "a removed backend is no longer reported up or down"
     );
 }
@@ -160,10 +157,7 @@ async fn a_reload_with_a_syntax_error_changes_nothing() {
     assert!(log.contains(first), "the log lacks {first:?}:\n{log}");
     assert_eq!(
         gw.metrics()
-            .0
-            .get(r#"sluice_config_reloads_total{result="ok"}"#)
-            .copied()
-            .unwrap_or(0.0),
+            .get_or_untouched(r#"sluice_config_reloads_total{result="ok"}"#),
         0.0
     );
     let r = echo(&http, &session, "demo__echo", 2).await;
@@ -205,7 +199,7 @@ async fn calls_during_reloads_see_no_error_on_unchanged_backends() {
         let pending = r#"sluice_bounded_entries{map="pending_calls",owner="demo"}"#;
         // (Polled without blocking this task: it also drives the calls.)
         let mut waited = 0;
-        while gw.metrics().0.get(pending).copied() != Some(200.0) {
+        while gw.metrics().get(pending) != 200.0 {
             assert!(waited < 200, "the 200 calls never were all pending");
             waited += 1;
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -128,6 +128,8 @@ class PyDriver:
         # callback can only run from an `input_required` result (its id is then the
         # key of the input request, a string the server chose).
         self.callback_request_ids: list[Any] = []
+        # Set when the server says its tool list changed.
+        self.tools_list_changed = anyio.Event()
         self._client: Client | None = None
 
     async def _sampling(self, ctx: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
@@ -155,6 +157,10 @@ class PyDriver:
     async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
         self._events.logs.append((time.time(), dump(params)))
 
+    async def _message(self, message: types.ServerNotification | Exception) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.tools_list_changed.set()
+
     async def __aenter__(self) -> PyDriver:
         if self.target.url:
             server: Any = self.target.url
@@ -169,6 +175,7 @@ class PyDriver:
             elicitation_callback=self._elicitation if "elicitation" in self.host.declare else None,
             list_roots_callback=self._roots if self.host.roots and "roots" in self.host.declare else None,
             logging_callback=self._log,
+            message_handler=self._message,
         )
         await self._client.__aenter__()
         return self

@@ -95,6 +95,8 @@ from real_clients import (
 pytestmark = pytest.mark.anyio
 
 TEST_TIMEOUT_S = 120
+# How long a backend's notifications/tools/list_changed may take to reach a client.
+LIST_CHANGED_S = 10
 FS_JS = NODE_MODULES / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 MEMORY_JS = NODE_MODULES / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
 
@@ -530,8 +532,15 @@ async def test_per_session_list_is_the_clients_own(world: World) -> None:
         async with driver("py-legacy", world.direct["everything_ps"], x_host, direct=True) as d:
             x_own = sorted(f"everything_ps__{t['name']}" for t in (await d.request("tools/list"))["tools"])
         async with driver("py-legacy", world.gateway_target, x_host, direct=False) as x:
+            assert isinstance(x, PyDriver)
             x_call = await call(x, "everything_ps__echo", {"message": "x"})
-            await anyio.sleep(1)  # its backend session's tools/list_changed reaches the gateway
+            # Its backend session's tools/list_changed has reached the gateway once the
+            # gateway passes it on to X (its list cache is dropped before that).
+            with anyio.move_on_after(LIST_CHANGED_S):
+                await x.tools_list_changed.wait()
+            assert x.tools_list_changed.is_set(), (
+                f"X's backend session's tools/list_changed did not reach X within {LIST_CHANGED_S} s"
+            )
             async with driver("py-legacy", world.gateway_target, base_host, direct=False) as y:
                 listed = (await y.request("tools/list"))["tools"]
     got = sorted(t["name"] for t in listed if t["name"].startswith("everything_ps__"))

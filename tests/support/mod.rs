@@ -2,13 +2,15 @@
 //! loopback, and a plain HTTP client that speaks the legacy transport.
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+mod metrics;
+pub use metrics::Metrics;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
@@ -285,25 +287,24 @@ pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Parsed Prometheus text: `name{labels}` -> value.
-pub struct Metrics(pub HashMap<String, f64>);
-
-impl Metrics {
-    fn parse(text: &str) -> Metrics {
-        Metrics(
-            text.lines()
-                .filter(|l| !l.starts_with('#') && !l.is_empty())
-                .filter_map(|l| {
-                    let (k, v) = l.rsplit_once(' ')?;
-                    Some((k.to_owned(), v.parse().ok()?))
-                })
-                .collect(),
-        )
-    }
-
-    pub fn get(&self, key: &str) -> f64 {
-        self.0.get(key).copied().unwrap_or(0.0)
-    }
+/// The IPv4 TCP sockets of this network namespace, from /proc/net/tcp:
+/// (local port, remote port) -> (bytes sent and not yet acknowledged,
+/// bytes received and not yet read).
+fn tcp_queues() -> std::collections::HashMap<(u16, u16), (u64, u64)> {
+    let text = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let port = |addr: &str| u16::from_str_radix(addr.rsplit_once(':')?.1, 16).ok();
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (tx, rx) = f.get(4)?.split_once(':')?;
+            let queues = (
+                u64::from_str_radix(tx, 16).ok()?,
+                u64::from_str_radix(rx, 16).ok()?,
+            );
+            Some(((port(f.get(1)?)?, port(f.get(2)?)?), queues))
+        })
+        .collect()
 }
 
 /// Children of a process, from /proc: (pid, state letter).
@@ -802,6 +803,20 @@ impl KeepAlive {
     pub fn send(&mut self, raw: &[u8]) {
         use std::io::Write;
         self.stream.get_mut().write_all(raw).unwrap();
+    }
+
+    /// Waits until the gateway has read every byte sent so far: this side
+    /// has none the gateway has not acknowledged, and the gateway's end
+    /// holds none it has not read (`tx_queue` and `rx_queue` in
+    /// /proc/net/tcp, where both ends of a loopback connection are).
+    pub fn wait_read(&self) {
+        let ours = self.stream.get_ref().local_addr().unwrap().port();
+        let theirs = self.stream.get_ref().peer_addr().unwrap().port();
+        wait_until(Duration::from_secs(10), || {
+            let queues = tcp_queues();
+            queues.get(&(ours, theirs)).is_some_and(|(tx, _)| *tx == 0)
+                && queues.get(&(theirs, ours)).is_some_and(|(_, rx)| *rx == 0)
+        });
     }
 
     /// Reads one response (its body by `Content-Length` or chunked).
