@@ -377,6 +377,9 @@ async fn a_dead_replicas_backend_sessions_are_closed_by_a_survivor() {
             n,
             "the same backend session"
         );
+        // Paces the loop while time itself passes (the dead replica's
+        // records reach their idle TTL and the survivor's sweeper takes
+        // them); the loop ends on the event, the count of live sessions.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(fx.live(), 1);

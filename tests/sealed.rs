@@ -225,7 +225,9 @@ async fn ids_end_at_their_lifetime() {
     let http = Http::new(gw.url("/mcp"));
     let id = http.initialize().await;
     assert_eq!(http.post(Some(&id), &echo(1, "young")).await.status, 200);
-    std::thread::sleep(Duration::from_millis(2100));
+    // Waits for time itself: the id's sealed lifetime (whole seconds) to
+    // pass. Not a blocking sleep: the runtime's other tasks go on.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     let r = http.post(Some(&id), &echo(2, "old")).await;
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], -32001);
