@@ -2,7 +2,7 @@
 //! suite (`@modelcontextprotocol/conformance`) expects of a server, on rmcp.
 //!
 //! ```text
-//! conformance_fixture [--listen 127.0.0.1:0] [--max-lifetime 900] [--ignore-stdin]
+//! conformance_fixture [--listen 127.0.0.1:0] [--max-lifetime 900] [--list-ttl-ms 300000] [--ignore-stdin]
 //! ```
 //!
 //! Serves Streamable HTTP at `/mcp` for both protocol eras on one endpoint:
@@ -36,7 +36,7 @@ mod tasks;
 #[path = "conformance_fixture/tools.rs"]
 mod tools;
 
-const USAGE: &str = "usage: conformance_fixture [--listen 127.0.0.1:PORT] [--max-lifetime SECONDS] [--ignore-stdin]";
+const USAGE: &str = "usage: conformance_fixture [--listen 127.0.0.1:PORT] [--max-lifetime SECONDS] [--list-ttl-ms MS] [--ignore-stdin]";
 
 struct Options {
     listen: SocketAddr,
@@ -78,6 +78,13 @@ fn parse_args() -> Result<Options, String> {
                     return Err("--max-lifetime must be at least 1 second".into());
                 }
                 options.max_lifetime = Duration::from_secs(seconds);
+            }
+            "--list-ttl-ms" => {
+                let raw = value("--list-ttl-ms")?;
+                let ms = raw
+                    .parse::<u64>()
+                    .map_err(|e| format!("--list-ttl-ms {raw}: {e}"))?;
+                handler::CACHE_TTL_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
             }
             "--ignore-stdin" => options.watch_stdin = false,
             "-h" | "--help" => {

@@ -20,8 +20,15 @@ use tokio::sync::Mutex;
 
 use crate::{catalog, mrtr, tasks, tools};
 
-/// How long a client or gateway may cache list and read results.
-pub(crate) const CACHE_TTL_MS: u64 = 300_000;
+/// How long a client or gateway may cache list and read results
+/// (`--list-ttl-ms`; 0 is what the SDKs send by default).
+pub(crate) static CACHE_TTL_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(300_000);
+
+/// The ttl results carry now.
+pub(crate) fn cache_ttl_ms() -> u64 {
+    CACHE_TTL_MS.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Shared by every session and every stateless request (the HTTP service
 /// clones it per session / per request; all state lives behind `Arc`s).
@@ -109,7 +116,7 @@ impl ServerHandler for Fixture {
             self.supported_protocol_versions().into_owned(),
             self.get_info(),
         )
-        .with_ttl_ms(CACHE_TTL_MS)
+        .with_ttl_ms(cache_ttl_ms())
         .with_cache_scope(CacheScope::Public))
     }
 
@@ -141,7 +148,7 @@ impl ServerHandler for Fixture {
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(tools::all())
-            .with_ttl_ms(CACHE_TTL_MS)
+            .with_ttl_ms(cache_ttl_ms())
             .with_cache_scope(CacheScope::Public))
     }
 
@@ -168,7 +175,7 @@ impl ServerHandler for Fixture {
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         Ok(ListResourcesResult::with_all_items(catalog::resources())
-            .with_ttl_ms(CACHE_TTL_MS)
+            .with_ttl_ms(cache_ttl_ms())
             .with_cache_scope(CacheScope::Public))
     }
 
@@ -179,7 +186,7 @@ impl ServerHandler for Fixture {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(
             ListResourceTemplatesResult::with_all_items(catalog::resource_templates())
-                .with_ttl_ms(CACHE_TTL_MS)
+                .with_ttl_ms(cache_ttl_ms())
                 .with_cache_scope(CacheScope::Public),
         )
     }
@@ -191,7 +198,7 @@ impl ServerHandler for Fixture {
     ) -> Result<ReadResourceResponse, ErrorData> {
         catalog::read(&request.uri).map(|result| {
             result
-                .with_ttl_ms(CACHE_TTL_MS)
+                .with_ttl_ms(cache_ttl_ms())
                 .with_cache_scope(CacheScope::Private)
                 .into()
         })
@@ -223,7 +230,7 @@ impl ServerHandler for Fixture {
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         Ok(ListPromptsResult::with_all_items(catalog::prompts())
-            .with_ttl_ms(CACHE_TTL_MS)
+            .with_ttl_ms(cache_ttl_ms())
             .with_cache_scope(CacheScope::Public))
     }
 

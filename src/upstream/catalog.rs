@@ -139,9 +139,13 @@ impl Backend {
         let key = self.catalog_key(caller, "tools/list");
         let listing = match self.current(key) {
             Some(l) if l.has(tool) || l.read_at.elapsed() < REFETCH => l,
-            _ => Box::pin(self.read_catalog(caller, "tools/list", key, true))
-                .await
-                .ok()?,
+            // Read again past the page cache only for a name it lacks.
+            current => {
+                let fresh = current.is_some();
+                Box::pin(self.read_catalog(caller, "tools/list", key, fresh))
+                    .await
+                    .ok()?
+            }
         };
         serde_json::from_str(listing.schema(tool)?.get()).ok()
     }

@@ -27,7 +27,7 @@ use super::event_stream;
 use super::http_client::{self, RequestBuilder, Response};
 use super::link::{self, EndReason, Link, SharedSession};
 use super::meta;
-use super::{InitInfo, LinkCtx, UpstreamError};
+use super::{InitInfo, LinkCtx, Notice, UpstreamError};
 use crate::jsonrpc::{self, Message, Outcome};
 use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
 
@@ -739,9 +739,17 @@ async fn listen(wire: Arc<Endpoint>, conn: Arc<Conn>) {
                 backoff = Duration::from_millis(500);
                 let mut stream = std::pin::pin!(event_stream::of_response(r));
                 while let Some(Ok(ev)) = stream.next().await {
+                    if wire.modern && wire.ctx.watched.acknowledged(&ev.data) {
+                        continue;
+                    }
                     if !ev.data.is_empty() {
                         dispatch(&wire, &conn, ev.data.as_bytes(), None);
                     }
+                }
+                // Changes from now on would go unseen: what was kept for
+                // lack of them is dropped, and clients told to list again.
+                for kind in wire.ctx.watched.end() {
+                    wire.ctx.notice(Notice::ListChanged(kind));
                 }
             }
             Ok(r) => {

@@ -357,6 +357,8 @@ struct LinkCtx {
     warnings: Arc<throttle::Throttle>,
     /// Bounds the backend's own stderr lines in the gateway's log.
     stderr: Arc<throttle::Throttle>,
+    /// The lists a 2026-07-28 backend announces changes of, now.
+    watched: Arc<notice::Watched>,
 }
 
 enum TransportSpec {
@@ -505,6 +507,7 @@ impl Backend {
                     roots: (!config.roots.is_empty()).then(|| config.roots.clone().into()),
                     warnings: Arc::new(throttle::Throttle::new(5, Duration::from_secs(10))),
                     stderr: Arc::new(throttle::Throttle::new(100, Duration::from_secs(10))),
+                    watched: Arc::default(),
                 },
                 transport,
                 pool: match config.isolation {
@@ -1047,7 +1050,13 @@ impl Backend {
         let result = link.conn.call(method, params, None, self.ctx.timeout).await;
         let refresh = match &result {
             Ok(Outcome::Result(page)) => {
-                let ttl = link.info.is_modern().then(|| ttl_of(page));
+                let ttl = match link.info.is_modern() {
+                    false => None,
+                    // Another principal must never be served it from here.
+                    true if is_private(page) => Some(Duration::ZERO),
+                    true if self.ctx.watched.covers(method) => None,
+                    true => Some(ttl_of(page)),
+                };
                 self.cache.put(version, method, profile, cursor, page, ttl)
             }
             _ => Some("error"),
@@ -1215,6 +1224,19 @@ struct HealthHistory {
     /// Came back up after having been up.
     restarts: u64,
     last_problem: Option<(&'static str, std::time::SystemTime)>,
+}
+
+/// Whether a modern result is `cacheScope: "private"`: its authorization
+/// context's only.
+fn is_private(page: &RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Scope {
+        #[serde(rename = "cacheScope")]
+        scope: Option<String>,
+    }
+    page.get().contains("\"private\"")
+        && serde_json::from_str::<Scope>(page.get())
+            .is_ok_and(|s| s.scope.as_deref() == Some("private"))
 }
 
 /// A modern result's `ttlMs` (missing or negative: 0, per the spec).

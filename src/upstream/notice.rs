@@ -4,6 +4,7 @@
 //! client).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::{Caller, ClientKey};
 use crate::protocol::LogLevel;
@@ -33,6 +34,73 @@ impl ListKind {
             ListKind::Prompts => LIST_CHANGED[1],
             ListKind::Resources => LIST_CHANGED[2],
         }
+    }
+}
+
+/// The lists a 2026-07-28 backend acknowledged it will announce changes
+/// of on the gateway's `subscriptions/listen` stream, while that stream is
+/// open: until it announces one, such a list is kept whatever its `ttlMs`
+/// (the backend says when it changes; a client's list costs it nothing).
+#[derive(Debug, Default)]
+pub(super) struct Watched(AtomicU8);
+
+impl Watched {
+    fn bit(kind: ListKind) -> u8 {
+        1 << kind as u8
+    }
+
+    /// From an acknowledgement on the listen stream: what it honours.
+    pub(super) fn acknowledged(&self, data: &str) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Ack {
+            method: String,
+            params: Params,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(default)]
+            notifications: std::collections::HashMap<String, serde_json::Value>,
+        }
+        if !data.contains("notifications/subscriptions/acknowledged") {
+            return false;
+        }
+        let Ok(ack) = serde_json::from_str::<Ack>(data) else {
+            return false;
+        };
+        if ack.method != "notifications/subscriptions/acknowledged" {
+            return false;
+        }
+        let honoured = |key: &str| ack.params.notifications.get(key) == Some(&true.into());
+        let bits = [
+            ("toolsListChanged", ListKind::Tools),
+            ("promptsListChanged", ListKind::Prompts),
+            ("resourcesListChanged", ListKind::Resources),
+        ]
+        .into_iter()
+        .filter(|(key, _)| honoured(key))
+        .fold(0, |bits, (_, kind)| bits | Self::bit(kind));
+        self.0.store(bits, Ordering::Release);
+        true
+    }
+
+    /// The stream ended: what was watched, no longer.
+    pub(super) fn end(&self) -> Vec<ListKind> {
+        let bits = self.0.swap(0, Ordering::AcqRel);
+        ListKind::ALL
+            .into_iter()
+            .filter(|k| bits & Self::bit(*k) != 0)
+            .collect()
+    }
+
+    /// Whether changes of the list `method` reads are announced.
+    pub(super) fn covers(&self, method: &str) -> bool {
+        let kind = match method {
+            "tools/list" => ListKind::Tools,
+            "prompts/list" => ListKind::Prompts,
+            "resources/list" | "resources/templates/list" => ListKind::Resources,
+            _ => return false,
+        };
+        self.0.load(Ordering::Acquire) & Self::bit(kind) != 0
     }
 }
 
@@ -103,5 +171,29 @@ impl Notice {
             // Only ever for the one client it was meant for.
             Notice::Ask { client, .. } => client.as_ref() == Some(&caller.key),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_acknowledgement_says_what_is_watched_until_the_stream_ends() {
+        let w = Watched::default();
+        assert!(!w.covers("tools/list"));
+        // Not an acknowledgement: nothing changes.
+        assert!(
+            !w.acknowledged(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#)
+        );
+        let ack = r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":false,"resourcesListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":"sluice-listen"}}}"#;
+        assert!(w.acknowledged(ack));
+        assert!(w.covers("tools/list"));
+        assert!(!w.covers("prompts/list"));
+        assert!(w.covers("resources/templates/list") && w.covers("resources/list"));
+        assert!(!w.covers("tools/call"));
+        assert_eq!(w.end(), [ListKind::Tools, ListKind::Resources]);
+        assert!(!w.covers("tools/list"));
+        assert!(w.end().is_empty());
     }
 }
