@@ -32,4 +32,5 @@ pub mod sessions;
 pub(crate) mod timers;
 pub(crate) mod traces;
 pub mod upstream;
+pub mod vocab;
 pub mod workers;

@@ -12,8 +12,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
-use crate::config::BackendName;
 use crate::protocol::Era;
+use crate::vocab::BackendName;
 
 /// Why a client session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]

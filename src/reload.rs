@@ -14,10 +14,11 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, BackendConfig, BackendName, Config, ProcessEnv, ServerSettings};
+use crate::config::{self, BackendConfig, Config, ProcessEnv, ServerSettings};
 use crate::front::{self, Front, Layout, Policy};
 use crate::metrics::Metrics;
 use crate::upstream::Backend;
+use crate::vocab::BackendName;
 
 /// How long a drained backend gets to close its sessions.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);

@@ -4,9 +4,9 @@
 
 mod support;
 
-use sluice::config::BackendName;
 use sluice::metrics::{CloseReason, Outcome, method_label};
 use sluice::protocol::Era;
+use sluice::vocab::BackendName;
 use support::Metrics;
 
 /// One client session closed for `idle`, one legacy `tools/call`, and a

@@ -17,9 +17,9 @@ use parking_lot::Mutex;
 
 use crate::config::{AuthSettings, NamespaceConfig, OAuthSettings, Secret};
 use crate::fast_map::FastMap;
-use crate::sessions::Principal;
 use crate::upstream::AccessToken;
 use crate::upstream::http_client::Client;
+use crate::vocab::Principal;
 
 pub(crate) use metadata::WELL_KNOWN;
 use metadata::metadata_path;
@@ -364,7 +364,7 @@ impl OAuth {
 }
 
 fn unix_now() -> u64 {
-    crate::sessions::unix_now()
+    crate::vocab::unix_now()
 }
 
 /// The token of an `Authorization: Bearer <token>` value (the scheme in

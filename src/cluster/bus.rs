@@ -15,8 +15,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Cluster, PREFIX};
-use crate::sessions::SessionId;
-use crate::upstream::{ClientKey, Notice};
+use crate::upstream::Notice;
+use crate::vocab::ClientKey;
+use crate::vocab::SessionId;
 
 /// Messages waiting to be acted on; past this, new ones are dropped.
 const INBOX: usize = 4096;

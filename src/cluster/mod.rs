@@ -36,7 +36,7 @@ pub use backend_sessions::{BackendSessions, Close};
 pub use bus::{BusMessage, Inbox};
 
 use crate::metrics::Metrics;
-use crate::sessions::SessionId;
+use crate::vocab::{SessionId, hex};
 
 /// Every key and channel starts with this.
 const PREFIX: &str = "sluice:";
@@ -227,7 +227,7 @@ impl Cluster {
             count = held.len(),
             "sending the session endings held while redis was unreachable"
         );
-        let now = crate::sessions::unix_now();
+        let now = crate::vocab::unix_now();
         for (serial, expires, session) in held {
             if expires > now {
                 Box::pin(self.end(serial, expires, session)).await;
@@ -283,19 +283,4 @@ impl Cluster {
 
 fn revoked_key(serial: &[u8; 16]) -> String {
     format!("{PREFIX}revoked:{}", hex(serial))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(crate) fn unhex(text: &str) -> Option<[u8; 16]> {
-    let mut out = [0u8; 16];
-    if text.len() != 32 {
-        return None;
-    }
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
 }

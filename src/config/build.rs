@@ -265,7 +265,7 @@ impl Builder<'_> {
                     );
                     None
                 }
-                Some(value) => match crate::sessions::sealed::KeyRing::parse(&value) {
+                Some(value) => match crate::vocab::decode_keys(&value) {
                     Ok(_) => Some(Secret::new(value)),
                     Err(e) => {
                         self.setting(

@@ -31,7 +31,6 @@ mod error;
 mod file;
 #[doc(hidden)]
 pub mod keys;
-mod names;
 mod overrides;
 mod tools;
 
@@ -45,6 +44,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::vocab::{BackendName, NamespaceName};
+
 pub use describe::describe;
 
 /// The namespace of `/mcp` when none are configured.
@@ -52,7 +53,6 @@ pub const DEFAULT_NAMESPACE: &str = file::DEFAULT_NAMESPACE;
 pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
-pub use names::{BackendName, InvalidName, NamespaceName};
 pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
 
 use build::Syntax;

@@ -398,10 +398,7 @@ fn sealed_ids_need_keys_and_never_show_them() {
     let e = err(&sealed, &[("SLUICE_SESSION_KEY", "c2VjcmV0LWJ1dC1zaG9ydA")]);
     assert!(e[0].contains("not 32 bytes"), "{e:?}");
     assert!(!e[0].contains("c2VjcmV0"), "the key is never shown: {e:?}");
-    let (a, b) = (
-        crate::sessions::sealed::KeyRing::generate(),
-        crate::sessions::sealed::KeyRing::generate(),
-    );
+    let (a, b) = (crate::vocab::generate_key(), crate::vocab::generate_key());
     let loaded = ok(&sealed, &[("SLUICE_SESSION_KEY", &format!("{a},{b}"))]);
     assert_eq!(loaded.config.server.session_ids, SessionIdMode::Sealed);
     assert_eq!(

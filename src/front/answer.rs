@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::sessions::SessionId;
+use crate::vocab::SessionId;
 
 pub(crate) enum Answer {
     Json(Json),

@@ -25,8 +25,8 @@ use tokio::time::Instant;
 use super::reply::{Reply, Running};
 use crate::jsonrpc::{self, Outcome};
 use crate::router::Namespace;
-use crate::sessions::Principal;
 use crate::upstream::{Caller, Event};
+use crate::vocab::Principal;
 
 /// Calls waiting for a client's retry, over the whole gateway.
 const MAX_PARKED: usize = 1024;

@@ -7,7 +7,7 @@ use super::authority;
 use super::error::Reject;
 use super::headers::{HeaderLookup, visible_str};
 use crate::auth::{Authenticator, Identity, Refusal};
-use crate::sessions::{Principal, SessionId};
+use crate::vocab::{Principal, SessionId};
 
 /// The last Host value this thread found to be a well-formed loopback
 /// authority, which passes the Host check under any policy. A connection
@@ -156,10 +156,10 @@ impl Policy {
                 let mut h = sha2::Sha256::new();
                 h.update(b"sluice-principal\0");
                 h.update(token.expose().as_bytes());
-                Some(crate::cluster::hex(&h.finalize()[..16]))
+                Some(crate::vocab::hex(&h.finalize()[..16]))
             }
             // Already a digest of issuer and subject.
-            Principal::Subject(digest) => Some(format!("sub-{}", crate::cluster::hex(digest))),
+            Principal::Subject(digest) => Some(format!("sub-{}", crate::vocab::hex(digest))),
         }
     }
 

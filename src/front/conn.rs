@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use crate::cancel_flag::CancelFlag;
-use crate::config::NamespaceName;
+use crate::vocab::NamespaceName;
 use axum::body::{Body, HttpBody};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;

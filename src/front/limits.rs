@@ -17,7 +17,7 @@ use super::Front;
 use super::error::Reject;
 use crate::config::LimitsSettings;
 use crate::metrics::LimitReason;
-use crate::sessions::Principal;
+use crate::vocab::Principal;
 
 type Local =
     RateLimiter<Principal, governor::state::keyed::HashMapStateStore<Principal>, DefaultClock>;

@@ -267,7 +267,7 @@ impl Front {
     async fn begin(
         self: &std::sync::Arc<Self>,
         id: &str,
-        principal: &crate::sessions::Principal,
+        principal: &crate::vocab::Principal,
         ns: &crate::router::Namespace,
     ) -> Result<crate::sessions::Active, Reject> {
         let bound = self.binding(principal, ns.name.as_str());
@@ -276,7 +276,7 @@ impl Front {
             return Ok(active);
         }
         // Boxed: Redis's future would make every request's large.
-        let presented = crate::sessions::SessionId::from_header(id);
+        let presented = crate::vocab::SessionId::from_header(id);
         if !Box::pin(self.resume_elsewhere(&presented, principal, &bound, tag)).await {
             return Err(Reject::SessionNotFound);
         }
@@ -287,7 +287,7 @@ impl Front {
 
     /// What a sealed session id is bound to: the principal and the
     /// namespace (empty with table ids, which need no binding).
-    fn binding(&self, principal: &crate::sessions::Principal, namespace: &str) -> Vec<u8> {
+    fn binding(&self, principal: &crate::vocab::Principal, namespace: &str) -> Vec<u8> {
         if self.sealed_ids {
             self.layout.load().policy.binding(principal, namespace)
         } else {

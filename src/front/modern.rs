@@ -18,7 +18,7 @@ use super::{Front, listen, reply};
 use crate::jsonrpc::{self, Outcome, Request};
 use crate::protocol::{self, ClientCaps, Era};
 use crate::router::Namespace;
-use crate::sessions::Principal;
+use crate::vocab::Principal;
 
 type Fields = IndexMap<String, Box<RawValue>>;
 

@@ -19,7 +19,8 @@ use super::{Front, Layout};
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
 use crate::protocol::{self, ClientCaps, LegacyVersion, Revision};
 use crate::router::Namespace;
-use crate::sessions::{Active, Principal};
+use crate::sessions::Active;
+use crate::vocab::Principal;
 
 /// A POST's answer, a refusal included.
 pub(super) async fn answer(

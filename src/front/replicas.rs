@@ -5,11 +5,11 @@
 //! hold goes to the one that does. Without a cluster each of these is a
 //! no-op, and the sessions module decides alone.
 
-use crate::cluster::{self, BusMessage};
+use crate::cluster::BusMessage;
 use crate::jsonrpc::Outcome;
 use crate::metrics::ResumeCause;
-use crate::sessions::{Principal, SessionId};
 use crate::upstream::Caller;
+use crate::vocab::{Principal, SessionId};
 
 use super::Front;
 
@@ -58,7 +58,7 @@ impl Front {
     /// The client's per-session HTTP backend sessions, ended now, whichever
     /// replica opened them.
     async fn end_shared_backend_sessions(&self, id: &SessionId) {
-        let client = crate::upstream::ClientKey::Session(id.clone());
+        let client = crate::vocab::ClientKey::Session(id.clone());
         let backends = self.layout.load_full().backends.clone();
         futures_util::future::join_all(backends.iter().map(|b| b.end_shared(&client))).await;
     }
@@ -77,8 +77,8 @@ impl Front {
         let Some(digest) = self.layout.load().policy.principal_digest(principal) else {
             return;
         };
-        let member = format!("{}:{expires}:{}", cluster::hex(&serial), id.as_str());
-        let now = crate::sessions::unix_now();
+        let member = format!("{}:{expires}:{}", crate::vocab::hex(&serial), id.as_str());
+        let now = crate::vocab::unix_now();
         let cap = self.principal_cap;
         let Some(victim) = cluster
             .principal_session(&digest, &member, expires, cap, now)
@@ -92,7 +92,8 @@ impl Front {
         else {
             return;
         };
-        let (Some(serial), Ok(expires)) = (cluster::unhex(serial), expires.parse::<u64>()) else {
+        let (Some(serial), Ok(expires)) = (crate::vocab::unhex(serial), expires.parse::<u64>())
+        else {
             return;
         };
         let victim_id = SessionId::from_header(victim_id);

@@ -21,10 +21,11 @@ use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
 use crate::protocol::{Era, LogLevel};
 use crate::router::Namespace;
-use crate::sessions::{Active, Principal, Tracked};
+use crate::sessions::{Active, Tracked};
 use crate::traces;
 use crate::upstream::events::{self, Events};
 use crate::upstream::{AccessToken, Answered, Caller, Event as BackendEvent, EventSink};
+use crate::vocab::Principal;
 
 /// Messages a request may emit before its response; past this a slow
 /// client loses progress rather than holding gateway memory.

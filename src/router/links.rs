@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use super::names;
-use crate::config::BackendName;
 use crate::jsonrpc;
+use crate::vocab::BackendName;
 
 type Fields = IndexMap<String, Box<RawValue>>;
 

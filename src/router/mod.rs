@@ -18,8 +18,9 @@ use std::sync::Arc;
 pub use namespace::{ClientNotice, Namespace};
 pub(crate) use namespace::{peek_string, peek_string_with_serde};
 
-use crate::config::{Config, NamespaceName};
+use crate::config::Config;
 use crate::upstream::Backend;
+use crate::vocab::NamespaceName;
 
 pub struct Router {
     namespaces: FastMap<NamespaceName, Arc<Namespace>>,

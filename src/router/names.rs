@@ -2,7 +2,7 @@
 //! prompts, `sluice://{backend}/{uri}` for resources (reversible: the
 //! original URI is the rest of the string, templates keep their braces).
 
-use crate::config::BackendName;
+use crate::vocab::BackendName;
 
 pub(super) const SEPARATOR: &str = "__";
 const URI_SCHEME: &str = "sluice://";

@@ -16,10 +16,11 @@ use super::kind::Kind;
 use super::rounds::{self, Rounds};
 use super::tasks::{self, TaskIndex};
 use super::{links, names};
-use crate::config::{NamespaceName, Prefix, ToolFilter, ToolScopes};
+use crate::config::{Prefix, ToolFilter, ToolScopes};
 use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND, Outcome};
 use crate::protocol::LogLevel;
 use crate::upstream::{Answered, Backend, Caller, EventSink, Notice};
+use crate::vocab::NamespaceName;
 
 /// What a client is told of its backends outside any request.
 #[derive(Debug, Clone)]

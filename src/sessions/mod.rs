@@ -6,7 +6,6 @@
 //! whatever a session holds elsewhere (streams, per-session backends)
 //! watches that token.
 
-mod id;
 mod in_flight;
 pub mod sealed;
 mod table;
@@ -19,19 +18,19 @@ use parking_lot::Mutex;
 use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-pub use id::{Principal, SessionId};
 use in_flight::InFlight;
 use table::{Full, Table};
 
 use crate::cancel_flag::RequestCancel;
 use crate::metrics::ResumeCause;
 pub use sealed::Contents;
-pub use sealer::{Ids, Sealer, unix_now};
+pub use sealer::{Ids, Sealer};
 
 mod sealer;
 
 use crate::metrics::{CloseReason, Metrics};
 use crate::protocol::{ClientCaps, LegacyVersion, LogLevel};
+use crate::vocab::{Principal, SessionId, unix_now};
 
 /// One legacy client session.
 pub struct Session {
@@ -117,7 +116,7 @@ impl Session {
     fn is_past_its_end(&self) -> bool {
         self.sealed
             .as_deref()
-            .is_some_and(|(expires, _)| sealer::unix_now() >= *expires)
+            .is_some_and(|(expires, _)| unix_now() >= *expires)
     }
 
     /// Cancelled when the session ends, by any path.
@@ -212,7 +211,7 @@ impl Drop for Tracked {
     }
 }
 
-impl crate::upstream::ClientSession for Session {
+impl crate::vocab::ClientSession for Session {
     fn ended(&self) -> &CancellationToken {
         &self.ended
     }

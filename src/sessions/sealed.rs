@@ -22,14 +22,13 @@ use base64::Engine as _;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
-use super::id::SessionId;
 use crate::protocol::{ClientCaps, LegacyVersion};
+use crate::vocab::{KeyError, SessionId, decode_keys, generate_key};
 
 /// The id's text starts with the format: other forms never open.
 const PREFIX: &str = "s1.";
 /// The format byte inside the sealed contents.
 const FORMAT: u8 = 1;
-const KEY_LEN: usize = 32;
 const NONCE_LEN: usize = 24;
 /// format, issued, expires, version, caps, boot, serial.
 const CONTENTS_LEN: usize = 1 + 8 + 8 + 1 + 1 + 4 + 16;
@@ -97,24 +96,6 @@ fn version_of(b: u8) -> Option<LegacyVersion> {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
-    #[error("no key (generate one with `sluice keygen`)")]
-    Empty,
-    #[error("key {0} is not base64url (generate keys with `sluice keygen`)")]
-    NotBase64(usize),
-    #[error("key {0} is not 32 bytes (generate keys with `sluice keygen`)")]
-    WrongLength(usize),
-}
-
-/// Decodes one key as `sluice keygen` prints it; `n` numbers it in errors.
-pub fn decode_key(text: &str, n: usize) -> Result<[u8; KEY_LEN], KeyError> {
-    let bytes = B64
-        .decode(text.trim())
-        .map_err(|_| KeyError::NotBase64(n))?;
-    bytes.try_into().map_err(|_| KeyError::WrongLength(n))
-}
-
 /// The keys: the first seals, all open.
 #[derive(Clone)]
 pub struct KeyRing {
@@ -130,24 +111,18 @@ impl fmt::Debug for KeyRing {
 impl KeyRing {
     /// From `SLUICE_SESSION_KEY`'s value (comma-separated keys).
     pub fn parse(value: &str) -> Result<KeyRing, KeyError> {
-        let keys = value
-            .split(',')
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .enumerate()
-            .map(|(i, k)| decode_key(k, i + 1).map(|key| XChaCha20Poly1305::new(&key.into())))
-            .collect::<Result<Vec<_>, _>>()?;
-        if keys.is_empty() {
-            return Err(KeyError::Empty);
-        }
-        Ok(KeyRing { keys })
+        let keys = decode_keys(value)?;
+        Ok(KeyRing {
+            keys: keys
+                .iter()
+                .map(|key| XChaCha20Poly1305::new(&(*key).into()))
+                .collect(),
+        })
     }
 
     /// A new key, as `sluice keygen` prints it.
     pub fn generate() -> String {
-        let mut key = [0u8; KEY_LEN];
-        getrandom::fill(&mut key).expect("OS randomness is unavailable");
-        B64.encode(key)
+        generate_key()
     }
 
     pub fn len(&self) -> usize {

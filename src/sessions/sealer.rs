@@ -9,9 +9,9 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use super::id::SessionId;
 use super::sealed::{Contents, KeyRing};
 use crate::protocol::{ClientCaps, LegacyVersion};
+use crate::vocab::{SessionId, unix_now};
 
 /// Revoked ids remembered at once. Past this, the one expiring soonest is
 /// forgotten first (and counted): it can be resumed again until its own
@@ -36,13 +36,6 @@ pub struct Sealer {
     /// Whether an id not in memory may be resumed on local knowledge alone
     /// (one node); in cluster mode the front asks Redis first.
     pub(super) local: bool,
-}
-
-/// Unix seconds now (ids and Redis keys expire in wall-clock time).
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 impl Sealer {

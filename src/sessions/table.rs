@@ -27,8 +27,8 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::Session;
-use super::id::{Principal, SessionId};
 use crate::metrics::CloseReason;
+use crate::vocab::{Principal, SessionId};
 
 pub(super) struct Table {
     /// Only ids the gateway issued (or sealed) are ever inserted.

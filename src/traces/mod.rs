@@ -19,8 +19,9 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use serde_json::value::RawValue;
 
-use crate::config::{BackendName, TracingSettings};
+use crate::config::TracingSettings;
 use crate::jsonrpc::Outcome;
+use crate::vocab::BackendName;
 
 pub(crate) use propagate::TRACESTATE;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use super::stdio::StdioSpec;
-use crate::config::BackendName;
+use crate::vocab::BackendName;
 
 pub(super) struct Spawned {
     pub(super) child: Child,

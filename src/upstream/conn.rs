@@ -26,9 +26,9 @@ use super::events::{Event, EventSink};
 use super::notice::Notice;
 use super::throttle::Throttle;
 use super::{ClientKey, UpstreamError};
-use crate::config::BackendName;
 use crate::jsonrpc::{self, Incoming, Outcome, RawId};
 use crate::protocol::ClientCaps;
+use crate::vocab::BackendName;
 use crate::workers::Handoff;
 
 /// Requests one backend connection may have in flight.

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::UpstreamError;
-use crate::config::BackendName;
+use crate::vocab::BackendName;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Deadline(Instant);

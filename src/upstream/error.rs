@@ -1,7 +1,7 @@
 //! Why a call to a backend produced no JSON-RPC outcome. Every message
 //! names the backend, so a client can tell which of many failed.
 
-use crate::config::BackendName;
+use crate::vocab::BackendName;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("backend `{backend}` {kind}")]

@@ -17,8 +17,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::http_client::{Client, Target};
-use crate::config::{BackendName, ClientCredentials, Secret};
+use crate::config::{ClientCredentials, Secret};
 use crate::fast_map::FastMap;
+use crate::vocab::BackendName;
 
 /// One token request, answer included, takes at most this long.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);

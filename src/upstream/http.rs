@@ -450,7 +450,7 @@ impl Endpoint {
 struct Unfinished {
     delete: Option<RequestBuilder>,
     session: Session,
-    ctx_name: crate::config::BackendName,
+    ctx_name: crate::vocab::BackendName,
 }
 
 impl Unfinished {
@@ -671,7 +671,7 @@ fn is_event_stream(resp: &Response) -> bool {
 
 /// The answer to one request (initialize), from JSON or an SSE stream.
 async fn answer_of(
-    name: &crate::config::BackendName,
+    name: &crate::vocab::BackendName,
     resp: Response,
     id: &RawValue,
 ) -> Result<Outcome, UpstreamError> {

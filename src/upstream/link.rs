@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use super::conn::Conn;
 use super::deadline::Deadline;
 use super::{InitInfo, UpstreamError};
-use crate::config::BackendName;
 use crate::jsonrpc::{self, Outcome};
 use crate::protocol::ClientCaps;
+use crate::vocab::BackendName;
 
 /// Why a backend session ended (the `reason` label of
 /// `sluice_backend_sessions_closed_total`).

@@ -54,29 +54,14 @@ where
     event_stream::events(body).map(|_| ())
 }
 
-use crate::config::{BackendConfig, BackendName, Isolation, Transport};
+use crate::config::{BackendConfig, Isolation, Transport};
 use crate::jsonrpc::{self, Outcome};
 use crate::metrics::Metrics;
 use crate::protocol::{ClientCaps, Era};
-use crate::sessions::{Principal, SessionId};
 use crate::traces;
+use crate::vocab::{BackendName, ClientKey, ClientSession, Principal, SessionId};
 use link::{EndReason, Link};
 use pool::PerSession;
-
-/// A client session as the backend sessions it owns see it: something
-/// that ends. A trait because client sessions live above this layer; each
-/// request's `Caller` clones the session's `Arc` (one atomic add), where a
-/// clone of its token took the token's lock, and again to drop it.
-pub trait ClientSession: Send + Sync {
-    /// Cancelled when the session ends.
-    fn ended(&self) -> &CancellationToken;
-}
-
-impl std::fmt::Debug for dyn ClientSession {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ClientSession(..)")
-    }
-}
 
 /// Who a request is for: the key of per-session isolation, and what the
 /// client can be asked.
@@ -92,30 +77,6 @@ pub struct Caller {
     caps: ClientCaps,
     /// Its request's verified OAuth token (None: not scoped).
     token: Option<Arc<AccessToken>>,
-}
-
-/// Which client a backend session or a relayed request belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum ClientKey {
-    Session(SessionId),
-    /// Without a session (stateless mode) the principal is the client.
-    Principal(Principal),
-}
-
-impl ClientKey {
-    /// What replicas know a client session's shared backend sessions by: a
-    /// digest of its id (the id itself is a credential). None without a
-    /// session: such a client has nothing to share.
-    pub(crate) fn shared_tag(&self) -> Option<String> {
-        use sha2::Digest as _;
-        let ClientKey::Session(id) = self else {
-            return None;
-        };
-        let mut h = sha2::Sha256::new();
-        h.update(b"sluice-client\0");
-        h.update(id.as_str().as_bytes());
-        Some(crate::cluster::hex(&h.finalize()[..16]))
-    }
 }
 
 impl Caller {

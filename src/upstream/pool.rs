@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use super::link::{EndReason, Link, SharedSession};
 use super::{Caller, ClientKey, UpstreamError};
-use crate::config::BackendName;
+use crate::vocab::BackendName;
 
 /// Where per-session HTTP backend sessions are shared between replicas
 /// (cluster mode), by client session (`client` is a digest of its id): any

@@ -167,9 +167,9 @@ fn is_method(label: &str, value: &str) -> bool {
 fn schema() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
-        use sluice::config::BackendName;
         use sluice::metrics::{CloseReason, LimitReason, Outcome, ResumeCause, method_label};
         use sluice::protocol::Era;
+        use sluice::vocab::BackendName;
 
         let m = sluice::metrics::Metrics::new();
         for reason in [

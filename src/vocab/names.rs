@@ -66,7 +66,7 @@ macro_rules! name_type {
             }
 
             /// For names known valid at compile time.
-            pub(super) fn trusted(name: &'static str) -> Self {
+            pub(crate) fn trusted(name: &'static str) -> Self {
                 debug_assert!($check(name).is_ok(), "invalid built-in name {name}");
                 Self(Arc::from(name))
             }

@@ -1,4 +1,6 @@
-//! Session identifiers and the principals that own them.
+//! Who and what requests belong to: session ids, the principals that own
+//! them, the client a backend session serves, and a client session as
+//! something that ends.
 
 use std::fmt;
 use std::sync::Arc;
@@ -68,7 +70,46 @@ impl fmt::Display for Principal {
         match self {
             Principal::Anonymous => f.write_str("anonymous"),
             Principal::Token(i) => write!(f, "token#{i}"),
-            Principal::Subject(d) => write!(f, "subject#{}", crate::cluster::hex(&d[..4])),
+            Principal::Subject(d) => write!(f, "subject#{}", super::hex(&d[..4])),
         }
+    }
+}
+
+/// Which client a backend session or a relayed request belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum ClientKey {
+    Session(SessionId),
+    /// Without a session (stateless mode) the principal is the client.
+    Principal(Principal),
+}
+
+impl ClientKey {
+    /// What replicas know a client session's shared backend sessions by: a
+    /// digest of its id (the id itself is a credential). None without a
+    /// session: such a client has nothing to share.
+    pub(crate) fn shared_tag(&self) -> Option<String> {
+        use sha2::Digest as _;
+        let ClientKey::Session(id) = self else {
+            return None;
+        };
+        let mut h = sha2::Sha256::new();
+        h.update(b"sluice-client\0");
+        h.update(id.as_str().as_bytes());
+        Some(super::hex(&h.finalize()[..16]))
+    }
+}
+
+/// A client session as the backend sessions it owns see it: something
+/// that ends. A trait because the sessions themselves live in a layer
+/// above this one; each request's `Caller` clones the session's `Arc`
+/// (one atomic add).
+pub trait ClientSession: Send + Sync {
+    /// Cancelled when the session ends.
+    fn ended(&self) -> &tokio_util::sync::CancellationToken;
+}
+
+impl fmt::Debug for dyn ClientSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientSession(..)")
     }
 }

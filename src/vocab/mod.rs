@@ -1,0 +1,54 @@
+//! The vocabulary every layer shares: the names of backends and
+//! namespaces, the ids of sessions and who owns them, and the small
+//! encodings and clocks they are written with. It imports nothing of the
+//! gateway's: everything else may import it.
+
+mod ids;
+mod keys;
+mod names;
+
+pub use ids::{ClientKey, ClientSession, Principal, SessionId};
+pub use keys::{KeyError, decode_keys, generate_key};
+pub use names::{BackendName, InvalidName, NamespaceName};
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// 16 bytes from 32 hex digits (either case), or None.
+pub(crate) fn unhex(text: &str) -> Option<[u8; 16]> {
+    let mut out = [0u8; 16];
+    if text.len() != 32 {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Unix seconds now (ids and Redis keys expire in wall-clock time).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hex_round_trips() {
+        let bytes: [u8; 16] = core::array::from_fn(|i| (i * 17) as u8);
+        let text = super::hex(&bytes);
+        assert_eq!(text.len(), 32);
+        assert_eq!(super::unhex(&text), Some(bytes));
+        assert_eq!(super::unhex(&text.to_uppercase()), Some(bytes));
+        assert_eq!(super::unhex(&text[1..]), None);
+    }
+}
