@@ -6,6 +6,7 @@ Backends (docs/clients.md, "Questions from backends"):
 |---|---|---|
 | `mod` | examples/faulty_backend.rs `--mode modern` over HTTP | 2026-07-28 only; checks the request's declared client capabilities before it asks (-32021 with `data.requiredCapabilities` if not) |
 | `everything` | @modelcontextprotocol/server-everything over stdio, shared | legacy; asks by server-to-client requests |
+| `fs` | examples/faulty_backend.rs `--mode roots` over stdio, per-session | legacy; asks roots/list |
 
 `mod`'s tools ask one question each as an `input_required` result (key
 `who`, `requestState` `ask-TOOL`): `fault` a form elicitation for `name`
@@ -53,6 +54,7 @@ from harness import (
     GatewayFactory,
     LinePeer,
     everything_stdio_backend,
+    example_bin,
     locate_everything_js,
     start_faulty_http,
     stop_line_peer,
@@ -228,19 +230,23 @@ async def test_undeclared_sampling_gets_the_backends_refusal(
 
 
 @pytest.mark.parametrize("kind", ["ts2-legacy", "ts2-2026"])
-async def test_ts2_client_answers_a_legacy_backends_questions(
-    kind: str, gateway_factory: GatewayFactory, sluice_bin: Path
-) -> None:
+async def test_ts2_client_answers_a_legacy_backends_questions(kind: str, gateway_factory: GatewayFactory) -> None:
     """server-everything (legacy, stdio) asks by sampling and form elicitation during a call.
     The TypeScript SDK v2 client's own callbacks answer, once each, with the backend's
-    question, and the tool reports the answer.
+    question, and the tool reports the answer. faulty_backend `--mode roots` (legacy, stdio,
+    per-session) asks roots/list during its `fault` call: it reports the client's roots.
 
     Legacy era: the question comes as a server-to-client request on the call's stream.
     2026-07-28 era: the client has no such channel (the SDK drops inbound requests on a
     modern connection); the gateway answers the call with `input_required`, and the SDK
     fulfils it through the same callbacks and retries (`versionNegotiation: auto`)."""
-    gw = gateway_factory(everything_stdio_backend(locate_everything_js()))
-    h = Host(sampling_text=f"SAMPLED-BY-{kind}-7e21")  # elicitation: {"name": "Ada Lovelace", "check": true}
+    roots_backend = (
+        f'[backends.fs]\ntransport = "stdio"\ncommand = {toml_str(str(example_bin("faulty_backend")))}\n'
+        'args = ["--transport", "stdio", "--mode", "roots"]\nisolation = "per-session"\n'
+    )
+    gw = gateway_factory(everything_stdio_backend(locate_everything_js()) + roots_backend)
+    # elicitation: {"name": "Ada Lovelace", "check": true}
+    h = Host(sampling_text=f"SAMPLED-BY-{kind}-7e21", roots=[ROOT])
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with driver(kind, Target(url=gw.mcp_url), h, direct=False) as c:
             era, version = c.era, c.protocol_version
@@ -249,6 +255,8 @@ async def test_ts2_client_answers_a_legacy_backends_questions(
             sampled_seen = await c.events()
             elicited = await call_tool(c, "everything__trigger-elicitation-request", {})
             elicited_seen = await c.events()
+            rooted = await call_tool(c, "fs__fault", {})
+            rooted_seen = await c.events()
     assert (era, version == MODERN) == (("modern", True) if kind == "ts2-2026" else ("legacy", False)), (era, version)
     assert "error" not in sampled and not sampled.get("isError"), f"[{kind}] {sampled}"
     (asked,) = only(sampled_seen, "sampling")
@@ -258,3 +266,8 @@ async def test_ts2_client_answers_a_legacy_backends_questions(
     (asked,) = only(elicited_seen, "elicitation")
     assert "name" in asked["requestedSchema"]["properties"], asked
     assert any("- Name: Ada Lovelace" in t for t in texts(elicited)), elicited
+    assert "error" not in rooted and not rooted.get("isError"), f"[{kind}] {rooted}"
+    # asked after its handshake and during the call (each time by this client's callback)
+    assert len(only(rooted_seen, "roots")) >= 1, rooted_seen
+    (report,) = texts(rooted)
+    assert json.loads(report)["during"] == {"roots": [ROOT]}, report
