@@ -145,6 +145,8 @@ async def test_modern_backends_questions_answered_by_callbacks(
             for tool in QUESTIONS:
                 results[tool] = await call_tool(c, f"mod__{tool}", {})
                 seen[tool] = await c.events()
+    failures = {t: r for t, r in results.items() if "error" in r or r.get("isError")}
+    assert not failures, f"[{kind}] calls failed: {json.dumps(failures, indent=1)}"
     ids = c.callback_request_ids
     if kind in LEGACY_KINDS:
         assert version and version != MODERN, f"[{kind}] not a legacy session: {version!r}"
@@ -155,8 +157,6 @@ async def test_modern_backends_questions_answered_by_callbacks(
         assert version == MODERN, f"[{kind}] not a 2026-07-28 client: {version!r}"
         # the SDK fulfilled input_required results: the backend's own key
         assert ids == ["who"] * len(QUESTIONS), f"[{kind}] callback request ids {ids}"
-    failures = {t: r for t, r in results.items() if "error" in r or r.get("isError")}
-    assert not failures, f"[{kind}] calls failed: {json.dumps(failures, indent=1)}"
 
     # form elicitation
     (asked,) = only(seen["fault"], "elicitation")
