@@ -519,3 +519,112 @@ def stop_node_peer(peer: NodePeer) -> None:
             _kill(peer.proc)
 
 
+
+
+# --------------------------------------------------------------------------
+# peers that announce their address on stdout and exit on stdin EOF
+# (examples/faulty_backend.rs over http, ts2_server.mjs)
+
+
+@dataclass
+class LinePeer:
+    """A server process we started: bound to 127.0.0.1, it printed `PREFIX ADDR` on stdout
+    and exits when its stdin (our pipe) closes; also bounded by its own max lifetime."""
+
+    proc: subprocess.Popen[str]
+    addr: str
+    stderr_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.addr}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return "<no stderr>"
+
+
+def start_line_peer(
+    argv: list[str], prefix: str, tmp_path: Path, name: str, *, cwd: Path | None = None, timeout: float = 30
+) -> LinePeer:
+    """Start `argv` and wait (bounded) for its `PREFIX 127.0.0.1:PORT` stdout line."""
+    stderr_path = tmp_path / f"{name}.stderr.log"
+    stderr_file = open(stderr_path, "w")  # noqa: SIM115 - the child holds its own copy
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd or tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr_file,
+        text=True,
+        env={**os.environ, "FIXTURE_LOG": "off"},
+        start_new_session=True,
+    )
+    stderr_file.close()
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_drain, args=(proc.stdout, lines), daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+        except queue.Empty:
+            if time.monotonic() >= deadline:
+                _kill(proc)
+                pytest.fail(f"{name} printed no `{prefix}` line within {timeout}s: {seen!r}")
+            continue
+        if line is None:
+            code = proc.wait(timeout=5)
+            pytest.fail(f"{name} exited ({code}) before listening: {seen!r}\n{stderr_path.read_text(errors='replace')}")
+        seen.append(line)
+        if line.startswith(prefix + " "):
+            addr = line[len(prefix) + 1 :].strip()
+            assert addr.startswith("127.0.0.1:"), f"{name} is not bound to loopback: {line!r}"
+            return LinePeer(proc=proc, addr=addr, stderr_path=stderr_path)
+
+
+def stop_line_peer(peer: LinePeer) -> None:
+    """Close its stdin (it exits by itself); SIGKILL by PID only if it does not within a bound."""
+    if peer.proc.stdin is not None:
+        try:
+            peer.proc.stdin.close()
+        except OSError:
+            pass
+    try:
+        peer.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _kill(peer.proc)
+
+
+def example_bin(name: str) -> Path:
+    """target/debug/examples/NAME (`cargo build --example NAME` when it is missing)."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO_ROOT / "target"))
+    binary = target / "debug" / "examples" / name
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "--example", name], cwd=REPO_ROOT, check=True, timeout=CARGO_BUILD_TIMEOUT_S)
+    return binary
+
+
+def start_faulty_http(mode: str, tmp_path: Path, max_lifetime_s: int = 300) -> LinePeer:
+    """examples/faulty_backend.rs over HTTP in `mode` (e.g. `modern`), on 127.0.0.1."""
+    argv = [
+        str(example_bin("faulty_backend")),
+        "--transport", "http", "--listen", "127.0.0.1:0", "--mode", mode,
+        "--max-lifetime", str(max_lifetime_s),
+    ]  # fmt: skip
+    return start_line_peer(argv, "faulty_backend listening on", tmp_path, f"faulty-{mode}")
+
+
+TS2_SERVER = INTEROP_DIR / "ts2_server.mjs"
+
+
+def start_ts2_server(mode: str, tmp_path: Path, max_lifetime_s: int = 300) -> LinePeer:
+    """ts2_server.mjs (the TypeScript SDK v2 server) in `mode`: `modern` or `dual`."""
+    argv = [node_bin(), str(TS2_SERVER), mode, str(max_lifetime_s)]
+    return start_line_peer(argv, "ts2_server listening on", tmp_path, f"ts2-{mode}", cwd=INTEROP_DIR)

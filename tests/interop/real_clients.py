@@ -13,6 +13,12 @@ through the gateway and straight against a backend:
   does with such a server).
 * `ts`: the official TypeScript SDK client (`@modelcontextprotocol/sdk`,
   package.json), driven through `ts_client.mjs` (JSON lines over a pipe).
+* `ts2-legacy` / `ts2-2026`: the official TypeScript SDK v2 client
+  (`@modelcontextprotocol/client` 2.x), driven through `ts2_client.mjs` (the
+  same line protocol): `versionNegotiation` `legacy` (its default: the 2025
+  `initialize` handshake) or `auto` (probes `server/discover` and speaks
+  2026-07-28 when the server answers it). HTTP targets only; not in
+  CLIENT_KINDS (test_input_bridge.py and test_ts_v2.py use it).
 
 A driver is an async context manager connected to a `Target` (a URL, or a
 stdio command the client spawns itself) with a `Host`: what its sampling,
@@ -51,8 +57,13 @@ from mcp.client.session import ClientRequestContext
 from harness import INTEROP_DIR, NODE_MODULES, node_bin
 
 TS_DRIVER = INTEROP_DIR / "ts_client.mjs"
+TS2_DRIVER = INTEROP_DIR / "ts2_client.mjs"
 INSPECTOR_BIN = NODE_MODULES / ".bin" / "mcp-inspector"
 CLIENT_KINDS = ["py-legacy", "py-2026", "ts"]
+# CLIENT_KINDS and the TypeScript SDK v2 client in both eras (HTTP only).
+ALL_KINDS = [*CLIENT_KINDS, "ts2-legacy", "ts2-2026"]
+# The kinds that talk to the gateway over a 2025-era session (the others: 2026-07-28).
+LEGACY_KINDS = {"py-legacy", "ts", "ts2-legacy"}
 REQUEST_TIMEOUT_S = 30
 
 
@@ -249,6 +260,7 @@ class TsDriver:
     """
 
     kind = "ts"
+    script = TS_DRIVER
 
     def __init__(self, target: Target, host: Host) -> None:
         self.target = target
@@ -258,6 +270,14 @@ class TsDriver:
         self._buffer = b""
         self.protocol_version = ""
         self.server_capabilities: dict[str, Any] = {}
+        self.connected: dict[str, Any] = {}
+        # Per callback invocation (as `events()` reports them): the id the SDK handed
+        # the handler: the server's JSON-RPC request id, or (v2 SDK, 2026-07-28) the
+        # `inputRequests` key of an `input_required` result it fulfils itself.
+        self.callback_request_ids: list[Any] = []
+
+    def _connect_extra(self) -> dict[str, Any]:
+        return {}
 
     async def _send(self, op: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S + 5) -> Any:
         assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
@@ -282,7 +302,7 @@ class TsDriver:
 
     async def __aenter__(self) -> TsDriver:
         self._proc = await anyio.open_process(
-            [node_bin(), str(TS_DRIVER)],
+            [node_bin(), str(self.script)],
             cwd=str(INTEROP_DIR),
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -314,11 +334,13 @@ class TsDriver:
                     else None,
                     "roots": self.host.roots if "roots" in capabilities else None,
                     "timeoutMs": REQUEST_TIMEOUT_S * 1000,
+                    **self._connect_extra(),
                 }
             )
         except BaseException:
             await self._stop()
             raise
+        self.connected = info
         self.protocol_version = info.get("protocolVersion") or ""
         self.server_capabilities = info.get("serverCapabilities") or {}
         return self
@@ -352,6 +374,8 @@ class TsDriver:
 
     async def events(self) -> Events:
         raw = await self._send({"op": "events"})
+        for kind in ("sampling", "elicitation", "roots"):
+            self.callback_request_ids.extend(e.get("requestId") for e in raw[kind])
         return Events(
             logs=[(e["at"], e["params"]) for e in raw["logs"]],
             sampling=[e["params"] for e in raw["sampling"]],
@@ -360,11 +384,63 @@ class TsDriver:
         )
 
 
+class Ts2Driver(TsDriver):
+    """The official TypeScript SDK v2 client, one `node ts2_client.mjs` process per connection.
+
+    `negotiation`: "legacy" (kind `ts2-legacy`, the SDK's default: `initialize`)
+    or "auto" (kind `ts2-2026`: `server/discover` first, 2026-07-28 when the
+    server answers it). Its handlers are the same for a server-to-client
+    request and for an `input_required` result the SDK fulfils itself.
+    """
+
+    script = TS2_DRIVER
+
+    def __init__(self, target: Target, host: Host, negotiation: str) -> None:
+        super().__init__(target, host)
+        assert negotiation in ("legacy", "auto"), negotiation
+        self.negotiation = negotiation
+        self.kind = "ts2-2026" if negotiation == "auto" else "ts2-legacy"
+
+    def _connect_extra(self) -> dict[str, Any]:
+        return {"negotiation": self.negotiation}
+
+    @property
+    def era(self) -> str | None:
+        return self.connected.get("era")
+
+
 def driver(kind: str, target: Target, host: Host, *, direct: bool) -> PyDriver | TsDriver:
-    """A client of `kind` (CLIENT_KINDS) for `target`; `direct`: a backend, not the gateway."""
+    """A client of `kind` (CLIENT_KINDS, or `ts2-legacy` / `ts2-2026`) for `target`;
+    `direct`: a backend, not the gateway."""
     if kind == "ts":
         return TsDriver(target, host)
+    if kind in ("ts2-legacy", "ts2-2026"):
+        return Ts2Driver(target, host, "auto" if kind == "ts2-2026" else "legacy")
     return PyDriver(kind, target, host, direct=direct)
+
+
+# --------------------------------------------------------------------------
+# small helpers over drivers' answers
+
+
+async def call_tool(c: PyDriver | TsDriver, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """tools/call; a JSON-RPC error becomes {"error": {code, message, data}}."""
+    try:
+        return await c.request("tools/call", {"name": name, "arguments": arguments})
+    except ClientError as e:
+        return {"error": {"code": e.code, "message": e.message, "data": e.data}}
+
+
+def texts(result: dict[str, Any]) -> list[str]:
+    """The text blocks of a tool result."""
+    return [b.get("text", "") for b in result.get("content", []) if b.get("type") == "text"]
+
+
+def only(events: Events, kind: str) -> list[dict[str, Any]]:
+    """The callback invocations of `kind` (sampling, elicitation, roots), asserting no other ran."""
+    others = {k: getattr(events, k) for k in ("sampling", "elicitation", "roots") if k != kind and getattr(events, k)}
+    assert not others, f"unexpected callbacks besides {kind}: {others}"
+    return getattr(events, kind)
 
 
 # --------------------------------------------------------------------------

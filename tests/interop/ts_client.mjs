@@ -19,7 +19,9 @@
 //           callTool, readResource, setLoggingLevel, ...; one call, no
 //           cursor following)
 //   {"op": "events"}   -> {"logs", "sampling", "elicitation", "roots"} seen
-//                         since the last "events" (each with `at`, epoch s)
+//                         since the last "events" (each with `at`, epoch s; the
+//                         requests with `requestId`, the JSON-RPC id of the
+//                         server's request)
 //   {"op": "close"}
 //
 // The callbacks answer like a real host would: sampling with the fixed text
@@ -55,8 +57,8 @@ async function connect(cmd) {
     { capabilities: cmd.capabilities ?? {} },
   );
   if (cmd.sampling) {
-    client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
-      events.sampling.push({ at: now(), params: req.params });
+    client.setRequestHandler(CreateMessageRequestSchema, async (req, extra) => {
+      events.sampling.push({ at: now(), params: req.params, requestId: extra?.requestId ?? null });
       return {
         role: "assistant",
         content: { type: "text", text: cmd.sampling.text },
@@ -66,8 +68,8 @@ async function connect(cmd) {
     });
   }
   if (cmd.elicitation) {
-    client.setRequestHandler(ElicitRequestSchema, async (req) => {
-      events.elicitation.push({ at: now(), params: req.params });
+    client.setRequestHandler(ElicitRequestSchema, async (req, extra) => {
+      events.elicitation.push({ at: now(), params: req.params, requestId: extra?.requestId ?? null });
       const mode = req.params.mode ?? "form";
       const answer = { action: cmd.elicitation.action };
       if (cmd.elicitation.action === "accept" && mode === "form") {
@@ -77,8 +79,8 @@ async function connect(cmd) {
     });
   }
   if (cmd.roots) {
-    client.setRequestHandler(ListRootsRequestSchema, async (req) => {
-      events.roots.push({ at: now(), params: req.params ?? {} });
+    client.setRequestHandler(ListRootsRequestSchema, async (req, extra) => {
+      events.roots.push({ at: now(), params: req.params ?? {}, requestId: extra?.requestId ?? null });
       return { roots: cmd.roots };
     });
   }
