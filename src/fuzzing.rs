@@ -76,10 +76,10 @@ pub fn backend_response(bytes: &[u8]) {
         return;
     };
     let cut = usize::from(*cut % 32) + 1;
-    let read = crate::upstream::http_client::read_whole(wire, cut);
+    let read = crate::http1::codec::read_whole(wire, cut);
     assert_eq!(
         read,
-        crate::upstream::http_client::read_whole(wire, wire.len()),
+        crate::http1::codec::read_whole(wire, wire.len()),
         "read in pieces of {cut} and whole"
     );
     if let Ok((_, body, _)) = read {

@@ -18,7 +18,7 @@ pub(crate) mod fast_map;
 pub mod front;
 #[doc(hidden)]
 pub mod fuzzing;
-pub(crate) mod header_text;
+pub(crate) mod http1;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mirror;

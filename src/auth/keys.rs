@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::config::OAuthSettings;
-use crate::upstream::http_client::{Client, Target};
+use crate::http1::client::{Client, Target};
 
 /// An unknown key id fetches the keys again at most this often.
 const MIN_REFETCH: Duration = Duration::from_secs(5);

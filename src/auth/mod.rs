@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 
 use crate::config::{AuthSettings, NamespaceConfig, OAuthSettings, Secret};
 use crate::fast_map::FastMap;
+use crate::http1::client::Client;
 use crate::upstream::AccessToken;
-use crate::upstream::http_client::Client;
 use crate::vocab::Principal;
 
 pub(crate) use metadata::WELL_KNOWN;

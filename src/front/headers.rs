@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 
-pub(super) use crate::header_text::visible_str;
+pub(super) use crate::http1::header_text::visible_str;
 
 /// Lookups by name; a name matches whatever its case in the request.
 pub(crate) trait HeaderLookup {

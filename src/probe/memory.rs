@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use http::{Method, Uri};
 
-use crate::upstream::http_client::{Client, Target};
+use crate::http1::client::{Client, Target};
 
 pub(super) enum Memory {
     Tree(u32),

@@ -9,9 +9,9 @@ use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use serde_json::{Value, json};
 
+use crate::http1::client::{Client, Response, Target};
 use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
 use crate::upstream::event_stream;
-use crate::upstream::http_client::{Client, Response, Target};
 
 /// One exchange's deadline: a server that accepts and never answers costs
 /// this much, not the probe's whole run.

@@ -13,7 +13,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracerProvider};
 
 use crate::config::TracingSettings;
-use crate::upstream::http_client::{Client, Target};
+use crate::http1::client::{Client, Target};
 
 /// How long one export may take, retries included.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -58,7 +58,7 @@ impl UpstreamError {
         Self::new(b, ErrorKind::Unavailable(why.into()))
     }
     /// A transport failure (never naming the URL: see `SendError`).
-    pub(super) fn from_http(b: &BackendName, e: super::http_client::SendError) -> Self {
+    pub(super) fn from_http(b: &BackendName, e: crate::http1::client::SendError) -> Self {
         Self::unavailable(b, e.to_string())
     }
     pub(super) fn at_capacity(b: &BackendName, max: usize) -> Self {

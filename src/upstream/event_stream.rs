@@ -9,7 +9,7 @@ const MAX_EVENT: usize = 64 * 1024 * 1024;
 
 /// A response body as events, with errors that never name the URL.
 pub(crate) fn of_response(
-    resp: super::http_client::Response,
+    resp: crate::http1::client::Response,
 ) -> impl Stream<Item = Result<Event, EventError>> {
     events(Box::pin(resp.bytes_stream()))
 }

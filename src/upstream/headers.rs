@@ -16,9 +16,9 @@ use tokio::sync::{OnceCell, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::http_client::{Client, Target};
 use crate::config::{ClientCredentials, Secret};
 use crate::fast_map::FastMap;
+use crate::http1::client::{Client, Target};
 use crate::vocab::BackendName;
 
 /// One token request, answer included, takes at most this long.

@@ -24,10 +24,10 @@ use tokio_util::sync::CancellationToken;
 use super::conn::{Conn, Frame, Writes};
 use super::deadline::Deadline;
 use super::event_stream;
-use super::http_client::{self, RequestBuilder, Response};
 use super::link::{self, EndReason, Link, SharedSession};
 use super::meta;
 use super::{InitInfo, LinkCtx, Notice, UpstreamError};
+use crate::http1::client::{self as http_client, RequestBuilder, Response};
 use crate::jsonrpc::{self, Message, Outcome};
 use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
 

@@ -15,9 +15,9 @@ use super::conn::{Conn, Frame, Writes};
 use super::deadline::Deadline;
 use super::event_stream;
 use super::http::HttpSpec;
-use super::http_client::Target;
 use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
+use crate::http1::client::Target;
 use crate::workers::Handoff;
 
 const WRITE_QUEUE: usize = 1024;

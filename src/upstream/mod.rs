@@ -14,7 +14,6 @@ pub(crate) mod event_stream;
 pub(crate) mod events;
 mod headers;
 mod http;
-pub(crate) mod http_client;
 mod legacy_sse;
 mod link;
 pub(crate) mod meta;
@@ -1279,8 +1278,8 @@ fn http_spec(
     }
     // No redirects are followed: one would carry the configured secret
     // headers to wherever the backend points (a 3xx is an error, not a hop).
-    let client = http_client::Client::new().map_err(|e| format!("http client: {e}"))?;
-    let target = http_client::Target::new(&uri).map_err(|e| format!("bad url: {e}"))?;
+    let client = crate::http1::client::Client::new().map_err(|e| format!("http client: {e}"))?;
+    let target = crate::http1::client::Target::new(&uri).map_err(|e| format!("bad url: {e}"))?;
     Ok(http::HttpSpec {
         url,
         target,

@@ -3,7 +3,7 @@
 //! its response read by the task that makes it (the call's own task, then
 //! whoever reads the body), straight off the socket into the connection's
 //! one read buffer; an idle connection is read by no one and is checked
-//! when it is taken. The wire format is `h1`'s.
+//! when it is taken. The wire format is `codec`'s.
 //!
 //! Not reqwest: its per-request URL handling (a parse for its redirect
 //! policy, another for the URI, IDNA included) was a sixth of the gateway's
@@ -15,10 +15,7 @@
 //! most of the rest of the client's cost (bench/analysis.md). What a
 //! backend needs is one request, one response, in order.
 
-mod h1;
-
-#[doc(hidden)]
-pub(crate) use h1::read_whole;
+use super::codec as h1;
 
 use std::future::poll_fn;
 use std::io::IoSlice;

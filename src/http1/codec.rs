@@ -176,7 +176,7 @@ impl Headers {
 
     /// The first value of `name`, if it is visible ASCII.
     pub(crate) fn get_str(&self, name: &HeaderName) -> Option<&str> {
-        crate::header_text::visible_str(self.all(name.as_str()).next()?)
+        crate::http1::header_text::visible_str(self.all(name.as_str()).next()?)
     }
 
     /// Every value of `name` (lower case), in order.

@@ -1,0 +1,10 @@
+//! HTTP/1.1 as the gateway speaks it itself: the wire format, with no I/O
+//! of its own (`codec`: a response head and its body's framing, limits
+//! included), and the client that backends, the OAuth issuer and the OTLP
+//! collector are reached with (`client`), beside it so that no caller
+//! reaches into `upstream` for it; a header value as text (`header_text`).
+//! It imports nothing above the runtime's own utilities.
+
+pub(crate) mod client;
+pub(crate) mod codec;
+pub(crate) mod header_text;
