@@ -1,10 +1,12 @@
 //! sluice: an MCP gateway that owns every session it touches.
 //!
-//! Data flows one way:
-//! `front` (HTTP, era, auth) -> `sessions` (bounded table) -> `router`
-//! (namespaces, names, merging) -> `upstream` (backends and their sessions).
-//! `config`, `metrics` and `cli` sit beside them; `app` wires them together
-//! and `reload` applies a new config to them while they run.
+//! A request flows `front` (HTTP, era, auth) -> `sessions` (bounded table)
+//! -> `router` (namespaces, names, merging) -> `upstream` (backends and
+//! their sessions). The modules are built in layers, bottom to top: the
+//! vocabulary and runtime utilities, the protocol, HTTP/1.1, config,
+//! metrics, traces, sessions, upstream, then what uses backends (cluster,
+//! router, auth), the front and the probe, reload, and the wiring (`app`,
+//! `cli`). `tests/layers.rs` holds the order; docs/architecture.md draws it.
 
 pub mod app;
 pub(crate) mod auth;
@@ -24,7 +26,6 @@ pub mod metrics;
 pub mod mirror;
 pub mod probe;
 pub mod protocol;
-mod random;
 pub(crate) mod raw_io;
 pub(crate) mod reload;
 pub mod router;

@@ -111,3 +111,55 @@ fn the_systemd_unit_verifies() {
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("sluice.service"), "warnings: {stderr}");
 }
+
+/// docs/architecture.md names every source file: `src/x.rs` (or `x.rs`)
+/// for a file at the top, and a file of a module on the line that names
+/// the module's folder (`src/front/` ... `conn/feed.rs`), so that moving
+/// code without moving its line fails here.
+#[test]
+fn every_source_file_is_in_the_architecture() {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "tests") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
+                out.push(path);
+            }
+        }
+    }
+    let text = doc("architecture.md");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    let mut missing = Vec::new();
+    for file in files {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let named = match rel.split_once('/') {
+            None => text.contains(&format!("`src/{rel}`")) || text.contains(&format!("`{rel}`")),
+            Some((dir, inner)) => {
+                let folder = format!("`src/{dir}/`");
+                text.contains(&format!("`src/{rel}`"))
+                    || text
+                        .lines()
+                        .any(|line| line.contains(&folder) && line.contains(&format!("`{inner}`")))
+            }
+        };
+        if !named {
+            missing.push(rel);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md does not name: {missing:?}"
+    );
+}

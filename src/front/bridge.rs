@@ -74,7 +74,7 @@ impl Bridge {
         if parked.len() >= MAX_PARKED {
             return Err(running);
         }
-        let token = format!("{STATE_PREFIX}{}", crate::random::hex(16));
+        let token = format!("{STATE_PREFIX}{}", crate::vocab::random::hex(16));
         parked.insert(
             token.clone(),
             Parked {

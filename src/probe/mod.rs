@@ -148,7 +148,7 @@ impl Probe {
 
     /// An id the server never issued (a client from before a restart).
     async fn unknown_id(&self, report: &mut Report) {
-        let id = crate::random::hex(16);
+        let id = crate::vocab::random::hex(16);
         let (verdict, evidence) = match self.peer.post(Some(&id), &[], &list(3)).await {
             Ok(a) => unknown_verdict("a never-issued id", a.status, a.error_code()),
             Err(e) => (Verdict::Inconclusive, format!("no answer: {e}")),

@@ -92,7 +92,7 @@ impl Rounds {
             if let Some(capability) = caller.caps().missing_for(&method, params) {
                 return Err(refuse(&format!("it did not declare {capability}")));
             }
-            let token = crate::random::hex(16);
+            let token = crate::vocab::random::hex(16);
             let (tx, rx) = oneshot::channel();
             {
                 let mut waiting = self.waiting.lock();

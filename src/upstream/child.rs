@@ -6,8 +6,17 @@ use std::time::Duration;
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use super::stdio::StdioSpec;
 use crate::vocab::BackendName;
+
+/// What to run: a backend's command, and the environment it is given.
+#[derive(Debug)]
+pub(super) struct StdioSpec {
+    pub(super) command: String,
+    pub(super) args: Vec<String>,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) inherit: crate::config::Inherit,
+    pub(super) cwd: Option<std::path::PathBuf>,
+}
 
 pub(super) struct Spawned {
     pub(super) child: Child,

@@ -603,7 +603,7 @@ impl Conn {
                             "too many server requests awaiting answers",
                         )),
                         None => {
-                            let token = crate::random::hex(16);
+                            let token = crate::vocab::random::hex(16);
                             st.server_requests.insert(
                                 token.clone(),
                                 ServerRequest {
@@ -642,7 +642,7 @@ impl Conn {
                 }
                 Some((origin, Some(to))) if st.server_requests.len() < MAX_SERVER_REQUESTS => {
                     // Unguessable: an id is the capability to answer.
-                    let token = crate::random::hex(16);
+                    let token = crate::vocab::random::hex(16);
                     let event = Event::Request {
                         id: format!("sluice:{}:{token}", self.backend),
                         method: r.method.clone(),
@@ -810,7 +810,7 @@ impl Conn {
 fn first_id(writes: Writes) -> u64 {
     match writes {
         Writes::Tracked => 1,
-        Writes::Untracked => 1 + crate::random::below_pow2(47),
+        Writes::Untracked => 1 + crate::vocab::random::below_pow2(47),
     }
 }
 

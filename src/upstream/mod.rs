@@ -322,7 +322,7 @@ struct LinkCtx {
 }
 
 enum TransportSpec {
-    Stdio(stdio::StdioSpec),
+    Stdio(child::StdioSpec),
     Http(Arc<http::HttpSpec>),
     Sse(Arc<http::HttpSpec>),
 }
@@ -1227,7 +1227,7 @@ fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {
             env,
             inherit,
             cwd,
-        } => TransportSpec::Stdio(stdio::StdioSpec {
+        } => TransportSpec::Stdio(child::StdioSpec {
             command: command.clone(),
             args: args.clone(),
             env: env.clone(),

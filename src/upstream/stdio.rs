@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 
-use super::child::{self, Spawned};
+use super::child::{self, Spawned, StdioSpec};
 use super::conn::{Conn, Frame, Writes};
 use super::link::{self, Link};
 use super::{LinkCtx, UpstreamError};
@@ -24,15 +24,6 @@ const WRITE_QUEUE: usize = 1024;
 /// Queued lines are written together up to this many bytes: one syscall
 /// for a burst.
 const WRITE_BATCH: usize = 64 * 1024;
-
-#[derive(Debug)]
-pub(super) struct StdioSpec {
-    pub(super) command: String,
-    pub(super) args: Vec<String>,
-    pub(super) env: Vec<(String, String)>,
-    pub(super) inherit: crate::config::Inherit,
-    pub(super) cwd: Option<std::path::PathBuf>,
-}
 
 /// Starts a child and runs the MCP handshake with it.
 pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, UpstreamError> {

@@ -12,7 +12,7 @@ pub struct SessionId(Arc<str>);
 
 impl SessionId {
     pub fn random() -> SessionId {
-        SessionId(crate::random::hex(24).into())
+        SessionId(super::random::hex(24).into())
     }
 
     /// The id a client presented; only looked up, never trusted.

@@ -6,6 +6,7 @@
 mod ids;
 mod keys;
 mod names;
+pub(crate) mod random;
 
 pub use ids::{ClientKey, ClientSession, Principal, SessionId};
 pub use keys::{KeyError, decode_keys, generate_key};
