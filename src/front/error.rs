@@ -228,6 +228,30 @@ const UNSUPPORTED_VERSION: i64 = -32022;
 /// 2026-07-28's HeaderMismatchError.
 const HEADER_MISMATCH: i64 = -32020;
 
+impl Reject {
+    /// The refusal of one request inside a batch, as its line in the
+    /// batch's reply (the reply itself is 200): the error a refused POST's
+    /// body carries, under the request's id, with `retryAfter` (seconds)
+    /// in its data where a refused POST would have `Retry-After`.
+    pub(super) fn batch_line(&self, id: &serde_json::value::RawValue) -> String {
+        let (_, code, message) = self.parts();
+        let data = match self {
+            Reject::RateLimited(wait) => Some(json!({ "retryAfter": retry_after_secs(*wait) })),
+            _ => None,
+        };
+        jsonrpc::response(
+            id,
+            &jsonrpc::Outcome::Error(jsonrpc::error_object(code, &message, data)),
+        )
+    }
+}
+
+/// A wait in whole seconds, rounded up (a client that waits that long is
+/// let in), and at least one.
+fn retry_after_secs(wait: std::time::Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
+}
+
 impl IntoResponse for Reject {
     fn into_response(self) -> Response {
         let (status, code, message) = self.parts();
@@ -266,9 +290,10 @@ impl IntoResponse for Reject {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             Reject::RateLimited(wait) => {
-                // Whole seconds, rounded up: a client that waits that long is let in.
-                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+                headers.insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(retry_after_secs(wait)),
+                );
             }
             // The unread body is still on the wire: this connection is done.
             Reject::PayloadTooLarge(_) | Reject::BodyTimeout => {

@@ -110,7 +110,7 @@ pub(super) async fn handle(
                 active: None,
                 era: Era::Modern,
                 caps: client_caps(&fields),
-                _admitted: admitted,
+                admitted,
                 trace: front.traces.parent(|name| headers.get_str(name)),
                 token,
             };

@@ -42,7 +42,7 @@ pub(super) struct Ctx {
     /// A 2026-07-28 request's `clientCapabilities` (sessions keep their own).
     pub(super) caps: crate::protocol::ClientCaps,
     /// Counts against the principal's `[limits]` while the request runs.
-    pub(super) _admitted: super::limits::Admitted,
+    pub(super) admitted: super::limits::Admitted,
     /// The trace context the HTTP request came with (None: tracing off).
     pub(super) trace: Option<traces::Parent>,
     /// The request's verified OAuth token (None: a static token or none).
