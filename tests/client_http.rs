@@ -213,3 +213,46 @@ async fn a_chunked_body_past_the_limit_is_refused() {
     let mut d = KeepAlive::connect(&gw.base);
     assert_eq!(echoed(&d.response_to(&wire)), "y".repeat(600));
 }
+
+/// The bearer scheme is case-insensitive (RFC 9110 section 11.1) on
+/// `/mcp`, `/metrics` and `/status` alike. Before, `bearer` was refused
+/// by the operator endpoints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_is_read_in_any_case_everywhere() {
+    let toml = format!(
+        "[auth]\nbearer_tokens_env = \"T\"\n[metrics]\ntoken_env = \"MTOKEN\"\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_with_env(&toml, &[("T", "client-token"), ("MTOKEN", "scrape-me")]);
+    let client = reqwest::Client::new();
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let r = client
+            .post(gw.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .header("authorization", format!("{scheme} client-token"))
+            .body(init_request(1).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "/mcp with {scheme}");
+        for path in ["/metrics", "/status"] {
+            let get = |token: &str| {
+                client
+                    .get(gw.url(path))
+                    .header("authorization", format!("{scheme} {token}"))
+                    .send()
+            };
+            assert_eq!(
+                get("scrape-me").await.unwrap().status(),
+                200,
+                "{path} with {scheme}"
+            );
+            assert_eq!(
+                get("wrong").await.unwrap().status(),
+                401,
+                "{path} with {scheme}"
+            );
+        }
+    }
+}

@@ -254,7 +254,7 @@ impl Front {
         let presented = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(crate::auth::bearer);
         match presented {
             Some(p) if token.matches(p) => Ok(()),
             _ => Err(Reject::Unauthorized(HeaderValue::from_static("Bearer"))),
