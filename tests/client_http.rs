@@ -214,6 +214,78 @@ async fn a_chunked_body_past_the_limit_is_refused() {
     assert_eq!(echoed(&d.response_to(&wire)), "y".repeat(600));
 }
 
+/// A request with these header lines (no Host unless they have one) and
+/// body, read by the gateway's own HTTP/1.1 (a body with its length) and
+/// by hyper (the same body chunked).
+fn both_readers(target: &str, lines: &str, body: &str) -> [String; 2] {
+    [
+        format!(
+            "POST {target} HTTP/1.1\r\n{lines}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        format!(
+            "POST {target} HTTP/1.1\r\n{lines}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        ),
+    ]
+}
+
+/// RFC 9112 section 3.2: an HTTP/1.1 request without Host is answered 400
+/// on every endpoint, by either reader; with Host the same requests are
+/// not. HTTP/1.0 has no Host to require, and is served without one.
+/// Before, every one of them was served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_1_1_request_without_host_is_refused_everywhere() {
+    let (gw, sid) = gateway().await;
+    for (method, path, more) in [
+        ("GET", "/healthz", ""),
+        ("GET", "/readyz", ""),
+        ("GET", "/metrics", ""),
+        ("GET", "/status", ""),
+        ("GET", "/.well-known/oauth-protected-resource", ""),
+        ("GET", "/mcp", "Mcp-Session-Id: gone\r\n"),
+        ("DELETE", "/mcp", "Mcp-Session-Id: gone\r\n"),
+        ("GET", "/ns/default/mcp", "Mcp-Session-Id: gone\r\n"),
+    ] {
+        let get = |host: &str| {
+            raw_http(
+                &gw.base,
+                &format!("{method} {path} HTTP/1.1\r\n{host}{more}Connection: close\r\n\r\n"),
+            )
+        };
+        let (with, _) = get("Host: 127.0.0.1\r\n");
+        assert_ne!(with, 400, "{method} {path} with Host");
+        let (without, text) = get("");
+        assert_eq!(without, 400, "{method} {path} without Host: {text}");
+    }
+    let lines = format!(
+        "Content-Type: application/json\r\nAccept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {sid}\r\n"
+    );
+    for wire in both_readers("/mcp", &lines, &echo(1, "no host")) {
+        let r = KeepAlive::connect(&gw.base).response_to(&wire);
+        assert_eq!(r.status, 400, "{}", r.text());
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("Host"),
+            "{v}"
+        );
+        let with_host = wire.replacen("\r\n", "\r\nHost: 127.0.0.1\r\n", 1);
+        let r = KeepAlive::connect(&gw.base).response_to(&with_host);
+        assert_eq!(echoed(&r), "no host");
+    }
+    let (status, _) = raw_http(&gw.base, "GET /healthz HTTP/1.0\r\n\r\n");
+    assert_eq!(status, 200, "HTTP/1.0 without Host");
+    let wire = format!(
+        "POST /mcp HTTP/1.0\r\n{lines}Content-Length: {}\r\n\r\n{}",
+        echo(2, "old").len(),
+        echo(2, "old")
+    );
+    assert_eq!(
+        echoed(&KeepAlive::connect(&gw.base).response_to(&wire)),
+        "old"
+    );
+}
+
 /// The bearer scheme is case-insensitive (RFC 9110 section 11.1) on
 /// `/mcp`, `/metrics` and `/status` alike. Before, `bearer` was refused
 /// by the operator endpoints.

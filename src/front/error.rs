@@ -34,6 +34,8 @@ pub enum Reject {
     ForbiddenHost,
     /// Host missing its form, repeated, or disagreeing with the target.
     BadHost,
+    /// An HTTP/1.1 request without Host.
+    MissingHost,
     NotAcceptable(&'static str),
     UnsupportedMediaType,
     PayloadTooLarge(usize),
@@ -100,6 +102,11 @@ impl Reject {
                 StatusCode::BAD_REQUEST,
                 jsonrpc::TRANSPORT_ERROR,
                 "Bad Request: invalid Host header".into(),
+            ),
+            MissingHost => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::TRANSPORT_ERROR,
+                "Bad Request: an HTTP/1.1 request needs a Host header".into(),
             ),
             NotAcceptable(what) => (
                 StatusCode::NOT_ACCEPTABLE,

@@ -579,7 +579,16 @@ mod tests {
         assert!(run <= 2 * 1024 + 256, "reply::run: {run} bytes");
         // What a connection holds while a POST runs (`front::conn`).
         let post = future_size(|| {
-            super::super::Edge::post_mcp(todo!(), todo!(), todo!(), todo!(), todo!(), todo!())
+            let edge = super::super::Edge::post_mcp;
+            edge(
+                todo!(),
+                todo!(),
+                todo!(),
+                todo!(),
+                todo!(),
+                todo!(),
+                todo!(),
+            )
         });
         assert!(post <= 2 * 1024, "Edge::post_mcp: {post} bytes");
     }
