@@ -286,6 +286,69 @@ async fn an_http_1_1_request_without_host_is_refused_everywhere() {
     );
 }
 
+/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` sent twice are
+/// refused (400, -32020, the request's id) by either reader, whether the
+/// two agree or not: a router in front that reads one of them must not
+/// see another value than the gateway checked. Joined in one header they
+/// were refused already (they disagree with the body). Before, only the
+/// first was checked and the request was served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirrored_headers_sent_twice_are_refused_by_either_reader() {
+    let (gw, sid) = gateway().await;
+    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+        "name":"demo__add","arguments":{"a":1,"b":2},
+        "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":{}}}})
+    .to_string();
+    let base =
+        format!("Host: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: {ACCEPT_BOTH}\r\n");
+    let version = "MCP-Protocol-Version: 2026-07-28\r\n";
+    let method = "Mcp-Method: tools/call\r\n";
+    let name = "Mcp-Name: demo__add\r\n";
+    let served = format!("{base}{version}{method}{name}");
+    for wire in both_readers("/mcp", &served, &call) {
+        let r = KeepAlive::connect(&gw.base).response_to(&wire);
+        assert_eq!(echoed(&r), "3", "the request as it should be");
+    }
+    for (case, lines) in [
+        ("Mcp-Name", format!("{served}Mcp-Name: demo__echo\r\n")),
+        ("Mcp-Name", format!("{served}mcp-name: demo__add\r\n")),
+        (
+            "Mcp-Method",
+            format!("{base}{version}{method}{method}{name}"),
+        ),
+        (
+            "MCP-Protocol-Version",
+            format!("{base}{version}{method}{version}{name}"),
+        ),
+    ] {
+        for wire in both_readers("/mcp", &lines, &call) {
+            let r = KeepAlive::connect(&gw.base).response_to(&wire);
+            assert_eq!(r.status, 400, "{case}: {}", r.text());
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(v["error"]["code"], -32020, "{case}: {v}");
+            assert_eq!(v["id"], 7, "{case}: {v}");
+            assert!(
+                v["error"]["message"].as_str().unwrap().contains(case),
+                "{v}"
+            );
+        }
+    }
+    // A legacy request too: its version header twice.
+    let lines = format!(
+        "{base}Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-06-18\r\nMCP-Protocol-Version: 2025-06-18\r\n"
+    );
+    for wire in both_readers("/mcp", &lines, &echo(8, "twice")) {
+        let r = KeepAlive::connect(&gw.base).response_to(&wire);
+        assert_eq!(r.status, 400, "{}", r.text());
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["error"]["code"], -32020, "{v}");
+    }
+    // The session was not disturbed.
+    let (status, _) = KeepAlive::connect(&gw.base).post("/mcp", &headers(&sid), &echo(9, "after"));
+    assert_eq!(status, 200);
+}
+
 /// The bearer scheme is case-insensitive (RFC 9110 section 11.1) on
 /// `/mcp`, `/metrics` and `/status` alike. Before, `bearer` was refused
 /// by the operator endpoints.

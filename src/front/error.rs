@@ -48,6 +48,12 @@ pub enum Reject {
     MissingSession,
     SessionNotFound,
     BadProtocolVersion,
+    /// A header that mirrors the body sent more than once (its name); the
+    /// body carries the request's id (null for anything else).
+    RepeatedHeader {
+        id: RawId,
+        name: &'static str,
+    },
     /// A 2026-07-28 header on a notification, response or batch.
     ModernNeedsRequest,
     /// A 2026-07-28-era request refused; the body carries its id.
@@ -158,6 +164,11 @@ impl Reject {
                 StatusCode::BAD_REQUEST,
                 jsonrpc::TRANSPORT_ERROR,
                 "Bad Request: Unsupported protocol version".into(),
+            ),
+            RepeatedHeader { name, .. } => (
+                StatusCode::BAD_REQUEST,
+                HEADER_MISMATCH,
+                format!("Header mismatch: {name} was sent more than once"),
             ),
             ModernNeedsRequest => (
                 StatusCode::BAD_REQUEST,
@@ -273,6 +284,7 @@ impl IntoResponse for Reject {
                 };
                 (Some(&**id), data)
             }
+            Reject::RepeatedHeader { id, .. } => (Some(&**id), None),
             _ => (None, None),
         };
         let null = jsonrpc::raw_null();

@@ -70,6 +70,10 @@ async fn handle(
     // runs) needs a new buffer. The message holds copies.
     drop(bytes);
 
+    if let Some(name) = headers.repeated_mirror() {
+        let id = request_id(&message);
+        return Err(Reject::RepeatedHeader { id, name });
+    }
     // Modern by its body's `_meta`, or by its header even when the body
     // lacks the `_meta` (then it is refused as the modern request it is).
     let header = checks::protocol_version(headers)?.map(Revision::of);
@@ -101,10 +105,7 @@ async fn handle(
         Some(Revision::Modern) => return Err(Reject::ModernNeedsRequest),
         // A revision nobody speaks: the answer lists the ones we do.
         Some(Revision::Unknown(requested)) => {
-            let id = match &message {
-                RpcBody::Single(Message::Request(r)) => r.id.clone(),
-                _ => jsonrpc::raw_null(),
-            };
+            let id = request_id(&message);
             return Err(Reject::Modern {
                 id,
                 error: ModernError::UnsupportedVersion(requested),
@@ -158,6 +159,15 @@ async fn handle(
                 .await
                 .map(Answer::from)
         }
+    }
+}
+
+/// The id a refusal of the whole POST answers: a single request's, else
+/// null.
+fn request_id(message: &RpcBody) -> jsonrpc::RawId {
+    match message {
+        RpcBody::Single(Message::Request(r)) => r.id.clone(),
+        _ => jsonrpc::raw_null(),
     }
 }
 
