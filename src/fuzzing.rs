@@ -6,8 +6,8 @@
 use futures_util::{FutureExt, StreamExt};
 
 /// A client's POST body: the JSON-RPC envelope, batches included.
-/// The one-pass reading of an envelope (and of a call's `name`) must agree
-/// with serde's on every input.
+/// The one-pass reading of an envelope (and of a call's `name`, and of a
+/// key repeated in its params) must agree with serde's on every input.
 pub fn envelope(bytes: &[u8]) {
     use crate::jsonrpc::Message;
     let _ = Message::parse_body(bytes, crate::fuzzing::MAX_BATCH);
@@ -24,6 +24,13 @@ pub fn envelope(bytes: &[u8]) {
             crate::router::peek_string_with_serde(params, "name"),
             "`name` read two ways"
         );
+        if let Some(p) = params {
+            assert_eq!(
+                crate::jsonrpc::repeated_key(p),
+                crate::jsonrpc::repeated_key_with_serde(p),
+                "a key repeated in params read two ways"
+            );
+        }
     }
 }
 

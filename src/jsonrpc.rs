@@ -11,8 +11,10 @@ use serde_json::value::RawValue;
 
 mod needle;
 mod object;
+mod repeated;
 pub(crate) use needle::Needle;
 pub(crate) use object::{Value, members};
+pub(crate) use repeated::{repeated_key, repeated_key_with_serde};
 
 /// A JSON-RPC id exactly as the peer wrote it (number or string).
 pub type RawId = Box<RawValue>;
@@ -276,11 +278,29 @@ impl Message {
             }
             let msgs = raws
                 .iter()
-                .map(|r| Message::parse(r.get().as_bytes()))
+                .map(|r| Message::parse_client(r.get().as_bytes()))
                 .collect();
             Ok(Body::Batch(msgs))
         } else {
-            Ok(Body::Single(Message::parse(bytes)?))
+            Ok(Body::Single(Message::parse_client(bytes)?))
+        }
+    }
+
+    /// A client's message: as `parse`, and a key repeated inside its
+    /// params where the gateway reads it (`repeated`) is refused as a
+    /// repeated top-level key is.
+    fn parse_client(bytes: &[u8]) -> Result<Message, ParseError> {
+        let message = Message::parse(bytes)?;
+        let params = match &message {
+            Message::Request(r) => r.params.as_deref(),
+            Message::Notification(n) => n.params.as_deref(),
+            Message::Response(_) => None,
+        };
+        match params.and_then(repeated::repeated_key) {
+            None => Ok(message),
+            Some(key) => Err(ParseError::Json(serde::de::Error::custom(format_args!(
+                "duplicate field `{key}` in params"
+            )))),
         }
     }
 }

@@ -405,7 +405,7 @@ impl Metrics {
             &mut registry,
             &mut names,
             "sluice_requests_limited",
-            "Requests refused with 429 by [limits], by reason",
+            "Requests refused by [limits] (POSTs answered 429, a batch's requests past the rate), by reason",
             &limited,
         );
         register(

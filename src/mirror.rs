@@ -123,6 +123,9 @@ pub fn check_params(
 ) -> Result<(), String> {
     for (path, header) in annotations {
         let name = format!("{PARAM_PREFIX}{}", header.to_ascii_lowercase());
+        if headers.get_all(&name).iter().nth(1).is_some() {
+            return Err(format!("Mcp-Param-{header} was sent more than once"));
+        }
         let sent = headers
             .get(&name)
             .map(|v| {

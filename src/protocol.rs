@@ -9,6 +9,9 @@ use http::HeaderName;
 pub(crate) const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 /// Streamable HTTP's protocol version header.
 pub(crate) const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// 2026-07-28's headers mirroring the body's method and the name it acts on.
+pub(crate) const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+pub(crate) const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 
 /// A legacy (initialize-based) protocol revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -219,3 +219,73 @@ async fn initialize_negotiates_versions() {
         assert_eq!(r.json()["result"]["serverInfo"]["name"], "sluice");
     }
 }
+
+/// A key repeated inside `params` where the gateway reads it (`name`,
+/// `_meta`'s keys, `ref`'s) is refused as a repeated top-level key is:
+/// 400 with the same code, and nothing called, so an inspector that reads
+/// the first `name` never sees another tool than the one the gateway
+/// calls. In a batch it is that item's error, and the others are served.
+/// Before, the last `name` was called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_repeated_in_params_is_refused_like_a_repeated_top_level_key() {
+    let gw = Gateway::start(&demo_backend("demo"));
+    let http = Http::new(gw.url("/mcp"));
+    let mut init = init_request(1);
+    init["params"]["protocolVersion"] = json!("2025-03-26");
+    let sid = http.post(None, &init).await.session_id().unwrap();
+
+    let top = http
+        .post_bytes(
+            &sid,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/call","params":{"name":"demo__counter","arguments":{}}}"#.into(),
+        )
+        .await;
+    assert_eq!(top.status, 400, "{}", top.body);
+    let code = top.json()["error"]["code"].clone();
+    assert_eq!(code, -32700);
+    for (case, body) in [
+        (
+            "name",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":"x"},"name":"demo__counter"}}"#,
+        ),
+        (
+            "name, spelled with an escape",
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":"x"},"na\u006de":"demo__counter"}}"#,
+        ),
+        (
+            "_meta.progressToken",
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"demo__counter","arguments":{},"_meta":{"progressToken":1,"progressToken":2}}}"#,
+        ),
+        (
+            "ref.name",
+            r#"{"jsonrpc":"2.0","id":5,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"demo__greeting","name":"demo__other"},"argument":{"name":"n","value":""}}}"#,
+        ),
+    ] {
+        let r = http.post_bytes(&sid, body.into()).await;
+        assert_eq!(r.status, 400, "{case}: {}", r.body);
+        assert_eq!(r.json()["error"]["code"], code, "{case}: {}", r.body);
+        assert!(r.body.contains("duplicate field"), "{case}: {}", r.body);
+    }
+
+    let batch = r#"[{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":"x"},"name":"demo__counter"}},
+        {"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":"served"}}}]"#;
+    let r = http.post_bytes(&sid, batch.into()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let lines = r.json();
+    let lines = lines.as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{}", r.body);
+    let refused = lines.iter().find(|l| l["id"].is_null()).unwrap();
+    assert_eq!(refused["error"]["code"], code);
+    let served = lines.iter().find(|l| l["id"] == 11).unwrap();
+    assert_eq!(text_of(served), "served");
+
+    // None of the refused calls reached the counter.
+    let r = http
+        .post(
+            Some(&sid),
+            &json!({"jsonrpc":"2.0","id":20,"method":"tools/call",
+                "params":{"name":"demo__counter","arguments":{}}}),
+        )
+        .await;
+    assert_eq!(text_of(&r.json()), "1");
+}

@@ -216,3 +216,181 @@ async fn a_chunked_body_past_the_limit_is_refused() {
     let mut d = KeepAlive::connect(&gw.base);
     assert_eq!(echoed(&d.response_to(&wire)), "y".repeat(600));
 }
+
+/// A request with these header lines (no Host unless they have one) and
+/// body, read by the gateway's own HTTP/1.1 (a body with its length) and
+/// by hyper (the same body chunked).
+fn both_readers(target: &str, lines: &str, body: &str) -> [String; 2] {
+    [
+        format!(
+            "POST {target} HTTP/1.1\r\n{lines}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        format!(
+            "POST {target} HTTP/1.1\r\n{lines}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        ),
+    ]
+}
+
+/// RFC 9112 section 3.2: an HTTP/1.1 request without Host is answered 400
+/// on every endpoint, by either reader; with Host the same requests are
+/// not. HTTP/1.0 has no Host to require, and is served without one.
+/// Before, every one of them was served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_1_1_request_without_host_is_refused_everywhere() {
+    let (gw, sid) = gateway().await;
+    for (method, path, more) in [
+        ("GET", "/healthz", ""),
+        ("GET", "/readyz", ""),
+        ("GET", "/metrics", ""),
+        ("GET", "/status", ""),
+        ("GET", "/.well-known/oauth-protected-resource", ""),
+        ("GET", "/mcp", "Mcp-Session-Id: gone\r\n"),
+        ("DELETE", "/mcp", "Mcp-Session-Id: gone\r\n"),
+        ("GET", "/ns/default/mcp", "Mcp-Session-Id: gone\r\n"),
+    ] {
+        let get = |host: &str| {
+            raw_http(
+                &gw.base,
+                &format!("{method} {path} HTTP/1.1\r\n{host}{more}Connection: close\r\n\r\n"),
+            )
+        };
+        let (with, _) = get("Host: 127.0.0.1\r\n");
+        assert_ne!(with, 400, "{method} {path} with Host");
+        let (without, text) = get("");
+        assert_eq!(without, 400, "{method} {path} without Host: {text}");
+    }
+    let lines = format!(
+        "Content-Type: application/json\r\nAccept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {sid}\r\n"
+    );
+    for wire in both_readers("/mcp", &lines, &echo(1, "no host")) {
+        let r = KeepAlive::connect(&gw.base).response_to(&wire);
+        assert_eq!(r.status, 400, "{}", r.text());
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("Host"),
+            "{v}"
+        );
+        let with_host = wire.replacen("\r\n", "\r\nHost: 127.0.0.1\r\n", 1);
+        let r = KeepAlive::connect(&gw.base).response_to(&with_host);
+        assert_eq!(echoed(&r), "no host");
+    }
+    let (status, _) = raw_http(&gw.base, "GET /healthz HTTP/1.0\r\n\r\n");
+    assert_eq!(status, 200, "HTTP/1.0 without Host");
+    let wire = format!(
+        "POST /mcp HTTP/1.0\r\n{lines}Content-Length: {}\r\n\r\n{}",
+        echo(2, "old").len(),
+        echo(2, "old")
+    );
+    assert_eq!(
+        echoed(&KeepAlive::connect(&gw.base).response_to(&wire)),
+        "old"
+    );
+}
+
+/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` sent twice are
+/// refused (400, -32020, the request's id) by either reader, whether the
+/// two agree or not: a router in front that reads one of them must not
+/// see another value than the gateway checked. Joined in one header they
+/// were refused already (they disagree with the body). Before, only the
+/// first was checked and the request was served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirrored_headers_sent_twice_are_refused_by_either_reader() {
+    let (gw, sid) = gateway().await;
+    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+        "name":"demo__add","arguments":{"a":1,"b":2},
+        "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":{}}}})
+    .to_string();
+    let base =
+        format!("Host: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: {ACCEPT_BOTH}\r\n");
+    let version = "MCP-Protocol-Version: 2026-07-28\r\n";
+    let method = "Mcp-Method: tools/call\r\n";
+    let name = "Mcp-Name: demo__add\r\n";
+    let served = format!("{base}{version}{method}{name}");
+    for wire in both_readers("/mcp", &served, &call) {
+        let r = KeepAlive::connect(&gw.base).response_to(&wire);
+        assert_eq!(echoed(&r), "3", "the request as it should be");
+    }
+    for (case, lines) in [
+        ("Mcp-Name", format!("{served}Mcp-Name: demo__echo\r\n")),
+        ("Mcp-Name", format!("{served}mcp-name: demo__add\r\n")),
+        (
+            "Mcp-Method",
+            format!("{base}{version}{method}{method}{name}"),
+        ),
+        (
+            "MCP-Protocol-Version",
+            format!("{base}{version}{method}{version}{name}"),
+        ),
+    ] {
+        for wire in both_readers("/mcp", &lines, &call) {
+            let r = KeepAlive::connect(&gw.base).response_to(&wire);
+            assert_eq!(r.status, 400, "{case}: {}", r.text());
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(v["error"]["code"], -32020, "{case}: {v}");
+            assert_eq!(v["id"], 7, "{case}: {v}");
+            assert!(
+                v["error"]["message"].as_str().unwrap().contains(case),
+                "{v}"
+            );
+        }
+    }
+    // A legacy request too: its version header twice.
+    let lines = format!(
+        "{base}Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-06-18\r\nMCP-Protocol-Version: 2025-06-18\r\n"
+    );
+    for wire in both_readers("/mcp", &lines, &echo(8, "twice")) {
+        let r = KeepAlive::connect(&gw.base).response_to(&wire);
+        assert_eq!(r.status, 400, "{}", r.text());
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["error"]["code"], -32020, "{v}");
+    }
+    // The session was not disturbed.
+    let (status, _) = KeepAlive::connect(&gw.base).post("/mcp", &headers(&sid), &echo(9, "after"));
+    assert_eq!(status, 200);
+}
+
+/// The bearer scheme is case-insensitive (RFC 9110 section 11.1) on
+/// `/mcp`, `/metrics` and `/status` alike. Before, `bearer` was refused
+/// by the operator endpoints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_is_read_in_any_case_everywhere() {
+    let toml = format!(
+        "[auth]\nbearer_tokens_env = \"T\"\n[metrics]\ntoken_env = \"MTOKEN\"\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_with_env(&toml, &[("T", "client-token"), ("MTOKEN", "scrape-me")]);
+    let client = reqwest::Client::new();
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let r = client
+            .post(gw.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .header("authorization", format!("{scheme} client-token"))
+            .body(init_request(1).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "/mcp with {scheme}");
+        for path in ["/metrics", "/status"] {
+            let get = |token: &str| {
+                client
+                    .get(gw.url(path))
+                    .header("authorization", format!("{scheme} {token}"))
+                    .send()
+            };
+            assert_eq!(
+                get("scrape-me").await.unwrap().status(),
+                200,
+                "{path} with {scheme}"
+            );
+            assert_eq!(
+                get("wrong").await.unwrap().status(),
+                401,
+                "{path} with {scheme}"
+            );
+        }
+    }
+}

@@ -47,7 +47,13 @@ impl As {
     }
 
     async fn initialize(&self) -> String {
-        let r = self.post(None, &init_request(1)).await;
+        self.initialize_as("2025-06-18").await
+    }
+
+    async fn initialize_as(&self, version: &str) -> String {
+        let mut init = init_request(1);
+        init["params"]["protocolVersion"] = json!(version);
+        let r = self.post(None, &init).await;
         assert_eq!(r.status, 200, "{}", r.body);
         r.session_id().unwrap()
     }
@@ -191,6 +197,191 @@ async fn requests_in_flight_are_limited_per_principal() {
         m.get_or_untouched(r#"sluice_requests_limited_total{reason="rate"}"#),
         0.0
     );
+}
+
+fn call(id: u64, tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+        "params":{"name":format!("demo__{tool}"),"arguments":arguments}})
+}
+
+/// The demo backend's counter (one backend session, shared by every
+/// client): how many `counter` calls have run, this one included.
+async fn counter(who: &As, session: &str, id: u64) -> u64 {
+    let r = who
+        .post(Some(session), &call(id, "counter", json!({})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    text_of(&r.json()).parse().unwrap()
+}
+
+/// Each request of a 2025-03-26 batch takes one from the principal's
+/// rate, as if sent alone: a batch of 12 with 4 left of the burst runs 4
+/// (plus what the elapsed seconds refill), and the rest are answered in
+/// the batch's reply with the rate refusal under their own ids, never
+/// run: the backend's counter moved exactly as many times as there are
+/// results. Before, a batch was one request and all 12 ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_of_a_batch_takes_from_the_rate() {
+    let gw = Gateway::start_with_env(
+        &config("requests_per_second = 1\nburst = 5"),
+        &[("TEST_TOKENS", TOKENS)],
+    );
+    let alpha = As::new(&gw, "alpha-token");
+    let beta = As::new(&gw, "beta-token");
+    let a = alpha.initialize_as("2025-03-26").await;
+    let b = beta.initialize().await;
+
+    let started = Instant::now();
+    let batch: Vec<Value> = (1..=12).map(|i| call(i, "counter", json!({}))).collect();
+    let r = alpha.post(Some(&a), &Value::Array(batch)).await;
+    let elapsed = started.elapsed().as_secs();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let lines = r.json();
+    let lines = lines.as_array().unwrap();
+    let mut ids: Vec<u64> = lines.iter().map(|l| l["id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=12).collect::<Vec<_>>(), "one line per request");
+    let ran = lines.iter().filter(|l| l.get("result").is_some()).count() as u64;
+    let refused: Vec<_> = lines.iter().filter(|l| l.get("error").is_some()).collect();
+    for l in &refused {
+        assert_eq!(l["error"]["code"], -32000, "{l}");
+        let message = l["error"]["message"].as_str().unwrap();
+        assert!(message.contains("Too Many Requests"), "{l}");
+        assert!(
+            l["error"]["data"]["retryAfter"].as_u64().unwrap() >= 1,
+            "{l}"
+        );
+    }
+    // 4 left of the burst after initialize, one more per elapsed second.
+    assert!(ran >= 4, "only {ran} ran");
+    assert!(ran <= 4 + elapsed + 1, "{ran} ran within {elapsed} s");
+    assert_eq!(ran + refused.len() as u64, 12);
+    // Beta's call is the only other one: nothing refused ran.
+    assert_eq!(counter(&beta, &b, 100).await, ran + 1);
+    let m = gw.metrics();
+    assert_eq!(
+        m.get(r#"sluice_requests_limited_total{reason="rate"}"#),
+        refused.len() as f64
+    );
+}
+
+/// Under `max_concurrent_requests = 2` a batch of six slow calls runs at
+/// most two at once (the backend never has more of them pending), holds
+/// the principal's two slots while it runs (alpha's next request is
+/// refused, beta's is not), and all six are answered: a batch is paced by
+/// the principal's free slots, not refused for them. Before, all six ran
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_runs_no_more_at_once_than_the_principal_may() {
+    let gw = Gateway::start_with_env(
+        &config("max_concurrent_requests = 2"),
+        &[("TEST_TOKENS", TOKENS)],
+    );
+    let alpha = As::new(&gw, "alpha-token");
+    let beta = As::new(&gw, "beta-token");
+    let a = alpha.initialize_as("2025-03-26").await;
+    let b = beta.initialize().await;
+
+    let batch: Vec<Value> = (1..=6)
+        .map(|i| call(i, "sleep_ms", json!({"ms": 1000})))
+        .collect();
+    let (sender, session) = (alpha.clone(), a.clone());
+    let running =
+        tokio::spawn(async move { sender.post(Some(&session), &Value::Array(batch)).await });
+    let pending = r#"sluice_bounded_entries{map="pending_calls",owner="demo"}"#;
+    let mut most = 0.0f64;
+    let mut refusal = None;
+    while !running.is_finished() {
+        let now = gw.metrics().get(pending);
+        most = most.max(now);
+        if now == 2.0 && refusal.is_none() {
+            // Both slots are the batch's until its reply ends.
+            refusal = Some(alpha.ping(&a, 50).await);
+            assert_eq!(beta.ping(&b, 51).await.status, 200, "beta was refused");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let r = running.await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let lines = r.json();
+    let lines = lines.as_array().unwrap();
+    assert_eq!(lines.len(), 6, "{}", r.body);
+    assert!(
+        lines.iter().all(|l| l.get("result").is_some()),
+        "{}",
+        r.body
+    );
+    assert_eq!(most, 2.0, "calls pending at the backend at once");
+    assert_refusal(&refusal.expect("two calls were never seen pending"));
+    let m = gw.metrics();
+    assert_eq!(
+        m.get(r#"sluice_requests_limited_total{reason="concurrency"}"#),
+        1.0
+    );
+    // Done: the batch's slots are free again.
+    assert_eq!(alpha.ping(&a, 500).await.status, 200);
+}
+
+/// In cluster mode a batch's requests take from the one allowance in
+/// Redis, each as if sent alone: two batches of 8, one through each
+/// replica, with 5 left of a burst of 6 run 5 between them (plus what the
+/// elapsed seconds refill), where counting a batch as one request ran all
+/// 16. On each replica the backend's counter moved exactly as many times
+/// as that batch has results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_takes_from_the_rate_shared_across_replicas() {
+    let redis = Redis::start();
+    let toml = format!(
+        "[server]\nsession_ids = \"sealed\"\n[cluster]\nredis_url = \"{}\"\n{}",
+        redis.url(),
+        config("requests_per_second = 1\nburst = 6")
+    );
+    let key = keygen();
+    let env = [
+        ("TEST_TOKENS", TOKENS),
+        ("SLUICE_SESSION_KEY", key.as_str()),
+    ];
+    let gws = [
+        Gateway::start_with_env(&toml, &env),
+        Gateway::start_with_env(&toml, &env),
+    ];
+    for gw in &gws {
+        wait_until(Duration::from_secs(15), || {
+            gw.metrics().get("sluice_cluster_up") == 1.0
+        });
+    }
+    let alpha = As::new(&gws[0], "alpha-token");
+    let a = alpha.initialize_as("2025-03-26").await;
+    let b = As::new(&gws[0], "beta-token").initialize().await;
+
+    let started = Instant::now();
+    let mut ran = [0u64; 2];
+    for (i, gw) in gws.iter().enumerate() {
+        let batch: Vec<Value> = (1..=8).map(|n| call(n, "counter", json!({}))).collect();
+        let r = As::new(gw, "alpha-token")
+            .post(Some(&a), &Value::Array(batch))
+            .await;
+        if r.status == 429 {
+            assert_refusal(&r);
+            continue;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        let lines = r.json();
+        let lines = lines.as_array().unwrap();
+        assert_eq!(lines.len(), 8, "{}", r.body);
+        ran[i] = lines.iter().filter(|l| l.get("result").is_some()).count() as u64;
+    }
+    let elapsed = started.elapsed().as_secs();
+    let total = ran[0] + ran[1];
+    assert!(total >= 5, "only {total} ran");
+    assert!(
+        total <= 5 + elapsed + 1,
+        "{total} ran within {elapsed} s: not shared"
+    );
+    for (i, gw) in gws.iter().enumerate() {
+        let beta = As::new(gw, "beta-token");
+        assert_eq!(counter(&beta, &b, 100).await, ran[i] + 1, "replica {i}");
+    }
 }
 
 /// A limit that is not a number, or a burst without a rate, is a config error.

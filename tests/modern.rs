@@ -416,7 +416,7 @@ async fn ten_thousand_stateless_initializes_keep_nothing() {
 }
 
 /// `Mcp-Param-*` headers must mirror the arguments that the tool's schema
-/// marks with `x-mcp-header`.
+/// marks with `x-mcp-header`, each sent once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn param_headers_are_checked_against_the_schema() {
     let gw = Gateway::start(&format!(
@@ -442,6 +442,12 @@ async fn param_headers_are_checked_against_the_schema() {
     assert_eq!(r.json()["error"]["code"], -32020);
     let mut right = base.to_vec();
     right.push(("Mcp-Param-Region", "eu-west"));
-    let r = http.post_raw(&right, body).await;
+    let r = http.post_raw(&right, body.clone()).await;
     assert_eq!(text_of(&r.json()), "routed");
+    // Sent twice, it has no one value: refused even when the first agrees.
+    let mut twice = right.clone();
+    twice.push(("mcp-param-region", "us-east"));
+    let r = http.post_raw(&twice, body).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], -32020);
 }

@@ -368,8 +368,8 @@ fn unix_now() -> u64 {
 }
 
 /// The token of an `Authorization: Bearer <token>` value (the scheme in
-/// any case).
-fn bearer(value: &str) -> Option<&str> {
+/// any case, RFC 9110 section 11.1), for every endpoint that takes one.
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)

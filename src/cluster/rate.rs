@@ -11,46 +11,59 @@ use crate::config::Rate;
 
 /// KEYS[1]: the principal's theoretical arrival time (µs). ARGV[1]: the
 /// emission interval (µs between requests at the rate); ARGV[2]: the burst
-/// tolerance (µs). Returns 0 when the request may go, else the µs to wait.
+/// tolerance (µs); ARGV[3]: the requests asked for (a batch's, in order).
+/// Returns how many of them may go (the first ones, as if each had come
+/// alone) and, when not all, the µs until the next would be allowed.
 const GCRA: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local tolerance = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
 if tat < now then tat = now end
-local allow_at = tat - tolerance
-if now < allow_at then
-  return math.floor(allow_at - now)
+local fit = 0
+if now >= tat - tolerance then
+  fit = math.floor((now - tat + tolerance) / interval) + 1
 end
-local next = tat + interval
-redis.call('SET', KEYS[1], string.format('%d', next), 'PX', math.floor((next - now) / 1000) + 1000)
-return 0
+if fit > want then fit = want end
+if fit > 0 then
+  tat = tat + fit * interval
+  redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.floor((tat - now) / 1000) + 1000)
+end
+local wait = 0
+if fit < want then wait = tat - tolerance - now end
+return {fit, wait}
 ";
 
 static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(GCRA));
 
 impl Cluster {
-    /// Takes one request from `principal`'s (a digest) shared allowance:
-    /// Ok, or Err with how long until the next would be allowed. None:
-    /// Redis did not answer (the caller decides alone).
-    pub async fn take_rate(&self, principal: &str, rate: Rate) -> Option<Result<(), Duration>> {
+    /// Takes `n` requests from `principal`'s (a digest) shared allowance,
+    /// in order: how many may go, and how long until the next would be
+    /// allowed when not all. None: Redis did not answer (the caller decides
+    /// alone).
+    pub async fn take_rate(
+        &self,
+        principal: &str,
+        rate: Rate,
+        n: usize,
+    ) -> Option<(usize, Duration)> {
         let key = format!("{PREFIX}rate:{principal}");
         let interval = 1_000_000 / u64::from(rate.per_second.get());
         let tolerance = interval * u64::from(rate.burst.get() - 1);
-        let wait: u64 = self
+        let (granted, wait): (u64, u64) = self
             .run(async |c| {
                 SCRIPT
                     .key(&key)
                     .arg(interval)
                     .arg(tolerance)
+                    .arg(n)
                     .invoke_async(c)
                     .await
             })
             .await?;
-        Some(match wait {
-            0 => Ok(()),
-            us => Err(Duration::from_micros(us)),
-        })
+        let granted = usize::try_from(granted).unwrap_or(n).min(n);
+        Some((granted, Duration::from_micros(wait)))
     }
 }

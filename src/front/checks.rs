@@ -1,7 +1,7 @@
 //! Header checks that every MCP request passes before its body is read.
 
-use axum::http::header;
 use axum::http::uri::Authority;
+use axum::http::{Version, header};
 
 use super::authority;
 use super::error::Reject;
@@ -53,15 +53,19 @@ pub struct Policy {
 
 impl Policy {
     /// The DNS-rebinding defence, for every endpoint: a well-formed Host
-    /// (one, agreeing with an absolute-form request target), loopback when
-    /// the gateway listens on loopback, and an allowed Origin if any.
+    /// (one, agreeing with an absolute-form request target, and present
+    /// in HTTP/1.1, RFC 9112 section 3.2), loopback when the gateway
+    /// listens on loopback, and an allowed Origin if any.
     pub(crate) fn guard(
         &self,
         headers: &impl HeaderLookup,
         target: Option<&Authority>,
+        version: Version,
     ) -> Result<(), Reject> {
         let mut hosts = headers.all(&header::HOST);
         let host = match (hosts.next(), hosts.next()) {
+            // HTTP/1.0 has no Host to require.
+            (None, _) if version == Version::HTTP_11 => return Err(Reject::MissingHost),
             (None, _) => None,
             (Some(h), None) => Some(h),
             (Some(_), Some(_)) => return Err(Reject::BadHost),
@@ -273,7 +277,7 @@ mod tests {
     }
 
     fn admit(p: &Policy, h: &HeaderMap) -> Result<(), Reject> {
-        p.guard(h, Uri::from_static("/mcp").authority())
+        p.guard(h, Uri::from_static("/mcp").authority(), Version::HTTP_10)
     }
 
     /// A Host remembered as loopback passes only as itself, only with an
@@ -306,7 +310,8 @@ mod tests {
         assert!(matches!(
             p.guard(
                 &headers(&[("host", "127.0.0.1:7400")]),
-                absolute.authority()
+                absolute.authority(),
+                Version::HTTP_11
             ),
             Err(Reject::BadHost)
         ));
@@ -357,11 +362,15 @@ mod tests {
         // An absolute-form target names the host, whatever Host says.
         let absolute = Uri::from_static("http://evil.example/metrics");
         assert!(matches!(
-            p.guard(&headers(&[]), absolute.authority()),
+            p.guard(&headers(&[]), absolute.authority(), Version::HTTP_10),
             Err(Reject::ForbiddenHost)
         ));
         assert!(matches!(
-            p.guard(&headers(&[("host", "127.0.0.1")]), absolute.authority()),
+            p.guard(
+                &headers(&[("host", "127.0.0.1")]),
+                absolute.authority(),
+                Version::HTTP_11
+            ),
             Err(Reject::BadHost)
         ));
         let listed = Policy {

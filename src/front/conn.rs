@@ -115,7 +115,8 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
             &serve.edge.front,
             layouts.load(),
             headers,
-            None, // origin-form: no authority
+            None,                         // origin-form: no authority
+            axum::http::Version::HTTP_11, // what this path serves
             request.namespace,
             request.body
         ));

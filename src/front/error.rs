@@ -34,6 +34,8 @@ pub enum Reject {
     ForbiddenHost,
     /// Host missing its form, repeated, or disagreeing with the target.
     BadHost,
+    /// An HTTP/1.1 request without Host.
+    MissingHost,
     NotAcceptable(&'static str),
     UnsupportedMediaType,
     PayloadTooLarge(usize),
@@ -46,6 +48,12 @@ pub enum Reject {
     MissingSession,
     SessionNotFound,
     BadProtocolVersion,
+    /// A header that mirrors the body sent more than once (its name); the
+    /// body carries the request's id (null for anything else).
+    RepeatedHeader {
+        id: RawId,
+        name: &'static str,
+    },
     /// A 2026-07-28 header on a notification, response or batch.
     ModernNeedsRequest,
     /// A 2026-07-28-era request refused; the body carries its id.
@@ -101,6 +109,11 @@ impl Reject {
                 jsonrpc::TRANSPORT_ERROR,
                 "Bad Request: invalid Host header".into(),
             ),
+            MissingHost => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::TRANSPORT_ERROR,
+                "Bad Request: an HTTP/1.1 request needs a Host header".into(),
+            ),
             NotAcceptable(what) => (
                 StatusCode::NOT_ACCEPTABLE,
                 jsonrpc::TRANSPORT_ERROR,
@@ -151,6 +164,11 @@ impl Reject {
                 StatusCode::BAD_REQUEST,
                 jsonrpc::TRANSPORT_ERROR,
                 "Bad Request: Unsupported protocol version".into(),
+            ),
+            RepeatedHeader { name, .. } => (
+                StatusCode::BAD_REQUEST,
+                HEADER_MISMATCH,
+                format!("Header mismatch: {name} was sent more than once"),
             ),
             ModernNeedsRequest => (
                 StatusCode::BAD_REQUEST,
@@ -228,6 +246,30 @@ const UNSUPPORTED_VERSION: i64 = -32022;
 /// 2026-07-28's HeaderMismatchError.
 const HEADER_MISMATCH: i64 = -32020;
 
+impl Reject {
+    /// The refusal of one request inside a batch, as its line in the
+    /// batch's reply (the reply itself is 200): the error a refused POST's
+    /// body carries, under the request's id, with `retryAfter` (seconds)
+    /// in its data where a refused POST would have `Retry-After`.
+    pub(super) fn batch_line(&self, id: &serde_json::value::RawValue) -> String {
+        let (_, code, message) = self.parts();
+        let data = match self {
+            Reject::RateLimited(wait) => Some(json!({ "retryAfter": retry_after_secs(*wait) })),
+            _ => None,
+        };
+        jsonrpc::response(
+            id,
+            &jsonrpc::Outcome::Error(jsonrpc::error_object(code, &message, data)),
+        )
+    }
+}
+
+/// A wait in whole seconds, rounded up (a client that waits that long is
+/// let in), and at least one.
+fn retry_after_secs(wait: std::time::Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
+}
+
 impl IntoResponse for Reject {
     fn into_response(self) -> Response {
         let (status, code, message) = self.parts();
@@ -242,6 +284,7 @@ impl IntoResponse for Reject {
                 };
                 (Some(&**id), data)
             }
+            Reject::RepeatedHeader { id, .. } => (Some(&**id), None),
             _ => (None, None),
         };
         let null = jsonrpc::raw_null();
@@ -266,9 +309,10 @@ impl IntoResponse for Reject {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             Reject::RateLimited(wait) => {
-                // Whole seconds, rounded up: a client that waits that long is let in.
-                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+                headers.insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(retry_after_secs(wait)),
+                );
             }
             // The unread body is still on the wire: this connection is done.
             Reject::PayloadTooLarge(_) | Reject::BodyTimeout => {

@@ -97,7 +97,7 @@ pub(super) struct Spans {
     /// By `Known`: where its first header is, plus one (0: none).
     first: [u8; KNOWN],
     /// By `Known`'s bit: sent more than once.
-    repeated: u8,
+    repeated: u16,
 }
 
 impl Spans {
@@ -252,8 +252,8 @@ fn folded_eq(name: &[u8], lower: &[u8]) -> bool {
 
 /// The headers every request is checked for, found once as its head is
 /// walked: each of the dozen lookups a request makes is then an index, not
-/// a pass over every header compared by name. Others are looked for by
-/// that pass.
+/// a pass over every header compared by name, and whether one was sent
+/// twice is a bit. Others are looked for by that pass.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Known {
     Host,
@@ -264,9 +264,11 @@ pub(super) enum Known {
     Authorization,
     Session,
     Version,
+    Method,
+    Name,
 }
 
-const KNOWN: usize = 8;
+const KNOWN: usize = 10;
 
 impl Known {
     /// The header `name` is, in any case.
@@ -275,6 +277,8 @@ impl Known {
             4 => (Known::Host, b"host"),
             6 if name[0] | 0x20 == b'o' => (Known::Origin, b"origin"),
             6 => (Known::Accept, b"accept"),
+            8 => (Known::Name, b"mcp-name"),
+            10 => (Known::Method, b"mcp-method"),
             12 => (Known::ContentType, b"content-type"),
             13 => (Known::Authorization, b"authorization"),
             14 if name[0] | 0x20 == b'c' => (Known::ContentLength, b"content-length"),
@@ -285,8 +289,8 @@ impl Known {
         folded_eq(name, spelled).then_some(known)
     }
 
-    fn bit(self) -> u8 {
-        1 << self as u8
+    fn bit(self) -> u16 {
+        1 << self as u16
     }
 
     fn name(self) -> HeaderName {
@@ -300,6 +304,8 @@ impl Known {
             Known::Authorization => header::AUTHORIZATION,
             Known::Session => crate::protocol::SESSION_HEADER,
             Known::Version => crate::protocol::VERSION_HEADER,
+            Known::Method => crate::protocol::METHOD_HEADER,
+            Known::Name => crate::protocol::NAME_HEADER,
         }
     }
 }
@@ -317,6 +323,31 @@ impl RequestHeaders {
             RequestHeaders::Hyper(map) => Cow::Borrowed(map),
             RequestHeaders::Own(head) => Cow::Owned(head.to_map()),
         }
+    }
+}
+
+/// The headers that mirror the body (and that an intermediary may route
+/// on), by the names the revision spells them with.
+const MIRRORS: [(Known, &str); 3] = [
+    (Known::Version, "MCP-Protocol-Version"),
+    (Known::Method, "Mcp-Method"),
+    (Known::Name, "Mcp-Name"),
+];
+
+impl RequestHeaders {
+    /// The first header that mirrors the body sent more than once:
+    /// reading only the first of two would let the gateway and a reader
+    /// in front of it act on different values. A head the connection
+    /// read knows already (a bit per header, set as it was walked).
+    pub(super) fn repeated_mirror(&self) -> Option<&'static str> {
+        let twice = |k: Known| match self {
+            RequestHeaders::Own(head) => head.spans.repeated & k.bit() != 0,
+            RequestHeaders::Hyper(map) => map.get_all(k.name()).iter().nth(1).is_some(),
+        };
+        MIRRORS
+            .iter()
+            .find(|(k, _)| twice(*k))
+            .map(|(_, spelled)| *spelled)
     }
 }
 
@@ -408,6 +439,8 @@ mod tests {
             Authorization,
             Session,
             Version,
+            Method,
+            Name,
         ];
         assert_eq!(all.len(), KNOWN);
         for k in all {
@@ -470,11 +503,13 @@ mod tests {
             "Authorization",
             "MCP-Session-Id",
             "Mcp-Protocol-Version",
+            "MCP-Method",
+            "mcp-NAME",
         ];
         for twice in [false, true] {
             let mut lines = vec![("x-first", "0"), ("Content-Lengtx", "no")];
             for (i, name) in known.iter().enumerate() {
-                lines.push((name, ["a", "b", "c", "d", "e", "f", "g", "h"][i]));
+                lines.push((name, ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"][i]));
                 lines.push(("x-between", "1"));
                 if twice {
                     lines.push((name, "again"));
@@ -495,6 +530,43 @@ mod tests {
                     ours.len()
                 );
             }
+        }
+    }
+
+    /// A mirroring header sent twice is found alike in a head and in its
+    /// map, in any case, whether or not the values agree.
+    #[test]
+    fn a_mirror_sent_twice_is_found_by_either_reader() {
+        type Lines<'a> = &'a [(&'a str, &'a str)];
+        let cases: [(Lines<'_>, Option<&str>); 5] = [
+            (&[("Mcp-Name", "a"), ("x-other", "1")], None),
+            (&[("Mcp-Name", "a"), ("mcp-NAME", "b")], Some("Mcp-Name")),
+            (
+                &[("MCP-METHOD", "m"), ("mcp-method", "m")],
+                Some("Mcp-Method"),
+            ),
+            (
+                &[
+                    ("Mcp-Protocol-Version", "v"),
+                    ("Mcp-Name", "a"),
+                    ("MCP-Protocol-Version", "v"),
+                ],
+                Some("MCP-Protocol-Version"),
+            ),
+            (
+                &[("Mcp-Names", "a"), ("Mcp-Names", "a"), ("Connection", "x")],
+                None,
+            ),
+        ];
+        for (lines, twice) in cases {
+            let head = head(lines);
+            let map = RequestHeaders::Hyper(head.to_map());
+            assert_eq!(map.repeated_mirror(), twice, "{lines:?}");
+            assert_eq!(
+                RequestHeaders::Own(head).repeated_mirror(),
+                twice,
+                "{lines:?}"
+            );
         }
     }
 

@@ -1,9 +1,13 @@
 //! `[limits]`: how many requests one principal may have in flight, and how
 //! many it may send per second. Checked before a POST's body is read; a
-//! request over either is answered 429 with `Retry-After`. The rate is
-//! shared by every replica through Redis in cluster mode (see
-//! `cluster::rate`), and kept here while Redis does not answer; the count
-//! in flight is each replica's own.
+//! request over either is answered 429 with `Retry-After`. Each request
+//! of a 2025-03-26 batch counts as if it had come alone: the POST let in
+//! is its first, the rest take from the rate in order (those past it are
+//! answered with the same refusal in the batch's reply, and never run),
+//! and the batch runs at once only as many as the principal has slots
+//! free. The rate is shared by every replica through Redis in cluster
+//! mode (see `cluster::rate`), and kept here while Redis does not answer;
+//! the count in flight is each replica's own.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,21 +38,58 @@ pub(crate) struct Limits {
 }
 
 /// A request let in: it counts as in flight until this drops (with the
-/// request's work, which may outlive its response).
-pub(super) struct Admitted(Option<(Arc<Limits>, Principal)>);
+/// request's work, which may outlive its response). A batch widened to run
+/// several of its requests at once holds one slot for each.
+pub(super) struct Admitted(Option<Held>);
+
+struct Held {
+    limits: Arc<Limits>,
+    principal: Principal,
+    slots: usize,
+}
+
+impl Admitted {
+    /// Up to `want` requests at once for a batch let in with this one's
+    /// slot: the slots the principal has free now are taken (never waited
+    /// for), and held until this drops. Returns how many may run at once
+    /// (at least the one this holds).
+    pub(super) fn widen(&mut self, want: usize) -> usize {
+        let Some(held) = &mut self.0 else {
+            return want.max(1);
+        };
+        let Some(max) = held.limits.settings.max_concurrent_requests else {
+            return want.max(1);
+        };
+        let mut in_flight = held.limits.in_flight.lock();
+        let n = in_flight.entry(held.principal.clone()).or_default();
+        let more = want
+            .saturating_sub(held.slots)
+            .min(max.get().saturating_sub(*n));
+        *n += more;
+        held.slots += more;
+        held.slots
+    }
+}
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        if let Some((limits, principal)) = self.0.take() {
-            let mut in_flight = limits.in_flight.lock();
-            if let Some(n) = in_flight.get_mut(&principal) {
-                *n -= 1;
+        if let Some(held) = self.0.take() {
+            let mut in_flight = held.limits.in_flight.lock();
+            if let Some(n) = in_flight.get_mut(&held.principal) {
+                *n -= held.slots;
                 if *n == 0 {
-                    in_flight.remove(&principal);
+                    in_flight.remove(&held.principal);
                 }
             }
         }
     }
+}
+
+/// What a take from the rate let through: the first `n` of the requests
+/// asked for; the rest may go after `wait`.
+pub(super) struct Granted {
+    pub(super) n: usize,
+    pub(super) wait: Duration,
 }
 
 impl Limits {
@@ -81,21 +122,53 @@ impl Limits {
                     return Err(Reject::TooManyInFlight);
                 }
                 *n += 1;
-                Admitted(Some((self.clone(), principal.clone())))
+                Admitted(Some(Held {
+                    limits: self.clone(),
+                    principal: principal.clone(),
+                    slots: 1,
+                }))
             }
         };
-        if let Err(wait) = self.take_rate(front, principal).await {
+        let granted = self.take_rate(front, principal, 1).await;
+        if granted.n == 0 {
             front.metrics.limited(LimitReason::rate);
-            return Err(Reject::RateLimited(wait));
+            return Err(Reject::RateLimited(granted.wait));
         }
         Ok(admitted)
     }
 
-    /// One request from the principal's rate: shared across replicas when
-    /// Redis answers, else this replica's own allowance.
-    async fn take_rate(&self, front: &Front, principal: &Principal) -> Result<(), Duration> {
+    /// The rest of a batch's requests (its first came with the POST, let
+    /// in by `admit`): each takes one from the principal's rate, in order,
+    /// as if each had been sent alone; those past the allowance are
+    /// counted here and never run.
+    pub(super) async fn admit_more(
+        &self,
+        front: &Front,
+        principal: &Principal,
+        n: usize,
+    ) -> Granted {
+        if n == 0 {
+            return Granted {
+                n,
+                wait: Duration::ZERO,
+            };
+        }
+        let granted = self.take_rate(front, principal, n).await;
+        for _ in granted.n..n {
+            front.metrics.limited(LimitReason::rate);
+        }
+        granted
+    }
+
+    /// `n` requests from the principal's rate, in order (the first ones
+    /// go while the allowance lasts): shared across replicas when Redis
+    /// answers, else this replica's own allowance.
+    async fn take_rate(&self, front: &Front, principal: &Principal, n: usize) -> Granted {
         let (Some(rate), Some(local)) = (self.settings.rate, &self.local) else {
-            return Ok(());
+            return Granted {
+                n,
+                wait: Duration::ZERO,
+            };
         };
         if let Some(cluster) = &front.cluster {
             let who = front
@@ -105,8 +178,8 @@ impl Limits {
                 .principal_digest(principal)
                 .unwrap_or_else(|| "anonymous".to_owned());
             // Boxed: Redis's future would make every request's large.
-            if let Some(verdict) = Box::pin(cluster.take_rate(&who, rate)).await {
-                return verdict;
+            if let Some((granted, wait)) = Box::pin(cluster.take_rate(&who, rate, n)).await {
+                return Granted { n: granted, wait };
             }
         }
         let checks = self
@@ -117,8 +190,17 @@ impl Limits {
             local.retain_recent();
             local.shrink_to_fit();
         }
-        local
-            .check_key(principal)
-            .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+        for granted in 0..n {
+            if let Err(not_until) = local.check_key(principal) {
+                return Granted {
+                    n: granted,
+                    wait: not_until.wait_time_from(DefaultClock::default().now()),
+                };
+            }
+        }
+        Granted {
+            n,
+            wait: Duration::ZERO,
+        }
     }
 }

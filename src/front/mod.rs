@@ -139,10 +139,11 @@ impl Edge {
         layout: &'a Arc<Layout>,
         headers: RequestHeaders,
         target: Option<&axum::http::uri::Authority>,
+        version: axum::http::Version,
         namespace: Cow<'static, str>,
         body: Body,
     ) -> impl Future<Output = Answer> + use<'a> {
-        match layout.policy.guard(&headers, target) {
+        match layout.policy.guard(&headers, target, version) {
             Ok(()) => Either::Left(post::answer(front, layout, namespace, headers, body)),
             Err(reject) => Either::Right(ready(front.refuse(&Method::POST, reject).into())),
         }
@@ -164,7 +165,9 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
             Box::pin(async move {
                 let layout = front.layout.load_full();
                 let target = parts.uri.authority();
-                let answer = Edge::post_mcp(&front, &layout, headers, target, default, body);
+                let version = parts.version;
+                let answer =
+                    Edge::post_mcp(&front, &layout, headers, target, version, default, body);
                 Ok(answer.await.into_response())
             })
         } else {
@@ -197,11 +200,12 @@ async fn guard(
     req: Request<Body>,
     next: axum::middleware::Next,
 ) -> Response {
-    let guarded = front
-        .layout
-        .load()
-        .policy
-        .guard(req.headers(), req.uri().authority());
+    let guarded =
+        front
+            .layout
+            .load()
+            .policy
+            .guard(req.headers(), req.uri().authority(), req.version());
     match guarded {
         Ok(()) => next.run(req).await,
         Err(reject) => front.refuse(req.method(), reject),
@@ -254,7 +258,7 @@ impl Front {
         let presented = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(crate::auth::bearer);
         match presented {
             Some(p) if token.matches(p) => Ok(()),
             _ => Err(Reject::Unauthorized(HeaderValue::from_static("Bearer"))),

@@ -110,7 +110,7 @@ pub(super) async fn handle(
                 active: None,
                 era: Era::Modern,
                 caps: client_caps(&fields),
-                _admitted: admitted,
+                admitted,
                 trace: front.traces.parent(|name| headers.get_str(name)),
                 token,
             };
@@ -174,11 +174,14 @@ fn record(front: &Front, method: &'static str, started: Instant) {
     );
 }
 
-/// A header's value; surrounding whitespace is not part of it.
+/// A header's value; surrounding whitespace is not part of it. Sent
+/// twice, it has no one value to check.
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, String> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => v
+    let mut values = headers.get_all(name).iter();
+    match (values.next(), values.next()) {
+        (None, _) => Ok(None),
+        (Some(_), Some(_)) => Err(format!("{name} was sent more than once")),
+        (Some(v), None) => v
             .to_str()
             .map(|s| Some(s.trim()))
             .map_err(|_| format!("{name} has invalid characters")),

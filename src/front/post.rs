@@ -14,6 +14,7 @@ use super::answer::{Answer, Json};
 use super::checks;
 use super::error::{ModernError, Reject};
 use super::headers::{HeaderLookup, RequestHeaders};
+use super::limits::Limits;
 use super::reply;
 use super::{Front, Layout};
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
@@ -70,6 +71,10 @@ async fn handle(
     // runs) needs a new buffer. The message holds copies.
     drop(bytes);
 
+    if let Some(name) = headers.repeated_mirror() {
+        let id = request_id(&message);
+        return Err(Reject::RepeatedHeader { id, name });
+    }
     // Modern by its body's `_meta`, or by its header even when the body
     // lacks the `_meta` (then it is refused as the modern request it is).
     let header = checks::protocol_version(headers)?.map(Revision::of);
@@ -101,10 +106,7 @@ async fn handle(
         Some(Revision::Modern) => return Err(Reject::ModernNeedsRequest),
         // A revision nobody speaks: the answer lists the ones we do.
         Some(Revision::Unknown(requested)) => {
-            let id = match &message {
-                RpcBody::Single(Message::Request(r)) => r.id.clone(),
-                _ => jsonrpc::raw_null(),
-            };
+            let id = request_id(&message);
             return Err(Reject::Modern {
                 id,
                 error: ModernError::UnsupportedVersion(requested),
@@ -128,7 +130,7 @@ async fn handle(
         principal,
         era: crate::protocol::Era::Legacy,
         caps: crate::protocol::ClientCaps::ALL,
-        _admitted: admitted,
+        admitted,
         trace: front.traces.parent(|name| headers.get_str(name)),
         token,
     };
@@ -154,8 +156,19 @@ async fn handle(
             if !version.allows_batches() {
                 return Err(Reject::BatchNotAllowed);
             }
-            Box::pin(batch(ctx, items)).await.map(Answer::from)
+            Box::pin(batch(ctx, &layout.limits, items))
+                .await
+                .map(Answer::from)
         }
+    }
+}
+
+/// The id a refusal of the whole POST answers: a single request's, else
+/// null.
+fn request_id(message: &RpcBody) -> jsonrpc::RawId {
+    match message {
+        RpcBody::Single(Message::Request(r)) => r.id.clone(),
+        _ => jsonrpc::raw_null(),
     }
 }
 
@@ -355,9 +368,15 @@ const BATCH_CONCURRENCY: usize = 8;
 
 /// A 2025-03-26 batch: its requests run at most `BATCH_CONCURRENCY` at a
 /// time, and the reply is streamed as they finish (in order), so a large
-/// batch never holds every answer in memory at once.
+/// batch never holds every answer in memory at once. Under `[limits]`
+/// each request counts as if it had come alone (see `limits`): those past
+/// the principal's rate are answered with the refusal and never run, and
+/// no more run at once than the principal has slots free. Notifications
+/// and responses take nothing from the limits: they run no call, and have
+/// no reply to carry a refusal.
 async fn batch(
-    ctx: reply::Ctx,
+    mut ctx: reply::Ctx,
+    limits: &Limits,
     items: Vec<Result<Message, jsonrpc::ParseError>>,
 ) -> Result<Response, Reject> {
     if items
@@ -368,24 +387,47 @@ async fn batch(
     }
     let mut errors = Vec::new();
     let mut requests = Vec::new();
+    // The same signal twice tells a backend nothing more.
+    let mut roots_told = false;
     for item in items {
         match item {
             Err(e) => errors.push(jsonrpc::error_response(None, e.code(), &e.to_string())),
             Ok(Message::Request(r)) => requests.push(r),
-            Ok(Message::Notification(n)) => notification(&ctx, &n),
+            Ok(Message::Notification(n)) => {
+                let roots = n.method == "notifications/roots/list_changed";
+                if !(roots && roots_told) {
+                    notification(&ctx, &n);
+                }
+                roots_told |= roots;
+            }
             Ok(Message::Response(r)) => reply::answer(&ctx, &r.id, &r.outcome).await,
         }
+    }
+    // The first request came in with the POST; the others take their own.
+    let more = requests.len().saturating_sub(1);
+    let granted = limits.admit_more(&ctx.front, &ctx.principal, more).await;
+    let refused = Reject::RateLimited(granted.wait);
+    let let_in = requests.len().min(1 + granted.n);
+    for r in requests.drain(let_in..) {
+        errors.push(refused.batch_line(&r.id));
+        ctx.front.metrics.request(
+            protocol::Era::Legacy,
+            crate::metrics::method_label(&r.method),
+            crate::metrics::Outcome::rejected,
+            0.0,
+        );
     }
     if errors.is_empty() && requests.is_empty() {
         return Ok(StatusCode::ACCEPTED.into_response());
     }
+    let width = ctx.admitted.widen(requests.len().min(BATCH_CONCURRENCY));
     let ctx = Arc::new(ctx);
     let answers = stream::iter(requests)
         .map(move |r| {
             let ctx = ctx.clone();
             async move { reply::outcome_line(&ctx, r).await }
         })
-        .buffered(BATCH_CONCURRENCY)
+        .buffered(width)
         .filter_map(std::future::ready);
     let lines = stream::iter(errors).chain(answers);
     // `[`, then each line with a separating comma, then `]`.

@@ -43,7 +43,7 @@ pub(super) struct Ctx {
     /// A 2026-07-28 request's `clientCapabilities` (sessions keep their own).
     pub(super) caps: crate::protocol::ClientCaps,
     /// Counts against the principal's `[limits]` while the request runs.
-    pub(super) _admitted: super::limits::Admitted,
+    pub(super) admitted: super::limits::Admitted,
     /// The trace context the HTTP request came with (None: tracing off).
     pub(super) trace: Option<traces::Parent>,
     /// The request's verified OAuth token (None: a static token or none).
@@ -580,7 +580,16 @@ mod tests {
         assert!(run <= 2 * 1024 + 256, "reply::run: {run} bytes");
         // What a connection holds while a POST runs (`front::conn`).
         let post = future_size(|| {
-            super::super::Edge::post_mcp(todo!(), todo!(), todo!(), todo!(), todo!(), todo!())
+            let edge = super::super::Edge::post_mcp;
+            edge(
+                todo!(),
+                todo!(),
+                todo!(),
+                todo!(),
+                todo!(),
+                todo!(),
+                todo!(),
+            )
         });
         assert!(post <= 2 * 1024, "Edge::post_mcp: {post} bytes");
     }
