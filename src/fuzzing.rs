@@ -20,8 +20,8 @@ pub fn envelope(bytes: &[u8]) {
     if let Ok(Message::Request(r)) = &parsed {
         let params = r.params.as_deref();
         assert_eq!(
-            crate::router::peek_string(params, "name").map(|s| s.map(String::from)),
-            crate::router::peek_string_with_serde(params, "name"),
+            crate::jsonrpc::peek_string(params, "name").map(|s| s.map(String::from)),
+            crate::jsonrpc::peek_string_with_serde(params, "name"),
             "`name` read two ways"
         );
         if let Some(p) = params {

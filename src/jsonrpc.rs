@@ -11,9 +11,11 @@ use serde_json::value::RawValue;
 
 mod needle;
 mod object;
+mod params;
 mod repeated;
 pub(crate) use needle::Needle;
 pub(crate) use object::{Value, members};
+pub(crate) use params::{Fields, parse_fields, peek_string, peek_string_with_serde, string_field};
 pub(crate) use repeated::{repeated_key, repeated_key_with_serde};
 
 /// A JSON-RPC id exactly as the peer wrote it (number or string).

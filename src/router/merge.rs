@@ -18,9 +18,9 @@ use serde_json::value::RawValue;
 use super::cursor::Cursor;
 use super::index::Claim;
 use super::kind::Kind;
-use super::namespace::{Member, Namespace, error, parse_fields, string_field};
+use super::namespace::{Member, Namespace, error};
 use crate::config::Prefix;
-use crate::jsonrpc::{self, INVALID_PARAMS, Outcome};
+use crate::jsonrpc::{self, INVALID_PARAMS, Outcome, parse_fields, string_field};
 use crate::upstream::Caller;
 
 type Fields = IndexMap<String, Box<RawValue>>;

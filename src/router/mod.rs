@@ -16,7 +16,6 @@ use crate::fast_map::FastMap;
 use std::sync::Arc;
 
 pub use namespace::{ClientNotice, Namespace};
-pub(crate) use namespace::{peek_string, peek_string_with_serde};
 
 use crate::config::Config;
 use crate::upstream::Backend;

@@ -1,0 +1,289 @@
+//! What a namespace forwards to one backend: calls, gets and reads by
+//! their exposed names, completions, tasks, and the log level to every
+//! backend that logs.
+
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::{Member, Namespace, error, ok};
+use crate::config::Prefix;
+use crate::jsonrpc::{
+    self, Fields, INVALID_PARAMS, Outcome, parse_fields, peek_string, string_field,
+};
+use crate::router::kind::Kind;
+use crate::router::rounds;
+use crate::router::tasks;
+use crate::router::{links, names};
+use crate::upstream::{Caller, EventSink};
+
+impl Namespace {
+    /// tools/call, prompts/get, resources/*: rename, forward to one backend.
+    pub(super) async fn forward(
+        &self,
+        caller: &Caller,
+        kind: Kind,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        let key = kind.id_key();
+        let exposed = match peek_string(params.as_deref(), key) {
+            Err(()) => return error(INVALID_PARAMS, "params must be an object"),
+            Ok(None) => return error(INVALID_PARAMS, &format!("params.{key} is required")),
+            Ok(Some(exposed)) => exposed,
+        };
+        let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
+            return not_found(kind, &exposed);
+        };
+        // A tool the caller's scopes do not reach is not there for it.
+        if kind == Kind::Tool && !self.may_use(caller, &exposed) {
+            return not_found(kind, &exposed);
+        }
+        match self.lists(caller, i, kind, original).await {
+            Ok(true) => {}
+            Ok(false) => return not_found(kind, &exposed),
+            Err(failed) => return failed,
+        }
+        // One backend session serves every client of a shared backend: one
+        // client's unsubscribe would end the others' subscriptions. The
+        // gateway stops delivering to that client instead (see `notices`).
+        if method == "resources/unsubscribe" && self.members[i].backend.is_shared() {
+            return ok(&json!({}));
+        }
+        // An unchanged name leaves the params exactly as the client sent them.
+        let params = if original == exposed {
+            params
+        } else {
+            let mut fields = parse_fields(params.as_deref()).unwrap_or_default();
+            fields.insert(key.into(), jsonrpc::raw(&original));
+            Some(jsonrpc::raw(&fields))
+        };
+        let m = &self.members[i];
+        let outcome = self.call_rounds(caller, m, method, params, events).await;
+        let Outcome::Result(r) = outcome else {
+            return outcome;
+        };
+        // URIs in results take the form the client can follow back.
+        let r = match (self.prefix, method) {
+            (Prefix::Never, _) => r,
+            (Prefix::Always, "resources/read") => {
+                links::resource_contents(&r, &m.backend.name).unwrap_or(r)
+            }
+            (Prefix::Always, "tools/call") => links::tool_result(&r, &m.backend.name).unwrap_or(r),
+            (Prefix::Always, "prompts/get") => {
+                links::prompt_result(&r, &m.backend.name).unwrap_or(r)
+            }
+            (Prefix::Always, _) => r,
+        };
+        Outcome::Result(self.expose_task(i, r))
+    }
+
+    /// A result that names a task: the client sees the task id it will
+    /// route back with (prefixed), or the index learns its backend.
+    fn expose_task(&self, member: usize, result: Box<RawValue>) -> Box<RawValue> {
+        let Some(at) = tasks::task_id(&result) else {
+            return result;
+        };
+        let task = match &at {
+            tasks::TaskAt::Top(t) | tasks::TaskAt::Nested(t) => t.clone(),
+        };
+        match self.prefix {
+            Prefix::Never => {
+                self.tasks.lock().remember(&task, member);
+                result
+            }
+            Prefix::Always => {
+                let exposed = names::prefixed(&self.members[member].backend.name, &task);
+                match at {
+                    tasks::TaskAt::Top(_) => replace_field(&result, "taskId", &exposed),
+                    tasks::TaskAt::Nested(_) => {
+                        let mut fields = parse_fields(Some(&result)).unwrap_or_default();
+                        let inner = fields
+                            .get("task")
+                            .and_then(|t| replace_field(t, "taskId", &exposed));
+                        inner.map(|inner| {
+                            fields.insert("task".into(), inner);
+                            jsonrpc::raw(&fields)
+                        })
+                    }
+                }
+                .unwrap_or(result)
+            }
+        }
+    }
+
+    /// A level for log messages goes to every backend that logs. On a
+    /// shared backend it is the level for everyone: the last one set wins.
+    pub(super) async fn set_level(
+        &self,
+        caller: &Caller,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        let logging = self
+            .members
+            .iter()
+            .filter(|m| m.backend.info().is_some_and(|i| i.has("logging")));
+        let calls =
+            logging.map(|m| self.call(caller, m, "logging/setLevel", params.clone(), events));
+        for outcome in futures_util::future::join_all(calls).await {
+            if let Outcome::Error(e) = outcome {
+                tracing::debug!(error = e.get(), "a backend refused logging/setLevel");
+            }
+        }
+        ok(&json!({}))
+    }
+
+    /// tasks/get|update|cancel: to the backend that made the task.
+    pub(super) async fn forward_task(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        let Some(mut fields) = parse_fields(params.as_deref()) else {
+            return error(INVALID_PARAMS, "params must be an object");
+        };
+        let Some(exposed) = string_field(&fields, "taskId") else {
+            return error(INVALID_PARAMS, "params.taskId is required");
+        };
+        let owner = match self.prefix {
+            Prefix::Always => self.members.iter().enumerate().find_map(|(i, m)| {
+                names::strip(&m.backend.name, &exposed).map(|t| (i, t.to_owned()))
+            }),
+            Prefix::Never => {
+                let known = self.tasks.lock().owner(&exposed);
+                // One backend: it is the owner even of tasks we never saw.
+                known
+                    .or_else(|| (self.members.len() == 1).then_some(0))
+                    .map(|i| (i, exposed.clone()))
+            }
+        };
+        let Some((i, original)) = owner else {
+            return error(INVALID_PARAMS, &format!("Unknown task: {exposed}"));
+        };
+        fields.insert("taskId".into(), jsonrpc::raw(&original));
+        let m = &self.members[i];
+        match self
+            .call(caller, m, method, Some(jsonrpc::raw(&fields)), events)
+            .await
+        {
+            Outcome::Result(r) => Outcome::Result(self.expose_task(i, r)),
+            o => o,
+        }
+    }
+
+    pub(super) async fn complete(
+        &self,
+        caller: &Caller,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        let Some(mut fields) = parse_fields(params.as_deref()) else {
+            return error(INVALID_PARAMS, "params must be an object");
+        };
+        let Some(mut reference) = parse_fields(fields.get("ref").map(|r| &**r)) else {
+            return error(INVALID_PARAMS, "params.ref is required");
+        };
+        let (kind, key) = match string_field(&reference, "type").as_deref() {
+            Some("ref/prompt") => (Kind::Prompt, "name"),
+            Some("ref/resource") => (Kind::Resource, "uri"),
+            _ => {
+                return error(
+                    INVALID_PARAMS,
+                    "params.ref.type must be ref/prompt or ref/resource",
+                );
+            }
+        };
+        let Some(exposed) = string_field(&reference, key) else {
+            return error(INVALID_PARAMS, &format!("params.ref.{key} is required"));
+        };
+        let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
+            return not_found(kind, &exposed);
+        };
+        match self.lists(caller, i, kind, original).await {
+            Ok(true) => {}
+            Ok(false) => return not_found(kind, &exposed),
+            Err(failed) => return failed,
+        }
+        reference.insert(key.into(), jsonrpc::raw(&original));
+        fields.insert("ref".into(), jsonrpc::raw(&reference));
+        self.call(
+            caller,
+            &self.members[i],
+            "completion/complete",
+            Some(jsonrpc::raw(&fields)),
+            events,
+        )
+        .await
+    }
+
+    /// `call`, answering a 2026-07-28 backend's `input_required` on a
+    /// legacy client's behalf by asking the client (see `rounds`).
+    async fn call_rounds(
+        &self,
+        caller: &Caller,
+        m: &Member,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        if !(caller.is_legacy() && m.backend.is_modern()) {
+            return self.call(caller, m, method, params, events).await;
+        }
+        let mut params = params;
+        for _ in 0..rounds::MAX_ROUNDS {
+            let outcome = self.call(caller, m, method, params.clone(), events).await;
+            let Some(needed) = rounds::needed(&outcome) else {
+                return outcome;
+            };
+            params = match self
+                .rounds
+                .ask(caller, events, needed, params.as_deref())
+                .await
+            {
+                Ok(retry) => Some(retry),
+                Err(refusal) => return refusal,
+            };
+        }
+        error(
+            jsonrpc::INTERNAL_ERROR,
+            "sluice: the backend still needed input after every round",
+        )
+    }
+
+    async fn call(
+        &self,
+        caller: &Caller,
+        m: &Member,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        m.backend.settle().await;
+        match m.backend.call(caller, method, params, Some(events)).await {
+            Ok(o) => o,
+            Err(e) => error(jsonrpc::INTERNAL_ERROR, &e.to_string()),
+        }
+    }
+}
+
+fn not_found(kind: Kind, exposed: &str) -> Outcome {
+    match kind {
+        Kind::Tool => error(INVALID_PARAMS, &format!("Unknown tool: {exposed}")),
+        Kind::Prompt => error(INVALID_PARAMS, &format!("Unknown prompt: {exposed}")),
+        Kind::Resource | Kind::Template => Outcome::Error(jsonrpc::error_object(
+            INVALID_PARAMS,
+            &format!("Resource not found: {exposed}"),
+            Some(json!({ "uri": exposed })),
+        )),
+    }
+}
+
+/// A copy of an object with one string field replaced, the rest raw.
+fn replace_field(object: &RawValue, key: &str, value: &str) -> Option<Box<RawValue>> {
+    let mut fields: Fields = serde_json::from_str(object.get()).ok()?;
+    fields.insert(key.into(), jsonrpc::raw(value));
+    Some(jsonrpc::raw(&fields))
+}

@@ -1,0 +1,91 @@
+//! What a namespace tells its clients outside any request: list changes,
+//! resource updates, backends' log messages and questions, in the names
+//! the namespace shows.
+
+use std::sync::Arc;
+
+use futures_util::{Stream, StreamExt};
+use serde_json::json;
+use tokio_stream::wrappers::BroadcastStream;
+
+use super::Namespace;
+use crate::jsonrpc;
+use crate::protocol::LogLevel;
+use crate::router::kind::Kind;
+use crate::upstream::{Caller, Notice};
+
+/// What a client is told of its backends outside any request.
+#[derive(Debug, Clone)]
+pub enum ClientNotice {
+    /// A `notifications/*/list_changed` method.
+    ListChanged(&'static str),
+    /// A resource the client may have subscribed to changed (exposed URI).
+    ResourceUpdated(String),
+    /// A backend's log message, as a JSON-RPC line.
+    Log(LogLevel, Arc<str>),
+    /// A request for this client from its own backend session (a JSON-RPC
+    /// line); the client answers it like any server request.
+    Ask(String),
+}
+
+impl ClientNotice {
+    /// What a client is told when its namespace's members change.
+    pub fn all_lists_changed() -> [ClientNotice; 3] {
+        [
+            ClientNotice::ListChanged("notifications/tools/list_changed"),
+            ClientNotice::ListChanged("notifications/prompts/list_changed"),
+            ClientNotice::ListChanged("notifications/resources/list_changed"),
+        ]
+    }
+
+    /// The JSON-RPC notification a legacy client gets.
+    pub fn line(&self) -> String {
+        match self {
+            ClientNotice::ListChanged(method) => jsonrpc::notification(method, None),
+            ClientNotice::ResourceUpdated(uri) => jsonrpc::notification(
+                "notifications/resources/updated",
+                Some(&jsonrpc::raw(&json!({ "uri": uri }))),
+            ),
+            ClientNotice::Log(_, line) => line.to_string(),
+            ClientNotice::Ask(line) => line.clone(),
+        }
+    }
+}
+
+impl Namespace {
+    /// What the backends announce that `caller` may be told, in the names
+    /// this namespace shows: list changes, and updates of resources (by
+    /// their exposed URI; the client's subscriptions decide what is sent).
+    /// A lagging stream skips announcements: one list change says it all.
+    pub fn notices(
+        self: &Arc<Self>,
+        caller: Caller,
+    ) -> impl Stream<Item = ClientNotice> + Send + 'static {
+        let streams = self.members.iter().map(|m| {
+            let ns = self.clone();
+            let caller = caller.clone();
+            let member = m.index;
+            BroadcastStream::new(m.backend.subscribe_changes()).filter_map(move |n| {
+                let notice = match n {
+                    Ok(n) if n.is_for(&caller) => match n {
+                        Notice::ListChanged(kind) => Some(ClientNotice::ListChanged(kind.method())),
+                        Notice::ResourceUpdated { uri, .. } => ns
+                            .expose(&ns.members[member], Kind::Resource, &uri)
+                            .map(ClientNotice::ResourceUpdated),
+                        Notice::Log { level, line, .. } => Some(ClientNotice::Log(level, line)),
+                        Notice::Ask {
+                            id, method, params, ..
+                        } => Some(ClientNotice::Ask(jsonrpc::request(
+                            &jsonrpc::raw(&id),
+                            &method,
+                            params.as_deref(),
+                        ))),
+                    },
+                    _ => None,
+                };
+                std::future::ready(notice)
+            })
+        });
+        futures_util::stream::select_all(streams)
+    }
+}
