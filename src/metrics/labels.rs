@@ -1,0 +1,167 @@
+//! The label values and label sets the metrics are kept by, and the one
+//! label a client's request could grow (its method) held to a known list.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+
+/// Why a client session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum CloseReason {
+    delete,
+    idle,
+    capacity,
+    shutdown,
+    principal_cap,
+}
+
+impl CloseReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            CloseReason::delete => "delete",
+            CloseReason::idle => "idle",
+            CloseReason::capacity => "capacity",
+            CloseReason::shutdown => "shutdown",
+            CloseReason::principal_cap => "principal_cap",
+        }
+    }
+}
+
+/// Why a sealed session had to be rebuilt from its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum ResumeCause {
+    /// This process issued it and dropped it from memory (idle, capacity).
+    evicted,
+    /// Another process issued it: this gateway restarted since.
+    restart,
+    /// Another live replica issued it (cluster mode).
+    replica,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct CauseLabel {
+    pub(super) cause: ResumeCause,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    ok,
+    error,
+    rejected,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ReasonLabel {
+    pub(super) reason: CloseReason,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct BackendLabel {
+    pub(super) backend: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct BackendReasonLabel {
+    pub(super) backend: String,
+    pub(super) reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RequestLabels {
+    pub(super) era: &'static str,
+    pub(super) method: &'static str,
+    pub(super) outcome: Outcome,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct MethodLabel {
+    pub(super) method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct EntriesLabels {
+    pub(super) map: &'static str,
+    pub(super) owner: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct DroppedLabels {
+    pub(super) reason: &'static str,
+}
+
+/// Why a request was refused by `[limits]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum LimitReason {
+    rate,
+    concurrency,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct LimitLabel {
+    pub(super) reason: LimitReason,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ResultLabel {
+    pub(super) result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RefreshLabels {
+    pub(super) backend: String,
+    pub(super) result: &'static str,
+}
+
+/// Methods get their own label value; anything else is "other", so a client
+/// cannot grow the label set.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "tasks/result",
+    "notification",
+    "response",
+    "GET",
+    "DELETE",
+];
+
+/// A request's `method` label: an index into `KNOWN_METHODS`, or past it
+/// for "other".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Method(pub(super) u8);
+
+impl Method {
+    pub(super) const OTHER: Method = Method(KNOWN_METHODS.len() as u8);
+    pub(super) const COUNT: usize = KNOWN_METHODS.len() + 1;
+
+    pub(super) fn label(self) -> &'static str {
+        KNOWN_METHODS
+            .get(usize::from(self.0))
+            .copied()
+            .unwrap_or("other")
+    }
+}
+
+pub fn method_label(method: &str) -> Method {
+    KNOWN_METHODS
+        .iter()
+        .position(|m| *m == method)
+        .map_or(Method::OTHER, |i| Method(i as u8))
+}
