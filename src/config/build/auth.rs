@@ -1,0 +1,109 @@
+//! `[auth]`: static bearer tokens, OAuth access tokens, scope names.
+
+use super::super::file::{self, FileAuth};
+use super::super::{AuthSettings, OAuthSettings, Secret};
+use super::{Builder, absolute_url};
+
+impl Builder<'_> {
+    pub(super) fn auth(&mut self, a: FileAuth) -> Option<AuthSettings> {
+        let oauth = a.oauth.and_then(|o| self.oauth(o));
+        let var = a.bearer_tokens_env.filter(|v| !v.trim().is_empty());
+        let Some(var) = var else {
+            if oauth.is_none() {
+                self.setting(
+                    "auth.bearer_tokens_env",
+                    "[auth] needs bearer_tokens_env (the environment variable holding the \
+                     bearer tokens), oauth, or both",
+                );
+                return None;
+            }
+            return Some(AuthSettings {
+                tokens: Vec::new(),
+                oauth,
+            });
+        };
+        let Some(value) = self.env.var(&var) else {
+            self.setting(
+                "auth.bearer_tokens_env",
+                format!("environment variable `{var}` is not set"),
+            );
+            return None;
+        };
+        let tokens: Vec<Secret> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(Secret::new)
+            .collect();
+        if tokens.is_empty() {
+            self.setting(
+                "auth.bearer_tokens_env",
+                format!("environment variable `{var}` holds no tokens"),
+            );
+            return None;
+        }
+        Some(AuthSettings { tokens, oauth })
+    }
+
+    /// Scope names as OAuth spells them (RFC 6749 section 3.3: no spaces,
+    /// no quotes or backslashes).
+    pub(super) fn scopes(&mut self, key: &str, scopes: Vec<String>) -> Vec<String> {
+        if let Some(bad) = scopes
+            .iter()
+            .find(|s| s.is_empty() || s.contains([' ', '"', '\\']) || s.contains(char::is_control))
+        {
+            self.setting(
+                key,
+                format!("`{bad}` is not a scope (no spaces, quotes or backslashes)"),
+            );
+        }
+        scopes
+    }
+
+    fn oauth(&mut self, o: file::FileOAuth) -> Option<OAuthSettings> {
+        let issuer = o.issuer.filter(|i| !i.trim().is_empty());
+        let audience = o.audience.filter(|a| !a.trim().is_empty());
+        let (Some(issuer), Some(audience)) = (issuer, audience) else {
+            self.setting(
+                "auth.oauth",
+                "needs an issuer (the authorization server's issuer URL) and an audience \
+                 (this gateway's resource URL, e.g. https://mcp.example.com/mcp)",
+            );
+            return None;
+        };
+        let mut ok = true;
+        if absolute_url(&issuer).is_err() {
+            self.setting(
+                "auth.oauth.issuer",
+                format!("`{issuer}` must be an http:// or https:// URL"),
+            );
+            ok = false;
+        }
+        let audience = match absolute_url(&audience) {
+            Ok(_) => Some(audience),
+            Err(why) => {
+                self.setting("auth.oauth.audience", why);
+                None
+            }
+        };
+        let jwks_url = match o.jwks_url.as_deref().map(absolute_url) {
+            None => None,
+            Some(Ok(uri)) => Some(uri),
+            Some(Err(why)) => {
+                self.setting("auth.oauth.jwks_url", why);
+                ok = false;
+                None
+            }
+        };
+        let required_scopes = self.scopes(
+            "auth.oauth.required_scopes",
+            o.required_scopes.unwrap_or_default(),
+        );
+        Some(OAuthSettings {
+            issuer,
+            audience: audience.filter(|_| ok)?,
+            jwks_url,
+            required_scopes,
+        })
+    }
+}
