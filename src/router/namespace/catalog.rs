@@ -2,6 +2,8 @@
 //! prompt or resource, and the backend and original name behind one a
 //! client sends (prefixed, or looked up in the index the lists filled).
 
+use serde_json::json;
+
 use super::{Member, Namespace};
 use crate::config::Prefix;
 use crate::jsonrpc::{self, Outcome, parse_fields, string_field};
@@ -9,7 +11,6 @@ use crate::router::cursor::Cursor;
 use crate::router::kind::Kind;
 use crate::router::names;
 use crate::upstream::Caller;
-use serde_json::json;
 
 /// Gateway pages of a merged list followed to learn the names in it.
 const MAX_LIST_PAGES: usize = 64;
