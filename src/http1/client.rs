@@ -15,77 +15,31 @@
 //! most of the rest of the client's cost (bench/analysis.md). What a
 //! backend needs is one request, one response, in order.
 
+mod conn;
+mod pool;
+mod response;
+mod target;
+
 use super::codec as h1;
 
-use std::future::poll_fn;
-use std::io::IoSlice;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
-use tokio::io::AsyncWrite;
-use tokio::time::Instant;
-
-use bytes::{Bytes, BytesMut};
-use futures_util::Stream;
+use bytes::Bytes;
+use http::Method;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{Method, StatusCode, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
-use tower::Service;
 
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
-/// The connector's stream (hyper's I/O traits), seen through tokio's.
-type Io = TokioIo<hyper_rustls::MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>>;
-
-/// What a read asks the socket for at least: a response of the common size
-/// arrives in one read.
-const READ_BUF: usize = 8 * 1024;
-/// Idle connections kept per backend: as many as calls a link may have in
-/// flight (`conn::MAX_POSTS`), so a steady load reuses every one.
-const MAX_IDLE: usize = 256;
-/// An idle connection older than this is closed rather than reused.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+use pool::Shared;
+pub(crate) use response::Response;
+use response::ResponseBody;
+pub(crate) use target::Target;
 
 /// One per backend: its pooled connections.
 #[derive(Clone)]
 pub(crate) struct Client {
     shared: Arc<Shared>,
-}
-
-struct Shared {
-    connector: Connector,
-    /// A pool per worker shard (`crate::workers`): a connection registered
-    /// with one runtime's reactor is only ever driven from that runtime.
-    idle: Box<[Mutex<Idle>]>,
-}
-
-#[derive(Default)]
-struct Idle {
-    /// Oldest first: expired ones are a prefix, the warmest is at the end.
-    conns: Vec<IdleConn>,
-    /// A task closes expired connections while any are idle, so a backend
-    /// that gets no more calls is not left holding sockets.
-    reaping: bool,
-}
-
-impl Idle {
-    fn expire(&mut self, now: Instant) {
-        // One subtraction, then comparisons: the list is in idle order.
-        let Some(cutoff) = now.checked_sub(IDLE_TIMEOUT) else {
-            return;
-        };
-        let expired = self.conns.partition_point(|i| i.since <= cutoff);
-        drop(self.conns.drain(..expired));
-    }
-}
-
-struct IdleConn {
-    conn: Conn,
-    since: Instant,
 }
 
 impl std::fmt::Debug for Client {
@@ -133,260 +87,6 @@ impl Client {
     #[cfg(test)]
     fn idle(&self) -> usize {
         self.shared.idle_count()
-    }
-}
-
-impl Shared {
-    fn idle_count(&self) -> usize {
-        self.idle.iter().map(|i| i.lock().conns.len()).sum()
-    }
-
-    /// The calling thread's pool: its index in `idle`.
-    fn shard(&self) -> usize {
-        crate::workers::shard() % self.idle.len()
-    }
-
-    /// The warmest idle connection to `origin` that can take a request.
-    fn checkout(&self, origin: &Origin) -> Option<Conn> {
-        loop {
-            let mut conn = {
-                let mut idle = self.idle[self.shard()].lock();
-                idle.expire(crate::clock::tokio_now());
-                let at = idle.conns.iter().rposition(|i| i.conn.origin == *origin)?;
-                idle.conns.remove(at).conn
-            };
-            // Closed sockets are dropped outside the lock.
-            if conn.reusable() {
-                return Some(conn);
-            }
-        }
-    }
-
-    fn checkin(self: &Arc<Self>, conn: Conn) {
-        let shard = self.shard();
-        let mut idle = self.idle[shard].lock();
-        if idle.conns.len() >= MAX_IDLE {
-            return;
-        }
-        if !idle.reaping {
-            // Outside a runtime (dropped at exit) nothing could reap it.
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                return;
-            };
-            idle.reaping = true;
-            runtime.spawn(reap(Arc::downgrade(self), shard));
-        }
-        idle.conns.push(IdleConn {
-            conn,
-            since: crate::clock::tokio_now(),
-        });
-    }
-
-    async fn connect(&self, target: &Prepared) -> Result<Conn, SendError> {
-        let mut connector = self.connector.clone();
-        poll_fn(|cx| connector.poll_ready(cx))
-            .await
-            .map_err(SendError::Connect)?;
-        let io = connector
-            .call(target.uri.clone())
-            .await
-            .map_err(SendError::Connect)?;
-        Ok(Conn {
-            origin: target.origin.clone(),
-            io: Box::pin(TokioIo::new(io)),
-            buf: BytesMut::new(),
-        })
-    }
-}
-
-/// Closes idle connections as they expire; ends when none is idle or the
-/// client is gone.
-async fn reap(shared: std::sync::Weak<Shared>, shard: usize) {
-    loop {
-        tokio::time::sleep(IDLE_TIMEOUT / 4).await;
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        let mut idle = shared.idle[shard].lock();
-        idle.expire(Instant::now());
-        if idle.conns.is_empty() {
-            idle.reaping = false;
-            return;
-        }
-    }
-}
-
-/// Where a connection goes: scheme and authority, in lower case, in one
-/// string (compared at every checkout; `Authority`'s own comparison folds
-/// case byte by byte).
-#[derive(Clone, PartialEq)]
-struct Origin(Arc<str>);
-
-impl Origin {
-    fn of(uri: &Uri) -> Origin {
-        let scheme = uri.scheme_str().unwrap_or_default();
-        let authority = uri.authority().map_or("", Authority::as_str);
-        Origin(
-            format!("{scheme}://{authority}")
-                .to_ascii_lowercase()
-                .into(),
-        )
-    }
-}
-
-/// A URL prepared once for the requests to it (a backend's, with its
-/// config): what a connection is opened to, and what each request carries
-/// (RFC 9112 §3.2: the path in the request line, the host in `Host`).
-#[derive(Clone)]
-pub(crate) struct Target(Arc<Prepared>);
-
-/// Never the URL: a configured one may carry credentials.
-impl std::fmt::Debug for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Target")
-    }
-}
-
-struct Prepared {
-    uri: Uri,
-    origin: Origin,
-    path: PathAndQuery,
-    host: HeaderValue,
-}
-
-impl Target {
-    pub(crate) fn new(uri: &Uri) -> Result<Target, String> {
-        let host = uri.host().ok_or("the URL has no host")?;
-        let host = match uri.port_u16() {
-            Some(port) if Some(port) != default_port(uri.scheme()) => {
-                HeaderValue::try_from(format!("{host}:{port}"))
-            }
-            _ => HeaderValue::from_str(host),
-        }
-        .map_err(|_| "the URL's host is not a valid header value")?;
-        let path = uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        Ok(Target(Arc::new(Prepared {
-            uri: uri.clone(),
-            origin: Origin::of(uri),
-            path,
-            host,
-        })))
-    }
-}
-
-/// The TCP stream under a plain-HTTP connection (None under TLS): read and
-/// written by system call (`raw_io`).
-fn plain(io: &Io) -> Option<&tokio::net::TcpStream> {
-    match io.inner() {
-        hyper_rustls::MaybeHttpsStream::Http(tcp) => Some(tcp.inner()),
-        hyper_rustls::MaybeHttpsStream::Https(_) => None,
-    }
-}
-
-/// One HTTP/1.1 connection, and what has been read from it and not yet
-/// taken (the buffer is kept across requests).
-struct Conn {
-    origin: Origin,
-    /// Boxed: a TLS stream is kilobytes, and a connection moves in and out
-    /// of the pool and lives in every call's future.
-    io: Pin<Box<Io>>,
-    buf: BytesMut,
-}
-
-impl Conn {
-    /// Reads what has arrived; `Ok(0)` once the backend has closed.
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
-        if self.buf.capacity() - self.buf.len() < READ_BUF / 2 {
-            // In place when the last response's bytes are all dropped.
-            self.buf.reserve(READ_BUF);
-        }
-        let Some(tcp) = plain(&self.io) else {
-            return tokio_util::io::poll_read_buf(self.io.as_mut(), cx, &mut self.buf);
-        };
-        let spare = self.buf.spare_capacity_mut();
-        let mut read = tokio::io::ReadBuf::uninit(spare);
-        ready!(crate::raw_io::poll_read(tcp, cx, &mut read))?;
-        let n = read.filled().len();
-        // SAFETY: `poll_read` filled (initialised) `n` bytes of the spare
-        // capacity, from its start.
-        unsafe { self.buf.set_len(self.buf.len() + n) };
-        Poll::Ready(Ok(n))
-    }
-
-    /// Open, with nothing unasked-for arrived. A socket whose readiness is
-    /// not set answers without a system call (tokio clears it on a short
-    /// read); a backend's close, once seen by the reactor, is noticed here.
-    fn reusable(&mut self) -> bool {
-        self.buf.is_empty()
-            && self
-                .poll_fill(&mut Context::from_waker(Waker::noop()))
-                .is_pending()
-    }
-
-    /// Writes a request whole. An error says whether nothing of it left,
-    /// so that it may be sent again elsewhere.
-    async fn write(&mut self, head: &[u8], body: &[u8]) -> Result<(), Unsent> {
-        let mut written = 0;
-        while written < head.len() + body.len() {
-            let slices = if written < head.len() {
-                [IoSlice::new(&head[written..]), IoSlice::new(body)]
-            } else {
-                [
-                    IoSlice::new(&body[written - head.len()..]),
-                    IoSlice::new(&[]),
-                ]
-            };
-            let wrote = poll_fn(|cx| {
-                if let Some(tcp) = plain(&self.io) {
-                    return crate::raw_io::poll_write_vectored(tcp, cx, &slices);
-                }
-                self.io.as_mut().poll_write_vectored(cx, &slices)
-            });
-            match wrote.await {
-                Ok(0) => return Err(Unsent::new(std::io::ErrorKind::WriteZero.into(), written)),
-                Ok(n) => written += n,
-                Err(e) => return Err(Unsent::new(e, written)),
-            }
-        }
-        // TLS holds records until flushed; a plain socket has nothing to do.
-        poll_fn(|cx| self.io.as_mut().poll_flush(cx))
-            .await
-            .map_err(|e| Unsent::new(e, written))
-    }
-
-    async fn read_head(&mut self, method: &Method) -> Result<h1::Head, SendError> {
-        poll_fn(|cx| {
-            loop {
-                if let Some(head) = h1::read_head(&mut self.buf, method)? {
-                    return Poll::Ready(Ok(head));
-                }
-                match ready!(self.poll_fill(cx)) {
-                    Ok(0) => return Poll::Ready(Err(SendError::Response(h1::Error::Incomplete))),
-                    Ok(_) => {}
-                    Err(e) => return Poll::Ready(Err(SendError::Io(e))),
-                }
-            }
-        })
-        .await
-    }
-}
-
-/// A write that failed.
-struct Unsent {
-    error: std::io::Error,
-    /// Not a byte of the request left: it may go on another connection.
-    whole: bool,
-}
-
-impl Unsent {
-    fn new(error: std::io::Error, written: usize) -> Self {
-        Unsent {
-            error,
-            whole: written == 0,
-        }
     }
 }
 
@@ -539,14 +239,6 @@ fn shorter<'s, 'l: 's>(
     pair
 }
 
-fn default_port(scheme: Option<&Scheme>) -> Option<u16> {
-    match scheme?.as_str() {
-        "http" => Some(80),
-        "https" => Some(443),
-        _ => None,
-    }
-}
-
 /// Why a request got no response. Never names the URL: a configured URL
 /// may carry credentials, and these reach clients, logs and /readyz.
 #[derive(Debug, thiserror::Error)]
@@ -589,118 +281,6 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
-}
-
-pub(crate) struct Response {
-    status: StatusCode,
-    headers: h1::Headers,
-    content_length: Option<u64>,
-    body: ResponseBody,
-}
-
-impl Response {
-    pub(crate) fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    pub(crate) fn headers(&self) -> &h1::Headers {
-        &self.headers
-    }
-
-    /// The body as it arrives (trailers skipped).
-    pub(crate) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, String>> + Send {
-        self.body
-    }
-
-    /// The whole body; one larger than `limit` bytes is refused (by its
-    /// length before it is read, when it has one).
-    pub(crate) async fn bytes(self, limit: usize) -> Result<Bytes, String> {
-        use futures_util::StreamExt as _;
-        let too_large = || format!("a body larger than {limit} bytes");
-        if self.content_length.is_some_and(|n| n > limit as u64) {
-            return Err(too_large());
-        }
-        let mut chunks = self.body;
-        // A body that arrives in one piece (the common case) is that piece,
-        // not copied; only a second piece starts a buffer.
-        let mut whole = Bytes::new();
-        let mut joined: Option<BytesMut> = None;
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk?;
-            let so_far = joined.as_ref().map_or(whole.len(), BytesMut::len);
-            if so_far + chunk.len() > limit {
-                return Err(too_large());
-            }
-            match &mut joined {
-                None if whole.is_empty() => whole = chunk,
-                None => {
-                    let mut buf = BytesMut::with_capacity(so_far + chunk.len());
-                    buf.extend_from_slice(&whole);
-                    buf.extend_from_slice(&chunk);
-                    joined = Some(buf);
-                }
-                Some(buf) => buf.extend_from_slice(&chunk),
-            }
-        }
-        Ok(joined.map_or(whole, BytesMut::freeze))
-    }
-}
-
-/// A response's body and the connection it arrives on, read as the body
-/// is. Read to its end (or empty), the connection goes back to the pool
-/// when this is dropped; dropped earlier, or broken, it is closed.
-struct ResponseBody {
-    decoder: h1::Decoder,
-    /// The backend did not say it would close the connection.
-    keep_alive: bool,
-    /// `None` once the connection broke.
-    conn: Option<Conn>,
-    shared: Arc<Shared>,
-}
-
-impl Stream for ResponseBody {
-    type Item = Result<Bytes, String>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let Some(conn) = &mut this.conn else {
-            return Poll::Ready(None);
-        };
-        let broke = loop {
-            match this.decoder.step(&mut conn.buf) {
-                Ok(h1::Step::Data(data)) => return Poll::Ready(Some(Ok(data))),
-                Ok(h1::Step::Done) => return Poll::Ready(None),
-                Ok(h1::Step::More) => {}
-                Err(e) => break e.to_string(),
-            }
-            match ready!(conn.poll_fill(cx)) {
-                Ok(0) => match this.decoder.eof() {
-                    // Framed by the close: ended, but not reusable.
-                    Ok(()) => {
-                        this.keep_alive = false;
-                        return Poll::Ready(None);
-                    }
-                    Err(e) => break e.to_string(),
-                },
-                Ok(_) => {}
-                Err(e) => break SendError::Io(e).to_string(),
-            }
-        };
-        this.conn = None;
-        Poll::Ready(Some(Err(broke)))
-    }
-}
-
-impl Drop for ResponseBody {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take()
-            && self.keep_alive
-            && self.decoder.is_done()
-            && conn.buf.is_empty()
-        {
-            self.shared.checkin(conn);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -196,11 +196,11 @@ async fn idle_connections_are_closed_when_they_expire() {
     let client = Client::new().unwrap();
     assert_eq!(get(&client, &uri).await, "ok");
     assert_eq!(client.idle(), 1);
-    tokio::time::sleep(super::IDLE_TIMEOUT * 2).await;
+    tokio::time::sleep(super::pool::IDLE_TIMEOUT * 2).await;
     assert_eq!(client.idle(), 0);
     // And a later call opens a new one, reaped in turn.
     assert_eq!(get(&client, &uri).await, "ok");
     assert_eq!(client.idle(), 1);
-    tokio::time::sleep(super::IDLE_TIMEOUT * 2).await;
+    tokio::time::sleep(super::pool::IDLE_TIMEOUT * 2).await;
     assert_eq!(client.idle(), 0);
 }
