@@ -20,6 +20,29 @@ impl Namespace {
         kind: Kind,
         original: &str,
     ) -> Result<bool, Outcome> {
+        let method = match kind {
+            Kind::Tool | Kind::Prompt | Kind::Template => kind.list_method(),
+            Kind::Resource => "resources/list",
+        };
+        // The common call: listed in the catalog as read, no future to run.
+        if self.members[i]
+            .backend
+            .listed_now(caller, method, |l| l.has(original))
+        {
+            return Ok(true);
+        }
+        // Boxed: rare, and its future would make every call's large.
+        Box::pin(self.lists_slowly(caller, i, kind, original)).await
+    }
+
+    /// `lists` when the catalog must be read, or does not hold the name.
+    async fn lists_slowly(
+        &self,
+        caller: &Caller,
+        i: usize,
+        kind: Kind,
+        original: &str,
+    ) -> Result<bool, Outcome> {
         let backend = &self.members[i].backend;
         let named = |l: &Listing| l.has(original);
         let templated = |l: &Listing| {

@@ -134,6 +134,22 @@ impl Backend {
         Ok(found(&listing))
     }
 
+    /// Whether the catalog as read holds what `found` looks for, without
+    /// waiting for anything: the common call's whole check. False also
+    /// when it must be read first (then ask `listed`).
+    pub fn listed_now(
+        &self,
+        caller: &Caller,
+        method: &'static str,
+        found: impl Fn(&Listing) -> bool,
+    ) -> bool {
+        let key = self.catalog_key(caller, method);
+        let version = self.cache.version();
+        let read = self.catalogs.read.lock();
+        read.get(&key)
+            .is_some_and(|l| l.version == version && found(l))
+    }
+
     /// A tool's input schema, from the catalog.
     pub async fn tool_schema(&self, caller: &Caller, tool: &str) -> Option<serde_json::Value> {
         let key = self.catalog_key(caller, "tools/list");
