@@ -5,28 +5,33 @@
 //! are routed to exactly the request that caused them. A GET stream carries
 //! the rest (list changes). A 404 for our session means the backend forgot
 //! it: the request was not executed, so we re-initialize once and retry.
+//!
+//! Here: the endpoint and how a link on it is opened and owned. Its
+//! session's life (`session.rs`), its POSTs and what comes back on them
+//! (`post.rs`), the stream of everything else (`listen.rs`).
+
+mod listen;
+mod post;
+mod session;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use ::http::Method;
 use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
-use ::http::{Method, StatusCode};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use futures_util::future::BoxFuture;
-use futures_util::stream::FuturesUnordered;
 use parking_lot::Mutex;
-use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::conn::{Conn, Frame, Writes};
+use super::conn::Writes;
 use super::deadline::Deadline;
 use super::event_stream;
-use super::link::{self, EndReason, Link, SharedSession};
+use super::link::{EndReason, Link, SharedSession};
 use super::meta;
-use super::{InitInfo, LinkCtx, Notice, UpstreamError};
+use super::{InitInfo, LinkCtx, UpstreamError};
 use crate::http1::client::{self as http_client, RequestBuilder, Response};
 use crate::jsonrpc::{self, Message, Outcome};
 use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
@@ -105,25 +110,6 @@ struct Endpoint {
     closing: CancellationToken,
     /// `MAX_POSTS`: requests past it wait (within their deadline).
     posts: tokio::sync::Semaphore,
-}
-
-/// A request is its own POST, sent from the caller's task.
-impl super::conn::Post for Endpoint {
-    fn post<'a>(&'a self, conn: &'a Conn, frame: Frame) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            // Closed only with the endpoint, never while it is in use. A
-            // permit is nearly always free: taken without a waiter.
-            let _permit = match self.posts.try_acquire() {
-                Ok(permit) => permit,
-                Err(tokio::sync::TryAcquireError::NoPermits) => match self.posts.acquire().await {
-                    Ok(permit) => permit,
-                    Err(_) => return,
-                },
-                Err(tokio::sync::TryAcquireError::Closed) => return,
-            };
-            send(self, conn, frame).await;
-        })
-    }
 }
 
 /// Opens a link in the backend's era: probed on every open, so a backend
@@ -209,8 +195,8 @@ async fn connect(
         let version = session.version.to_str().ok()?.to_owned();
         Some((id, version))
     }));
-    let writer = tokio::spawn(write_frames(wire.clone(), conn.clone(), rx));
-    let listener = tokio::spawn(listen(wire.clone(), conn));
+    let writer = tokio::spawn(post::write_frames(wire.clone(), conn.clone(), rx));
+    let listener = tokio::spawn(listen::listen(wire.clone(), conn));
     link.own(tokio::spawn(own(link.clone(), wire, writer, listener)));
     Ok(link)
 }
@@ -310,357 +296,6 @@ impl Endpoint {
                 req.header(name, value)
             })
     }
-
-    /// A legacy call's POST, every header lent: the configured ones, then
-    /// `posting`'s, then `session`'s (what `posting` and `send_lent_with`
-    /// would send, without a builder).
-    async fn post_lent(
-        &self,
-        session: &Session,
-        body: &[u8],
-    ) -> Result<Response, http_client::SendError> {
-        let configured = self.spec.headers.current();
-        let headers = configured
-            .iter()
-            .chain(POSTING.iter().map(|(k, v)| (k, v)))
-            .chain(session.headers());
-        self.spec
-            .client
-            .send(&Method::POST, &self.spec.target, headers, body)
-            .await
-    }
-
-    /// A modern request: metadata in the body, mirrored in the headers.
-    fn post_modern(&self, line: &str, extra: &[(String, String)]) -> RequestBuilder {
-        let mut req = self
-            .posting()
-            .header(VERSION_HEADER, crate::protocol::MODERN_FIRST);
-        req = req.header_pairs(extra);
-        let body = match Message::parse(line.as_bytes()) {
-            Ok(Message::Request(r)) => {
-                let (params, name) = meta::ensure_modern(&r.method, r.params.as_deref());
-                req = req.header("mcp-method", r.method.as_str());
-                if let Some(n) = name {
-                    req = req.header("mcp-name", crate::mirror::encode(&n));
-                }
-                jsonrpc::request(&r.id, &r.method, Some(&params))
-            }
-            Ok(Message::Notification(n)) => {
-                req = req.header("mcp-method", n.method.as_str());
-                line.to_owned()
-            }
-            _ => line.to_owned(),
-        };
-        req.body(body)
-    }
-
-    /// Opens a session: initialize, remember its id and version, initialized.
-    /// One deadline covers it all; from the moment the backend names a
-    /// session, a failure or a cancellation at any await ends that session.
-    async fn initialize(&self) -> Result<InitInfo, UpstreamError> {
-        let name = &self.ctx.name;
-        let deadline = Deadline::after(self.ctx.timeout);
-        let fresh = Session {
-            id: None,
-            ..(**self.session.lock()).clone()
-        };
-        let id = jsonrpc::raw(&"sluice-initialize");
-        let body = jsonrpc::request(
-            &id,
-            "initialize",
-            Some(&link::initialize_params(&self.ctx.offer)),
-        );
-        let resp = deadline
-            .run(name, self.post(&fresh, body).send())
-            .await?
-            .map_err(|e| UpstreamError::from_http(name, e))?;
-        if !resp.status().is_success() {
-            // Reachable, but refusing sessions (a modern-only server).
-            return Err(UpstreamError::protocol(
-                name,
-                format!("initialize answered HTTP {}", resp.status()),
-            ));
-        }
-        let opened = Session {
-            id: resp.headers().get(&SESSION_HEADER),
-            ..fresh
-        };
-        let mut unfinished = Unfinished::new(self, &opened);
-        let outcome = deadline.try_run(name, answer_of(name, resp, &id)).await?;
-        let info = InitInfo::from_outcome(name, &outcome)?;
-        let version = HeaderValue::from_str(&info.protocol_version)
-            .map_err(|_| UpstreamError::protocol(name, "bad protocolVersion"))?;
-        let session = Session {
-            version,
-            generation: self.session.lock().generation + 1,
-            ..opened
-        };
-        unfinished.session = session.clone();
-        let note = jsonrpc::notification("notifications/initialized", None);
-        let resp = deadline
-            .run(name, self.post(&session, note).send())
-            .await?
-            .map_err(|e| UpstreamError::from_http(name, e))?;
-        if !resp.status().is_success() {
-            return Err(UpstreamError::protocol(
-                name,
-                format!("notifications/initialized answered HTTP {}", resp.status()),
-            ));
-        }
-        unfinished.disarm();
-        *self.session.lock() = Arc::new(session);
-        self.ctx.metrics.backend_session_opened(name);
-        Ok(info)
-    }
-
-    /// After a 404: re-initialize, unless a concurrent caller already did.
-    async fn reinitialize(&self, seen: u64) -> Result<(), UpstreamError> {
-        let _one = self.reinit.lock().await;
-        if self.closing.is_cancelled() {
-            return Err(UpstreamError::unavailable(
-                &self.ctx.name,
-                "session closing",
-            ));
-        }
-        if self.session.lock().generation != seen {
-            return Ok(());
-        }
-        tracing::info!(backend = %self.ctx.name, "backend forgot our session; re-initializing");
-        self.ctx
-            .metrics
-            .backend_session_closed(&self.ctx.name, EndReason::Expired.label());
-        self.initialize().await.map(|_| ())
-    }
-
-    async fn delete(&self) {
-        let session = self.session.lock().clone();
-        if session.id.is_none() {
-            return;
-        }
-        let req = self.request(Method::DELETE, &session).send();
-        if let Ok(Ok(resp)) = tokio::time::timeout(DELETE_TIMEOUT, req).await {
-            tracing::debug!(backend = %self.ctx.name, status = %resp.status(), "backend session deleted");
-        }
-    }
-}
-
-/// A backend session whose opening has not finished. Nobody else knows its
-/// id, so unless disarmed it is ended on drop (an error, or a cancellation
-/// at any await of the opening): the DELETE runs on its own task.
-struct Unfinished {
-    delete: Option<RequestBuilder>,
-    session: Session,
-    ctx_name: crate::vocab::BackendName,
-}
-
-impl Unfinished {
-    fn new(endpoint: &Endpoint, session: &Session) -> Unfinished {
-        Unfinished {
-            delete: session
-                .id
-                .is_some()
-                .then(|| endpoint.request(Method::DELETE, session)),
-            session: session.clone(),
-            ctx_name: endpoint.ctx.name.clone(),
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.delete = None;
-    }
-}
-
-impl Drop for Unfinished {
-    fn drop(&mut self) {
-        let Some(req) = self.delete.take() else {
-            return;
-        };
-        // The version header may have been settled since the request was
-        // built; the session id is what the backend needs.
-        let req = match &self.session.id {
-            Some(id) => req.header(SESSION_HEADER, id.clone()),
-            None => return,
-        };
-        let name = self.ctx_name.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = tokio::time::timeout(DELETE_TIMEOUT, req.send()).await;
-                tracing::debug!(backend = %name, "unfinished backend session ended");
-            });
-        }
-    }
-}
-
-/// Sends each queued frame (notifications and responses; requests are
-/// posted by their callers) as its own POST, concurrently, all owned by
-/// this one task: when the link ends, the task is dropped and every POST in
-/// flight with it (no detached task can outlive its backend session).
-async fn write_frames(wire: Arc<Endpoint>, conn: Arc<Conn>, mut rx: mpsc::Receiver<Frame>) {
-    // Bounded like the call itself; a stream nobody waits for ends.
-    let limit = wire.ctx.timeout + Duration::from_secs(1);
-    let mut in_flight = FuturesUnordered::new();
-    loop {
-        tokio::select! {
-            frame = rx.recv(), if in_flight.len() < MAX_POSTS => match frame {
-                Some(frame) => in_flight.push(tokio::time::timeout(limit, send(&wire, &conn, frame))),
-                None => break,
-            },
-            Some(_) = in_flight.next(), if !in_flight.is_empty() => {}
-        }
-    }
-    while in_flight.next().await.is_some() {}
-}
-
-async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
-    let name = &wire.ctx.name;
-    if wire.modern && frame.call.is_none() {
-        // 2026-07-28 has no client notifications or responses over HTTP.
-        return;
-    }
-    for attempt in 0..2 {
-        let session = wire.session.lock().clone();
-        // The legacy body is lent to both attempts: no copy, no sharing.
-        let sent = if wire.modern {
-            wire.post_modern(&frame.line, &frame.headers).send().await
-        } else if frame.headers.is_empty() {
-            wire.post_lent(&session, frame.line.as_bytes()).await
-        } else {
-            // A call's own headers replace configured ones: the builder's
-            // `header_pairs` does that.
-            wire.posting()
-                .header_pairs(&frame.headers)
-                .send_lent_with(session.headers(), frame.line.as_bytes())
-                .await
-        };
-        let resp = match sent {
-            Ok(r) => r,
-            // A request that could not even be built (a header value the
-            // backend's schema led to) fails that call, not the link.
-            Err(e) if e.is_builder() => {
-                if let Some(id) = frame.call {
-                    conn.fail(
-                        id,
-                        UpstreamError::protocol(name, "request could not be built"),
-                    );
-                }
-                return;
-            }
-            Err(e) => {
-                if let Some(id) = frame.call {
-                    conn.fail(id, UpstreamError::from_http(&wire.ctx.name, e));
-                }
-                wire.fatal.cancel();
-                return;
-            }
-        };
-        let status = resp.status();
-        if status == StatusCode::NOT_FOUND
-            && session.id.is_some()
-            && attempt == 0
-            && !wire.closing.is_cancelled()
-        {
-            // The request was not executed: re-initialize, then retry it.
-            // (Boxed: the handshake's future would make every call's large.)
-            if let Err(e) = Box::pin(wire.reinitialize(session.generation)).await {
-                if let Some(id) = frame.call {
-                    conn.fail(id, e);
-                }
-                wire.fatal.cancel();
-                return;
-            }
-            continue;
-        }
-        if !status.is_success() {
-            // A JSON-RPC error riding on a 4xx (-32021, -32602, ...) is the
-            // backend's answer: it passes through, its data intact.
-            if is_json(&resp)
-                && let Ok(body) = resp.bytes(MAX_BODY).await
-                && let Ok(Message::Response(_)) = Message::parse(&body)
-            {
-                dispatch(wire, conn, &body, frame.call);
-                return;
-            }
-            if let Some(id) = frame.call {
-                conn.fail(
-                    id,
-                    UpstreamError::protocol(name, format!("answered HTTP {status}")),
-                );
-            }
-            return;
-        }
-        deliver(wire, conn, resp, frame.call).await;
-        return;
-    }
-}
-
-/// Feeds a POST's response (one JSON message, a batch, or an SSE stream)
-/// to the connection, tagged with the request it answers.
-async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u64>) {
-    let mut answered = false;
-    if is_event_stream(&resp) {
-        let mut stream = std::pin::pin!(event_stream::of_response(resp));
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(ev) if !ev.data.is_empty() => {
-                    answered |= dispatch(wire, conn, ev.data.as_bytes(), origin);
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    if wire.ctx.warnings.admit().is_some() {
-                        tracing::warn!(backend = %wire.ctx.name, error = %e, "response stream broke");
-                    }
-                    break;
-                }
-            }
-        }
-    } else {
-        let body = match resp.bytes(MAX_BODY).await {
-            Ok(body) => body,
-            Err(e) => {
-                if wire.ctx.warnings.admit().is_some() {
-                    tracing::warn!(backend = %wire.ctx.name, error = %e, "response body refused");
-                }
-                bytes::Bytes::new()
-            }
-        };
-        // One object is the common case: a batch only when it starts with '['.
-        match body.iter().find(|b| !b.is_ascii_whitespace()) {
-            None => {}
-            Some(b'[') => match serde_json::from_slice::<Vec<Box<RawValue>>>(&body) {
-                Ok(batch) => {
-                    for m in &batch {
-                        answered |= dispatch(wire, conn, m.get().as_bytes(), origin);
-                    }
-                }
-                Err(e) => tracing::warn!(backend = %wire.ctx.name, error = %e, "unparseable batch"),
-            },
-            // Not UTF-8 is not JSON: refused as unparseable, never mangled.
-            Some(_) => answered = dispatch(wire, conn, &body, origin),
-        }
-    }
-    if let Some(id) = origin
-        && !answered
-    {
-        // A response stream that ended without the answer: fail, don't hang.
-        conn.fail_with(id, || {
-            UpstreamError::protocol(&wire.ctx.name, "response ended without an answer")
-        });
-    }
-}
-
-/// Hands one message to the connection; true if it answered `origin`.
-fn dispatch(wire: &Endpoint, conn: &Conn, data: &[u8], origin: Option<u64>) -> bool {
-    let (notice, answered) = conn.dispatch_answering(data, origin);
-    if let Some(notice) = notice {
-        wire.ctx.notice(notice);
-    }
-    answered
-}
-
-fn is_json(resp: &Response) -> bool {
-    resp.headers()
-        .get_str(&CONTENT_TYPE)
-        .is_some_and(|v| v.starts_with("application/json"))
 }
 
 fn is_event_stream(resp: &Response) -> bool {
@@ -694,83 +329,6 @@ async fn answer_of(
     Err(UpstreamError::protocol(name, "initialize got no answer"))
 }
 
-/// The standalone GET stream (legacy) or `subscriptions/listen` (modern):
-/// list changes and other unsolicited messages. Reconnects with backoff
-/// while the link lives; a 405 means there is none.
-async fn listen(wire: Arc<Endpoint>, conn: Arc<Conn>) {
-    let mut backoff = Duration::from_millis(500);
-    loop {
-        let session = wire.session.lock().clone();
-        let resp = if wire.modern {
-            let all = json!({ "notifications": {
-                "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true } });
-            let line = jsonrpc::request(
-                &jsonrpc::raw(&"sluice-listen"),
-                "subscriptions/listen",
-                Some(&jsonrpc::raw(&all)),
-            );
-            wire.post_modern(&line, &[]).send()
-        } else {
-            wire.request(Method::GET, &session)
-                .header(ACCEPT, "text/event-stream")
-                .send()
-        };
-        // Until the headers come: a backend that accepts and never answers
-        // is retried like one that refused.
-        let resp = match tokio::time::timeout(wire.ctx.timeout, resp).await {
-            Ok(r) => r,
-            Err(_) => {
-                tracing::debug!(backend = %wire.ctx.name, "GET stream not answered in time");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(30));
-                continue;
-            }
-        };
-        match resp {
-            Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
-            Ok(r) if r.status() == StatusCode::NOT_FOUND && session.id.is_some() => {
-                if wire.reinitialize(session.generation).await.is_err() {
-                    wire.fatal.cancel();
-                    return;
-                }
-                continue;
-            }
-            Ok(r) if r.status().is_success() && is_event_stream(&r) => {
-                backoff = Duration::from_millis(500);
-                let mut stream = std::pin::pin!(event_stream::of_response(r));
-                while let Some(Ok(ev)) = stream.next().await {
-                    if wire.modern && wire.ctx.watched.acknowledged(&ev.data) {
-                        continue;
-                    }
-                    if !ev.data.is_empty() {
-                        dispatch(&wire, &conn, ev.data.as_bytes(), None);
-                    }
-                }
-                // Changes from now on would go unseen: what was kept for
-                // lack of them is dropped, and clients told to list again.
-                for kind in wire.ctx.watched.end() {
-                    wire.ctx.notice(Notice::ListChanged(kind));
-                }
-            }
-            Ok(r) => {
-                tracing::debug!(backend = %wire.ctx.name, status = %r.status(), "no GET stream");
-            }
-            // Nothing listens where the backend was: it is gone, and the
-            // link with it (health turns down now, not at the next call).
-            Err(e) if e.is_connect() => {
-                tracing::debug!(backend = %wire.ctx.name, error = %e, "backend refused the GET stream");
-                wire.fatal.cancel();
-                return;
-            }
-            Err(e) => {
-                tracing::debug!(backend = %wire.ctx.name, error = %e, "GET stream failed");
-            }
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(30));
-    }
-}
-
 /// Ends a backend session by its id alone, for a session whose link is
 /// gone (its replica died): the same DELETE the link's owner would send.
 pub(super) async fn delete_session(spec: &HttpSpec, session: &str) {
@@ -784,20 +342,4 @@ pub(super) async fn delete_session(spec: &HttpSpec, session: &str) {
         .header(SESSION_HEADER, id)
         .send();
     let _ = tokio::time::timeout(DELETE_TIMEOUT, req).await;
-}
-
-#[cfg(test)]
-mod tests {
-    /// The POST of every call is a future moved into a box whole
-    /// (`Endpoint::post`): re-initializing inline once made it 5 KiB.
-    #[test]
-    #[allow(unreachable_code, clippy::diverging_sub_expression)]
-    fn a_post_future_stays_small() {
-        fn future_size<F: std::future::Future>(_make: impl FnOnce() -> F) -> usize {
-            std::mem::size_of::<F>()
-        }
-        // 1,736 bytes when this was written (the same in release).
-        let send = future_size(|| super::send(todo!(), todo!(), todo!()));
-        assert!(send <= 2 * 1024, "http::send: {send} bytes");
-    }
 }

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::{Caller, ClientKey};
+use tokio::sync::broadcast;
+
+use super::{Backend, Caller, ClientKey};
 use crate::protocol::LogLevel;
 
 /// The list-change notifications, by the list they invalidate.
@@ -171,6 +173,29 @@ impl Notice {
             // Only ever for the one client it was meant for.
             Notice::Ask { client, .. } => client.as_ref() == Some(&caller.key),
         }
+    }
+}
+
+impl Backend {
+    /// What the backend announces for clients (list changes, resource
+    /// updates), as it happens.
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<Notice> {
+        self.changes.subscribe()
+    }
+
+    pub(super) fn announce(&self, notice: Notice) {
+        if let Some(relay) = self.relay.get() {
+            relay(&notice);
+        }
+        self.announce_here(notice);
+    }
+
+    /// What another replica's session of this backend announced.
+    pub fn announce_here(&self, notice: Notice) {
+        if let Notice::ListChanged(kind) = &notice {
+            self.cache.invalidate(kind.method());
+        }
+        let _ = self.changes.send(notice);
     }
 }
 

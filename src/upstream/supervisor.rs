@@ -70,7 +70,7 @@ async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
     match link::probe(&link, backend.ctx.timeout).await {
         Ok((method, page)) => {
             backend.cache.clear();
-            let ttl = link.info.is_modern().then(|| super::ttl_of(&page));
+            let ttl = link.info.is_modern().then(|| super::lists::ttl_of(&page));
             let version = backend.cache.version();
             let profile = backend.profile(link.conn.offer().unwrap_or(backend.ctx.offer));
             let _ = backend

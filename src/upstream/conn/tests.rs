@@ -108,7 +108,7 @@ async fn next_json(rx: &mut mpsc::Receiver<Frame>) -> Value {
 #[test]
 fn progress_token_is_rewritten_and_the_rest_kept() {
     let p = raw(r#"{"name":"t","arguments":{"x": 1.50},"_meta":{"progressToken":"abc","k":[1]}}"#);
-    let (p, tok) = rewrite_progress_token(&p, 42);
+    let (p, tok) = calls::rewrite_progress_token(&p, 42);
     assert_eq!(tok.unwrap().get(), r#""abc""#);
     assert_eq!(
         p.get(),
@@ -120,7 +120,7 @@ fn progress_token_is_rewritten_and_the_rest_kept() {
 fn params_without_token_pass_unchanged() {
     let text = r#"{"name":"t", "arguments":{}}"#;
     let raw = raw(text);
-    let (p, tok) = rewrite_progress_token(&raw, 1);
+    let (p, tok) = calls::rewrite_progress_token(&raw, 1);
     assert!(tok.is_none());
     assert_eq!(p.get(), text);
 }

@@ -1,0 +1,111 @@
+//! What the backend sends, handled: answers to their callers (on the
+//! caller's worker), progress to the one client whose request it is about,
+//! notifications and server requests to where they belong.
+
+use indexmap::IndexMap;
+use serde_json::value::RawValue;
+
+use super::Conn;
+use crate::jsonrpc::{self, Incoming};
+use crate::upstream::events::Event;
+use crate::upstream::notice::Notice;
+use crate::workers::Handoff;
+
+impl Conn {
+    /// `dispatch_answering`'s notice alone.
+    #[cfg(test)]
+    pub(crate) fn dispatch(&self, line: impl AsRef<[u8]>, origin: Option<u64>) -> Option<Notice> {
+        self.dispatch_via(line, origin, &mut Handoff::new()).0
+    }
+
+    /// Handles one message from the backend. `origin` is the gateway id of
+    /// the request whose response stream carried it, when the transport
+    /// tells. Returns what the backend announced for clients, if anything,
+    /// and whether the message answered the call `origin`.
+    pub(crate) fn dispatch_answering(
+        &self,
+        line: impl AsRef<[u8]>,
+        origin: Option<u64>,
+    ) -> (Option<Notice>, bool) {
+        let (notice, answered) = self.dispatch_via(line, origin, &mut Handoff::new());
+        (notice, answered.is_some() && answered == origin)
+    }
+
+    /// `dispatch` for a reader that answers callers on other workers: their
+    /// answers go with `handoff`'s next flush. Also returns the call the
+    /// message answered, if any.
+    pub(crate) fn dispatch_via(
+        &self,
+        line: impl AsRef<[u8]>,
+        origin: Option<u64>,
+        handoff: &mut Handoff,
+    ) -> (Option<Notice>, Option<u64>) {
+        let msg = match Incoming::parse(line.as_ref()) {
+            Ok(m) => m,
+            Err(e) => {
+                if let Some(suppressed) = self.warnings.admit() {
+                    tracing::warn!(backend = %self.backend, error = %e, suppressed, "unparseable message from backend");
+                }
+                return (None, None);
+            }
+        };
+        match msg {
+            Incoming::Response { id, outcome } => {
+                let id: Option<u64> = serde_json::from_str(id.get()).ok();
+                let call = id.and_then(|id| self.state.lock().calls.remove(&id));
+                match call {
+                    Some(call) => handoff.run_on(call.shard, move || {
+                        call.reply.send(Ok(outcome));
+                    }),
+                    None => {
+                        tracing::debug!(backend = %self.backend, "response for no pending request");
+                        return (None, None);
+                    }
+                }
+                (None, id)
+            }
+            Incoming::Notification(n) => (self.on_notification(n, origin), None),
+            Incoming::Request(r) => (self.on_server_request(r, origin), None),
+        }
+    }
+
+    fn on_notification(&self, n: jsonrpc::Notification, origin: Option<u64>) -> Option<Notice> {
+        match n.method.as_str() {
+            "notifications/progress" => {
+                let params = n.params?;
+                let mut fields: IndexMap<String, Box<RawValue>> =
+                    serde_json::from_str(params.get()).ok()?;
+                let token: u64 = serde_json::from_str(fields.get("progressToken")?.get()).ok()?;
+                let st = self.state.lock();
+                let call = st.calls.get(&token)?;
+                let (Some(to), Some(client_token)) = (&call.to, &call.client_token) else {
+                    return None;
+                };
+                let events = &to.events;
+                fields.insert("progressToken".into(), client_token.clone());
+                let line =
+                    jsonrpc::notification("notifications/progress", Some(&jsonrpc::raw(&fields)));
+                // A slow client loses progress, never blocks the backend for others.
+                let _ = events.try_send(Event::Notification(line));
+                None
+            }
+            m if m.ends_with("/list_changed") || m == "notifications/resources/updated" => {
+                Notice::of(m, n.params.as_deref())
+            }
+            // On a request's own stream it belongs to that request's client;
+            // sent outside any request, to every client that set a level.
+            "notifications/message" => match origin {
+                Some(id) => {
+                    let to = self.state.lock().calls.get(&id).and_then(|c| c.to.clone());
+                    if let Some(to) = to {
+                        let line = jsonrpc::notification(&n.method, n.params.as_deref());
+                        let _ = to.events.try_send(Event::Notification(line));
+                    }
+                    None
+                }
+                None => Notice::of(&n.method, n.params.as_deref()),
+            },
+            _ => None,
+        }
+    }
+}

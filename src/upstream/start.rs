@@ -1,0 +1,201 @@
+//! A backend started from its config: its transport (the command, or the
+//! URL and headers), its pool, and its supervisor.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::pool::PerSession;
+use super::{Backend, Glance, Health, LinkCtx, Notice, Pool, TransportSpec};
+use super::{cache, catalog, child, headers, http, supervisor, throttle};
+use crate::config::{BackendConfig, Isolation, Transport};
+use crate::metrics::Metrics;
+use crate::protocol::ClientCaps;
+
+impl Backend {
+    /// Starts the backend's supervisor; it runs until `stop` is cancelled
+    /// and ends every backend session before it returns.
+    pub fn start(
+        config: &BackendConfig,
+        metrics: Arc<Metrics>,
+        settle_until: tokio::time::Instant,
+        stop: CancellationToken,
+    ) -> Result<(Arc<Backend>, tokio::task::JoinHandle<()>), String> {
+        let transport = transport_spec(config)?;
+        if let TransportSpec::Http(spec) | TransportSpec::Sse(spec) = &transport {
+            // The gateway's own token, while the backend runs.
+            tokio::spawn(spec.headers.clone().keep_fresh(
+                spec.client.clone(),
+                config.name.clone(),
+                stop.clone(),
+            ));
+        }
+        let backend = Arc::new_cyclic(|weak: &Weak<Backend>| {
+            let me = weak.clone();
+            let weak = weak.clone();
+            Backend {
+                name: config.name.clone(),
+                me,
+                ctx: LinkCtx {
+                    name: config.name.clone(),
+                    metrics,
+                    timeout: config.request_timeout,
+                    on_notice: Arc::new(move |notice: Notice| {
+                        if let Some(b) = weak.upgrade() {
+                            b.announce(notice);
+                        }
+                    }),
+                    client: None,
+                    offer: ClientCaps {
+                        sampling: true,
+                        elicitation: true,
+                        elicitation_url: true,
+                        roots: !config.roots.is_empty(),
+                        roots_list_changed: false,
+                    },
+                    roots: (!config.roots.is_empty()).then(|| config.roots.clone().into()),
+                    warnings: Arc::new(throttle::Throttle::new(5, Duration::from_secs(10))),
+                    stderr: Arc::new(throttle::Throttle::new(100, Duration::from_secs(10))),
+                    watched: Arc::default(),
+                },
+                transport,
+                pool: match config.isolation {
+                    Isolation::Shared => Pool::Shared(Mutex::new(None)),
+                    Isolation::PerSession => Pool::PerSession(PerSession::new(
+                        config.name.clone(),
+                        config.max_sessions,
+                        config.idle_ttl,
+                    )),
+                },
+                cache: cache::ListCache::default(),
+                catalogs: catalog::Catalogs::default(),
+                health: Mutex::new(Health::Starting),
+                history: Mutex::default(),
+                settled: watch::channel(false).0,
+                settle_until,
+                health_changed: watch::channel(()).0,
+                changes: broadcast::channel(16).0,
+                wake: Notify::new(),
+                modern: Mutex::new(None),
+                glance: Glance::default(),
+                legacy_refused: std::sync::atomic::AtomicBool::new(false),
+                opening: tokio::sync::Mutex::new(()),
+                relay: std::sync::OnceLock::new(),
+                health_interval: match config.transport {
+                    Transport::Stdio { .. } => Duration::ZERO,
+                    Transport::Http { .. } | Transport::Sse { .. } => config.health_interval,
+                },
+            }
+        });
+        backend.ctx.metrics.backend_up(&backend.name, false);
+        let task = tokio::spawn(supervisor::run(backend.clone(), stop));
+        Ok((backend, task))
+    }
+
+    /// How the backend is reached: `stdio`, `http` or `sse`.
+    pub fn transport(&self) -> &'static str {
+        match self.transport {
+            TransportSpec::Stdio(_) => "stdio",
+            TransportSpec::Http(_) => "http",
+            TransportSpec::Sse(_) => "sse",
+        }
+    }
+}
+
+/// Whether `start` would accept this backend (a reload checks every new
+/// one before it starts any).
+pub fn check(config: &BackendConfig) -> Result<(), String> {
+    transport_spec(config).map(drop)
+}
+
+fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {
+    Ok(match &config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            inherit,
+            cwd,
+        } => TransportSpec::Stdio(child::StdioSpec {
+            command: command.clone(),
+            args: args.clone(),
+            env: env.clone(),
+            inherit: inherit.clone(),
+            cwd: cwd.clone(),
+        }),
+        Transport::Http { url, headers } => {
+            TransportSpec::Http(Arc::new(http_spec(url, headers, config)?))
+        }
+        Transport::Sse { url, headers } => {
+            TransportSpec::Sse(Arc::new(http_spec(url, headers, config)?))
+        }
+    })
+}
+
+fn http_spec(
+    url: &str,
+    headers: &[(String, crate::config::Secret)],
+    config: &BackendConfig,
+) -> Result<http::HttpSpec, String> {
+    let mut url = url::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("bad url: scheme {} (http or https)", url.scheme()));
+    }
+    // Credentials in the URL (`http://user:pass@host/`) go as Basic auth,
+    // as browsers and curl send them, and leave the URL.
+    let basic = basic_auth(&url);
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    let uri = url
+        .as_str()
+        .parse::<::http::Uri>()
+        .map_err(|e| format!("bad url: {e}"))?;
+    let mut map = ::http::HeaderMap::new();
+    for (k, v) in headers {
+        let name =
+            ::http::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
+        let mut value = ::http::HeaderValue::from_str(v.expose())
+            .map_err(|_| format!("header {k}: invalid value"))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    if let Some(mut value) = basic
+        && !map.contains_key(::http::header::AUTHORIZATION)
+    {
+        value.set_sensitive(true);
+        map.insert(::http::header::AUTHORIZATION, value);
+    }
+    // No redirects are followed: one would carry the configured secret
+    // headers to wherever the backend points (a 3xx is an error, not a hop).
+    let client = crate::http1::client::Client::new().map_err(|e| format!("http client: {e}"))?;
+    let target = crate::http1::client::Target::new(&uri).map_err(|e| format!("bad url: {e}"))?;
+    Ok(http::HttpSpec {
+        url,
+        target,
+        headers: Arc::new(headers::Headers::new(map, config.credentials.as_ref())?),
+        client,
+    })
+}
+
+/// `Authorization: Basic` from a URL's user and password, if it has them.
+fn basic_auth(url: &url::Url) -> Option<::http::HeaderValue> {
+    use base64::Engine as _;
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let pair = format!(
+        "{}:{}",
+        decode(url.username()),
+        decode(url.password().unwrap_or(""))
+    );
+    let token = base64::engine::general_purpose::STANDARD.encode(pair);
+    ::http::HeaderValue::from_str(&format!("Basic {token}")).ok()
+}
