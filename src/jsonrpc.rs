@@ -14,9 +14,10 @@ mod object;
 mod params;
 mod repeated;
 pub(crate) use needle::Needle;
-pub(crate) use object::{Value, members};
+pub(crate) use object::Value;
+use object::{Keys, Unwatched};
 pub(crate) use params::{Fields, parse_fields, peek_string, peek_string_with_serde, string_field};
-pub(crate) use repeated::{repeated_key, repeated_key_with_serde};
+use repeated::{Repeated, Repeats};
 
 /// A JSON-RPC id exactly as the peer wrote it (number or string).
 pub type RawId = Box<RawValue>;
@@ -206,12 +207,13 @@ pub const SESSION_NOT_FOUND: i64 = -32001;
 pub const TRANSPORT_ERROR: i64 = -32000;
 
 impl<'a> Envelope<'a> {
-    /// The common message read in one pass (`object::members`); None: for
-    /// serde to read, and to say what is wrong with it.
-    fn read(text: &'a str) -> Option<Envelope<'a>> {
+    /// The common message read in one pass (`object::members`), `params`
+    /// shown to `watch` as it is walked; None: for serde to read, and to
+    /// say what is wrong with it.
+    fn read(text: &'a str, watch: &mut impl Keys<'a>) -> Option<Envelope<'a>> {
         let mut w = Envelope::default();
         let mut seen = 0u8;
-        members(text, |key, value| {
+        object::members_watching(text, "params", watch, |key, value| {
             // `Option`'s reading: null is absent.
             let string = || match value {
                 Value::Str(s, _) => Some(Some(Cow::Borrowed(s))),
@@ -256,6 +258,19 @@ impl<'a> Envelope<'a> {
         })?;
         Some(w)
     }
+
+    /// The message read in one pass (true), or else by serde (which says
+    /// what is wrong with it).
+    #[inline]
+    fn of(bytes: &'a [u8], watch: &mut impl Keys<'a>) -> Result<(Envelope<'a>, bool), ParseError> {
+        match std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|t| Envelope::read(t, watch))
+        {
+            Some(envelope) => Ok((envelope, true)),
+            None => Ok((serde_json::from_slice(bytes)?, false)),
+        }
+    }
 }
 
 impl Message {
@@ -289,20 +304,45 @@ impl Message {
     }
 
     /// A client's message: as `parse`, and a key repeated inside its
-    /// params where the gateway reads it (`repeated`) is refused as a
+    /// params where the gateway reads keys (`repeated`) is refused as a
     /// repeated top-level key is.
-    fn parse_client(bytes: &[u8]) -> Result<Message, ParseError> {
-        let message = Message::parse(bytes)?;
-        let params = match &message {
-            Message::Request(r) => r.params.as_deref(),
-            Message::Notification(n) => n.params.as_deref(),
-            Message::Response(_) => None,
+    pub(crate) fn parse_client(bytes: &[u8]) -> Result<Message, ParseError> {
+        let mut repeats = Repeats::new();
+        let (envelope, one_pass) = Envelope::of(bytes, &mut repeats)?;
+        let repeated = match one_pass {
+            true => repeats.finish(),
+            false => Repeated::Unknown,
         };
-        match params.and_then(repeated::repeated_key) {
+        let message = Incoming::sort(envelope)?.owned();
+        let key = match repeated {
+            Repeated::None => None,
+            Repeated::Key(key) => Some(String::from_utf8_lossy(key).into_owned()),
+            Repeated::Unknown => message.params().and_then(repeated::repeated_key_with_serde),
+        };
+        Message::refuse_repeated(message, key)
+    }
+
+    /// `parse_client` read by serde alone (the fuzz target compares them).
+    pub(crate) fn parse_client_with_serde(bytes: &[u8]) -> Result<Message, ParseError> {
+        let message = Message::parse_with_serde(bytes)?;
+        let key = message.params().and_then(repeated::repeated_key_with_serde);
+        Message::refuse_repeated(message, key)
+    }
+
+    fn refuse_repeated(message: Message, key: Option<String>) -> Result<Message, ParseError> {
+        match key {
             None => Ok(message),
             Some(key) => Err(ParseError::Json(serde::de::Error::custom(format_args!(
                 "duplicate field `{key}` in params"
             )))),
+        }
+    }
+
+    fn params(&self) -> Option<&RawValue> {
+        match self {
+            Message::Request(r) => r.params.as_deref(),
+            Message::Notification(n) => n.params.as_deref(),
+            Message::Response(_) => None,
         }
     }
 }
@@ -319,13 +359,7 @@ pub enum Incoming<'a> {
 impl<'a> Incoming<'a> {
     /// `Message::parse`, a response's id left in `bytes`.
     pub fn parse(bytes: &'a [u8]) -> Result<Incoming<'a>, ParseError> {
-        // Anything the one pass does not read, serde reads (and says what
-        // is wrong with it).
-        let envelope = match std::str::from_utf8(bytes).ok().and_then(Envelope::read) {
-            Some(envelope) => envelope,
-            None => serde_json::from_slice(bytes)?,
-        };
-        Self::sort(envelope)
+        Self::sort(Envelope::of(bytes, &mut Unwatched)?.0)
     }
 
     /// The message, owned whole.

@@ -175,9 +175,9 @@ async fn notifications_get_202() {
     assert_eq!(r.status, 202);
 }
 
-/// 2025-03-26 sessions may batch; responses come back as an array.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn batches_on_2025_03_26() {
+/// A gateway with the demo backend and a 2025-03-26 session (the revision
+/// that may batch).
+async fn batching_session() -> (Gateway, Http, String) {
     let gw = Gateway::start(&demo_backend("demo"));
     let http = Http::new(gw.url("/mcp"));
     let mut init = init_request(1);
@@ -185,6 +185,13 @@ async fn batches_on_2025_03_26() {
     let r = http.post(None, &init).await;
     assert_eq!(r.json()["result"]["protocolVersion"], "2025-03-26");
     let id = r.session_id().unwrap();
+    (gw, http, id)
+}
+
+/// 2025-03-26 sessions may batch; responses come back as an array.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_on_2025_03_26() {
+    let (_gw, http, id) = batching_session().await;
     let batch = json!([
         {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"demo__echo","arguments":{"text":"one"}}},
         {"jsonrpc":"2.0","method":"notifications/initialized"},
@@ -228,11 +235,7 @@ async fn initialize_negotiates_versions() {
 /// Before, the last `name` was called.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_repeated_in_params_is_refused_like_a_repeated_top_level_key() {
-    let gw = Gateway::start(&demo_backend("demo"));
-    let http = Http::new(gw.url("/mcp"));
-    let mut init = init_request(1);
-    init["params"]["protocolVersion"] = json!("2025-03-26");
-    let sid = http.post(None, &init).await.session_id().unwrap();
+    let (_gw, http, sid) = batching_session().await;
 
     let top = http
         .post_bytes(
@@ -280,12 +283,6 @@ async fn a_key_repeated_in_params_is_refused_like_a_repeated_top_level_key() {
     assert_eq!(text_of(served), "served");
 
     // None of the refused calls reached the counter.
-    let r = http
-        .post(
-            Some(&sid),
-            &json!({"jsonrpc":"2.0","id":20,"method":"tools/call",
-                "params":{"name":"demo__counter","arguments":{}}}),
-        )
-        .await;
-    assert_eq!(text_of(&r.json()), "1");
+    let counted = http.tool(&sid, 20, "demo__counter", json!({})).await;
+    assert_eq!(text_of(&counted), "1");
 }

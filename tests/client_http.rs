@@ -233,6 +233,13 @@ fn both_readers(target: &str, lines: &str, body: &str) -> [String; 2] {
     ]
 }
 
+/// `wire` on a connection of its own, answered 400: its JSON-RPC body.
+fn refused(gw: &Gateway, wire: &str) -> Value {
+    let r = KeepAlive::connect(&gw.base).response_to(wire);
+    assert_eq!(r.status, 400, "{}", r.text());
+    serde_json::from_slice(&r.body).unwrap()
+}
+
 /// RFC 9112 section 3.2: an HTTP/1.1 request without Host is answered 400
 /// on every endpoint, by either reader; with Host the same requests are
 /// not. HTTP/1.0 has no Host to require, and is served without one.
@@ -265,9 +272,7 @@ async fn an_http_1_1_request_without_host_is_refused_everywhere() {
         "Content-Type: application/json\r\nAccept: {ACCEPT_BOTH}\r\nMcp-Session-Id: {sid}\r\n"
     );
     for wire in both_readers("/mcp", &lines, &echo(1, "no host")) {
-        let r = KeepAlive::connect(&gw.base).response_to(&wire);
-        assert_eq!(r.status, 400, "{}", r.text());
-        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        let v = refused(&gw, &wire);
         assert!(
             v["error"]["message"].as_str().unwrap().contains("Host"),
             "{v}"
@@ -326,9 +331,7 @@ async fn mirrored_headers_sent_twice_are_refused_by_either_reader() {
         ),
     ] {
         for wire in both_readers("/mcp", &lines, &call) {
-            let r = KeepAlive::connect(&gw.base).response_to(&wire);
-            assert_eq!(r.status, 400, "{case}: {}", r.text());
-            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            let v = refused(&gw, &wire);
             assert_eq!(v["error"]["code"], -32020, "{case}: {v}");
             assert_eq!(v["id"], 7, "{case}: {v}");
             assert!(
@@ -342,10 +345,7 @@ async fn mirrored_headers_sent_twice_are_refused_by_either_reader() {
         "{base}Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-06-18\r\nMCP-Protocol-Version: 2025-06-18\r\n"
     );
     for wire in both_readers("/mcp", &lines, &echo(8, "twice")) {
-        let r = KeepAlive::connect(&gw.base).response_to(&wire);
-        assert_eq!(r.status, 400, "{}", r.text());
-        let v: Value = serde_json::from_slice(&r.body).unwrap();
-        assert_eq!(v["error"]["code"], -32020, "{v}");
+        assert_eq!(refused(&gw, &wire)["error"]["code"], -32020);
     }
     // The session was not disturbed.
     let (status, _) = KeepAlive::connect(&gw.base).post("/mcp", &headers(&sid), &echo(9, "after"));

@@ -214,6 +214,17 @@ async fn counter(who: &As, session: &str, id: u64) -> u64 {
     text_of(&r.json()).parse().unwrap()
 }
 
+/// A gateway under `limits`, and alpha and beta with a session each:
+/// alpha's of 2025-03-26, the revision that may batch.
+async fn batching_alpha_and_beta(limits: &str) -> (Gateway, (As, String), (As, String)) {
+    let gw = Gateway::start_with_env(&config(limits), &[("TEST_TOKENS", TOKENS)]);
+    let alpha = As::new(&gw, "alpha-token");
+    let beta = As::new(&gw, "beta-token");
+    let a = alpha.initialize_as("2025-03-26").await;
+    let b = beta.initialize().await;
+    (gw, (alpha, a), (beta, b))
+}
+
 /// Each request of a 2025-03-26 batch takes one from the principal's
 /// rate, as if sent alone: a batch of 12 with 4 left of the burst runs 4
 /// (plus what the elapsed seconds refill), and the rest are answered in
@@ -222,14 +233,8 @@ async fn counter(who: &As, session: &str, id: u64) -> u64 {
 /// results. Before, a batch was one request and all 12 ran.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_request_of_a_batch_takes_from_the_rate() {
-    let gw = Gateway::start_with_env(
-        &config("requests_per_second = 1\nburst = 5"),
-        &[("TEST_TOKENS", TOKENS)],
-    );
-    let alpha = As::new(&gw, "alpha-token");
-    let beta = As::new(&gw, "beta-token");
-    let a = alpha.initialize_as("2025-03-26").await;
-    let b = beta.initialize().await;
+    let (gw, (alpha, a), (beta, b)) =
+        batching_alpha_and_beta("requests_per_second = 1\nburst = 5").await;
 
     let started = Instant::now();
     let batch: Vec<Value> = (1..=12).map(|i| call(i, "counter", json!({}))).collect();
@@ -273,14 +278,7 @@ async fn each_request_of_a_batch_takes_from_the_rate() {
 /// at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_runs_no_more_at_once_than_the_principal_may() {
-    let gw = Gateway::start_with_env(
-        &config("max_concurrent_requests = 2"),
-        &[("TEST_TOKENS", TOKENS)],
-    );
-    let alpha = As::new(&gw, "alpha-token");
-    let beta = As::new(&gw, "beta-token");
-    let a = alpha.initialize_as("2025-03-26").await;
-    let b = beta.initialize().await;
+    let (gw, (alpha, a), (beta, b)) = batching_alpha_and_beta("max_concurrent_requests = 2").await;
 
     let batch: Vec<Value> = (1..=6)
         .map(|i| call(i, "sleep_ms", json!({"ms": 1000})))

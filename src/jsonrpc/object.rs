@@ -43,6 +43,37 @@ impl<'a> Value<'a> {
     }
 }
 
+/// What a walk over a value shows of the objects inside it, as it passes
+/// them: each key (its bytes, plain) and each container it opens. Told
+/// nothing more, a walk costs what it did: the unwatched walk's calls are
+/// empty and vanish.
+pub(crate) trait Keys<'a> {
+    /// Whether there is anything to show (a walk nobody watches does not
+    /// even look for the watched member).
+    const WATCHING: bool = true;
+    /// A key of an object `depth` deep (1: the value's own members).
+    fn key(&mut self, depth: u32, key: &'a [u8]);
+    /// A container that is not empty (an object if `object`) opened, now
+    /// `depth` deep.
+    fn open(&mut self, depth: u32, object: bool);
+    /// The value was not walked here (serde reads it): what was shown of
+    /// it is not all there is.
+    fn unwalked(&mut self);
+}
+
+/// A walk nobody watches.
+pub(crate) struct Unwatched;
+
+impl Keys<'_> for Unwatched {
+    const WATCHING: bool = false;
+    #[inline(always)]
+    fn key(&mut self, _: u32, _: &[u8]) {}
+    #[inline(always)]
+    fn open(&mut self, _: u32, _: bool) {}
+    #[inline(always)]
+    fn unwalked(&mut self) {}
+}
+
 /// Calls `each` with every member of the object `text`, in order, and
 /// returns Some when `text` is exactly one object (whitespace around it
 /// allowed). None: not read here (not an object, a key with an escape or a
@@ -50,6 +81,17 @@ impl<'a> Value<'a> {
 /// concluded from it.
 pub(crate) fn members<'a>(
     text: &'a str,
+    each: impl FnMut(&'a str, Value<'a>) -> Option<()>,
+) -> Option<()> {
+    members_watching(text, "", &mut Unwatched, each)
+}
+
+/// `members`, with `watch` shown the value of the member named `watched`
+/// as it is walked (`Keys`).
+pub(crate) fn members_watching<'a, W: Keys<'a>>(
+    text: &'a str,
+    watched: &str,
+    watch: &mut W,
     mut each: impl FnMut(&'a str, Value<'a>) -> Option<()>,
 ) -> Option<()> {
     let bytes = text.as_bytes();
@@ -68,7 +110,10 @@ pub(crate) fn members<'a>(
             return None;
         }
         at = whitespace(bytes, at + 1);
-        let value = value_at(text, at)?;
+        let value = match W::WATCHING && key == watched {
+            true => value_at(text, at, watch)?,
+            false => value_at(text, at, &mut Unwatched)?,
+        };
         at = whitespace(bytes, value.1);
         each(key, value.0)?;
         match bytes.get(at) {
@@ -90,13 +135,14 @@ fn plain_string(text: &str, at: usize) -> Option<(&str, usize)> {
 /// The value starting at `at`, and the offset just past it: a plain string
 /// read here, a plain value checked here, anything else validated by serde
 /// (borrowed, no copy).
-fn value_at(text: &str, at: usize) -> Option<(Value<'_>, usize)> {
+fn value_at<'a>(text: &'a str, at: usize, watch: &mut impl Keys<'a>) -> Option<(Value<'a>, usize)> {
     if let Some((s, past)) = plain_string(text, at) {
         return Some((Value::Str(s, raw_value(text.get(at..past)?)), past));
     }
-    if let Some(past) = skip_value(text.as_bytes(), at) {
+    if let Some(past) = skip_value(text.as_bytes(), at, watch) {
         return Some((Value::Raw(raw_value(text.get(at..past)?)), past));
     }
+    watch.unwalked();
     let rest = text.get(at..)?;
     let mut de = serde_json::Deserializer::from_str(rest);
     let value = <&RawValue>::deserialize(&mut de).ok()?;
@@ -116,8 +162,8 @@ const MAX_DEPTH: u32 = 32;
 /// What it accepts serde accepts too (RFC 8259's grammar, nothing looser).
 /// A loop over the bytes with the open containers as bits (1: an object),
 /// not a call per value: the values it sees are small, the calls were most
-/// of the cost.
-fn skip_value(bytes: &[u8], mut at: usize) -> Option<usize> {
+/// of the cost. `watch` is shown the keys and containers as they pass.
+fn skip_value<'a>(bytes: &'a [u8], mut at: usize, watch: &mut impl Keys<'a>) -> Option<usize> {
     let mut open: u64 = 0;
     let mut depth = 0;
     loop {
@@ -135,8 +181,9 @@ fn skip_value(bytes: &[u8], mut at: usize) -> Option<usize> {
                 } else {
                     open = open << 1 | u64::from(object);
                     depth += 1;
+                    watch.open(depth, object);
                     if object {
-                        at = member_value(bytes, at)?;
+                        at = member_value(bytes, at, depth, watch)?;
                     }
                     continue;
                 }
@@ -157,7 +204,7 @@ fn skip_value(bytes: &[u8], mut at: usize) -> Option<usize> {
                 (b',', _) => {
                     at = whitespace(bytes, at + 1);
                     if object {
-                        at = member_value(bytes, at)?;
+                        at = member_value(bytes, at, depth, watch)?;
                     }
                     break;
                 }
@@ -174,8 +221,18 @@ fn skip_value(bytes: &[u8], mut at: usize) -> Option<usize> {
 
 /// Past a member's key and colon (and the whitespace after): where its
 /// value starts.
-fn member_value(bytes: &[u8], at: usize) -> Option<usize> {
-    let colon = whitespace(bytes, plain_string_end(bytes, at)?);
+/// `watch` is shown the key, of an object `depth` deep. Inlined: a call
+/// per member was a tenth of the walk.
+#[inline(always)]
+fn member_value<'a>(
+    bytes: &'a [u8],
+    at: usize,
+    depth: u32,
+    watch: &mut impl Keys<'a>,
+) -> Option<usize> {
+    let past = plain_string_end(bytes, at)?;
+    watch.key(depth, &bytes[at + 1..past - 1]);
+    let colon = whitespace(bytes, past);
     (bytes.get(colon) == Some(&b':')).then(|| whitespace(bytes, colon + 1))
 }
 
@@ -323,7 +380,7 @@ mod tests {
     /// serde refuses); and the plain cases are taken here, not by serde.
     #[test]
     fn plain_values_are_checked_here_as_serde_would() {
-        let whole = |t: &str| skip_value(t.as_bytes(), 0) == Some(t.len());
+        let whole = |t: &str| skip_value(t.as_bytes(), 0, &mut Unwatched) == Some(t.len());
         let serde = |t: &str| serde_json::from_str::<&RawValue>(t).is_ok();
         let plain = [
             "0",
