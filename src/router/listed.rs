@@ -10,9 +10,23 @@ use crate::jsonrpc::{INTERNAL_ERROR, Outcome};
 use crate::upstream::{Caller, Listing};
 
 impl Namespace {
-    /// Whether member `i` lists `original` (of `kind`) for `caller`. A
-    /// resource is listed by its URI, or by a template it matches (or is);
-    /// the catalogs are read again for a miss only when neither holds it.
+    /// Whether member `i` lists `original` (of `kind`) for `caller` in the
+    /// catalog as read, decided without waiting: the common call's check.
+    /// A resource is listed by its URI, or by a template it matches (or
+    /// is); `lists` reads the catalogs again for a miss only when neither
+    /// holds it.
+    pub(super) fn lists_now(&self, caller: &Caller, i: usize, kind: Kind, original: &str) -> bool {
+        let method = match kind {
+            Kind::Tool | Kind::Prompt | Kind::Template => kind.list_method(),
+            Kind::Resource => "resources/list",
+        };
+        self.members[i]
+            .backend
+            .listed_now(caller, method, |l| l.has(original))
+    }
+
+    /// Whether member `i` lists `original`, reading its catalog as needed.
+    /// The common call is decided by `lists_now`, without a future.
     pub(super) async fn lists(
         &self,
         caller: &Caller,
@@ -20,15 +34,7 @@ impl Namespace {
         kind: Kind,
         original: &str,
     ) -> Result<bool, Outcome> {
-        let method = match kind {
-            Kind::Tool | Kind::Prompt | Kind::Template => kind.list_method(),
-            Kind::Resource => "resources/list",
-        };
-        // The common call: listed in the catalog as read, no future to run.
-        if self.members[i]
-            .backend
-            .listed_now(caller, method, |l| l.has(original))
-        {
+        if self.lists_now(caller, i, kind, original) {
             return Ok(true);
         }
         // Boxed: rare, and its future would make every call's large.

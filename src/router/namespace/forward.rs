@@ -39,10 +39,13 @@ impl Namespace {
         if kind == Kind::Tool && !self.may_use(caller, &exposed) {
             return not_found(kind, &exposed);
         }
-        match self.lists(caller, i, kind, original).await {
-            Ok(true) => {}
-            Ok(false) => return not_found(kind, &exposed),
-            Err(failed) => return failed,
+        if !self.lists_now(caller, i, kind, original) {
+            // Boxed: rare, and its future would make every call's large.
+            match Box::pin(self.lists(caller, i, kind, original)).await {
+                Ok(true) => {}
+                Ok(false) => return not_found(kind, &exposed),
+                Err(failed) => return failed,
+            }
         }
         // One backend session serves every client of a shared backend: one
         // client's unsubscribe would end the others' subscriptions. The
