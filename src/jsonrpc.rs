@@ -315,26 +315,22 @@ impl Message {
         };
         let message = Incoming::sort(envelope)?.owned();
         let key = match repeated {
-            Repeated::None => None,
+            Repeated::None => return Ok(message),
             Repeated::Key(key) => Some(String::from_utf8_lossy(key).into_owned()),
             Repeated::Unknown => message.params().and_then(repeated::repeated_key_with_serde),
         };
-        Message::refuse_repeated(message, key)
+        match key {
+            None => Ok(message),
+            Some(key) => Err(repeated_error(&key)),
+        }
     }
 
     /// `parse_client` read by serde alone (the fuzz target compares them).
     pub(crate) fn parse_client_with_serde(bytes: &[u8]) -> Result<Message, ParseError> {
         let message = Message::parse_with_serde(bytes)?;
-        let key = message.params().and_then(repeated::repeated_key_with_serde);
-        Message::refuse_repeated(message, key)
-    }
-
-    fn refuse_repeated(message: Message, key: Option<String>) -> Result<Message, ParseError> {
-        match key {
+        match message.params().and_then(repeated::repeated_key_with_serde) {
             None => Ok(message),
-            Some(key) => Err(ParseError::Json(serde::de::Error::custom(format_args!(
-                "duplicate field `{key}` in params"
-            )))),
+            Some(key) => Err(repeated_error(&key)),
         }
     }
 
@@ -374,6 +370,7 @@ impl<'a> Incoming<'a> {
         }
     }
 
+    #[inline]
     fn sort(w: Envelope<'a>) -> Result<Incoming<'a>, ParseError> {
         if w.jsonrpc.as_deref() != Some("2.0") {
             return Err(ParseError::Invalid("jsonrpc must be \"2.0\""));
@@ -413,6 +410,15 @@ impl<'a> Incoming<'a> {
 pub enum Body {
     Single(Message),
     Batch(Vec<Result<Message, ParseError>>),
+}
+
+/// The refusal of a key repeated inside a client's params: the error a
+/// repeated top-level key gets.
+#[cold]
+fn repeated_error(key: &str) -> ParseError {
+    ParseError::Json(serde::de::Error::custom(format_args!(
+        "duplicate field `{key}` in params"
+    )))
 }
 
 /// A message to write; `id`, `params`, `result` and `error` are JSON text

@@ -245,6 +245,7 @@ pub(super) fn presented_session_id(headers: &impl HeaderLookup) -> Option<&str> 
 }
 
 /// `MCP-Protocol-Version`, when present, must name a revision we speak.
+#[inline(always)]
 pub(super) fn protocol_version(headers: &impl HeaderLookup) -> Result<Option<&str>, Reject> {
     let Some(v) = headers.get(&crate::protocol::VERSION_HEADER) else {
         return Ok(None);
