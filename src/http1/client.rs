@@ -360,7 +360,7 @@ impl Conn {
     async fn read_head(&mut self, method: &Method) -> Result<h1::Head, SendError> {
         poll_fn(|cx| {
             loop {
-                if let Some(head) = h1::read_head(&mut self.buf, method)? {
+                if let Some(head) = h1::read_response_head(&mut self.buf, method)? {
                     return Poll::Ready(Ok(head));
                 }
                 match ready!(self.poll_fill(cx)) {
@@ -496,7 +496,7 @@ impl Client {
     ) -> Result<Response, SendError> {
         let (shared, target) = (&self.shared, &target.0);
         let mut head = Vec::with_capacity(192 + 64 * headers.size_hint().0);
-        h1::write_head(
+        h1::write_request_head(
             &mut head,
             method,
             target.path.as_str(),

@@ -1,5 +1,6 @@
 use super::*;
 use crate::front::headers::HeaderLookup;
+use crate::http1::codec::{MAX_HEAD, MAX_HEADERS};
 use axum::http::{HeaderName, HeaderValue};
 
 fn taken(wire: &[u8]) -> (Take, BytesMut) {
@@ -265,13 +266,6 @@ fn a_response_asks_to_close_by_its_connection_header_and_may_bring_its_date() {
     let text = String::from_utf8(out).unwrap();
     assert_eq!(text.matches("date: ").count(), 1, "{text}");
     assert_eq!(text.matches("connection: close\r\n").count(), 1, "{text}");
-}
-
-#[test]
-fn chunks_are_framed_in_hex() {
-    let mut out = Vec::new();
-    write_chunk(&mut out, &[b'x'; 26]);
-    assert_eq!(out, [b"1a\r\n".as_slice(), &[b'x'; 26], b"\r\n"].concat());
 }
 
 /// The fuzz target's seeds, each read cut every way.
