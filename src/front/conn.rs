@@ -50,6 +50,9 @@ mod socket;
 pub(super) struct Serve {
     pub(super) edge: Edge,
     pub(super) hyper: hyper::server::conn::http1::Builder,
+    /// Every request goes to hyper (`SLUICE_HTTP=hyper`), none is read
+    /// here.
+    pub(super) hyper_only: bool,
     pub(super) watcher: Watcher,
     /// Cancelled when the gateway begins to shut down.
     pub(super) closing: CancelFlag,
@@ -71,10 +74,29 @@ const WRITE_CHUNK: usize = 64 * 1024;
 /// The most a connection keeps of its response buffer between responses.
 const KEEP_OUT: usize = 4 * 1024;
 
+/// hyper's server, as it serves the connections handed to it: with the
+/// header-read timeout on `crate::timers` (none in the fuzz target, which
+/// runs without them).
+pub(crate) fn hyper_builder(
+    header_read_timeout: Option<std::time::Duration>,
+) -> hyper::server::conn::http1::Builder {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.keep_alive(true);
+    if let Some(timeout) = header_read_timeout {
+        http.timer(crate::timers::HyperTimer)
+            .header_read_timeout(timeout);
+    }
+    http
+}
+
 /// Serves one client connection to its end.
 pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
+    let tcp = Socket::new(tcp, serve.write_timeout);
+    if serve.hyper_only {
+        return hand_over(tcp, Bytes::new(), serve).await;
+    }
     let mut io = Io {
-        tcp: Socket::new(tcp, serve.write_timeout),
+        tcp,
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: Vec::new(),
     };
@@ -131,7 +153,13 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
         }
     }
     // Something hyper answers: it reads the bytes already here first.
-    let io = TokioIo::new(io.tcp.replaying(io.buf.freeze()));
+    hand_over(io.tcp, io.buf.freeze(), serve).await;
+}
+
+/// Serves the rest of a connection with hyper, `read` (bytes already read
+/// from `tcp`) first.
+async fn hand_over(tcp: Socket, read: Bytes, serve: Serve) {
+    let io = TokioIo::new(tcp.replaying(read));
     let conn = serve
         .watcher
         .watch(serve.hyper.serve_connection(io, serve.edge));

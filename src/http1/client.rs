@@ -14,6 +14,9 @@
 //! `HeaderMap` built for the request, a new read buffer per response) was
 //! most of the rest of the client's cost (bench/analysis.md). What a
 //! backend needs is one request, one response, in order.
+//!
+//! With `SLUICE_HTTP=hyper` every exchange goes through hyper-util's
+//! pooled client instead (`twin`), the library this is held equal to.
 
 use super::codec as h1;
 
@@ -58,6 +61,8 @@ pub(crate) struct Client {
 
 struct Shared {
     connector: Connector,
+    /// Set with `SLUICE_HTTP=hyper`: every request goes through it.
+    twin: Option<twin::Twin>,
     /// A pool per worker shard (`crate::workers`): a connection registered
     /// with one runtime's reactor is only ever driven from that runtime.
     idle: Box<[Mutex<Idle>]>,
@@ -97,7 +102,13 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// A client on the HTTP code in force (`http1::Engine`).
     pub(crate) fn new() -> Result<Client, String> {
+        Client::on(super::Engine::current())
+    }
+
+    /// A client on `engine`'s code: its own, or hyper's.
+    fn on(engine: super::Engine) -> Result<Client, String> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -108,8 +119,10 @@ impl Client {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
+        let hyper = engine == super::Engine::Hyper;
         Ok(Client {
             shared: Arc::new(Shared {
+                twin: hyper.then(|| twin::Twin::new(&connector)),
                 connector,
                 idle: (0..crate::workers::shards())
                     .map(|_| Mutex::default())
@@ -495,6 +508,17 @@ impl Client {
         body: &[u8],
     ) -> Result<Response, SendError> {
         let (shared, target) = (&self.shared, &target.0);
+        if let Some(twin) = &shared.twin {
+            // Boxed: the twin's future stays out of every call's own.
+            let (status, headers, content_length, body) =
+                Box::pin(twin.send(method, target, headers, body)).await?;
+            return Ok(Response {
+                status,
+                headers: Headers::Hyper(headers),
+                content_length,
+                body: Body::Hyper(body),
+            });
+        }
         let mut head = Vec::with_capacity(192 + 64 * headers.size_hint().0);
         h1::write_request_head(
             &mut head,
@@ -519,14 +543,14 @@ impl Client {
             let head = conn.read_head(method).await?;
             return Ok(Response {
                 status: head.status,
-                headers: head.headers,
+                headers: Headers::Own(head.headers),
                 content_length: head.content_length,
-                body: ResponseBody {
+                body: Body::Own(ResponseBody {
                     decoder: head.body,
                     keep_alive: head.keep_alive,
                     conn: Some(conn),
                     shared: shared.clone(),
-                },
+                }),
             });
         }
     }
@@ -559,6 +583,9 @@ pub(crate) enum SendError {
     Io(std::io::Error),
     #[error("{0}")]
     Response(h1::Error),
+    /// hyper-util's client failed (`SLUICE_HTTP=hyper`), the cause chained.
+    #[error("{0}")]
+    Library(String),
 }
 
 impl From<h1::Error> for SendError {
@@ -593,9 +620,50 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 pub(crate) struct Response {
     status: StatusCode,
-    headers: h1::Headers,
+    headers: Headers,
     content_length: Option<u64>,
-    body: ResponseBody,
+    body: Body,
+}
+
+/// A response's headers, as whichever reader left them.
+pub(crate) enum Headers {
+    Own(h1::Headers),
+    Hyper(HeaderMap),
+}
+
+impl Headers {
+    /// The first value of `name`.
+    pub(crate) fn get(&self, name: &HeaderName) -> Option<HeaderValue> {
+        match self {
+            Headers::Own(headers) => headers.get(name),
+            Headers::Hyper(map) => map.get(name).cloned(),
+        }
+    }
+
+    /// The first value of `name`, if it is visible ASCII.
+    pub(crate) fn get_str(&self, name: &HeaderName) -> Option<&str> {
+        match self {
+            Headers::Own(headers) => headers.get_str(name),
+            Headers::Hyper(map) => super::header_text::visible_str(map.get(name)?.as_bytes()),
+        }
+    }
+}
+
+/// A response's body, as whichever reader reads it.
+enum Body {
+    Own(ResponseBody),
+    Hyper(twin::Body),
+}
+
+impl Stream for Body {
+    type Item = Result<Bytes, String>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.get_mut() {
+            Body::Own(body) => Pin::new(body).poll_next(cx),
+            Body::Hyper(body) => Pin::new(body).poll_next(cx),
+        }
+    }
 }
 
 impl Response {
@@ -603,7 +671,7 @@ impl Response {
         self.status
     }
 
-    pub(crate) fn headers(&self) -> &h1::Headers {
+    pub(crate) fn headers(&self) -> &Headers {
         &self.headers
     }
 
@@ -705,3 +773,4 @@ impl Drop for ResponseBody {
 
 #[cfg(test)]
 mod tests;
+mod twin;

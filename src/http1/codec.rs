@@ -19,8 +19,8 @@ mod request;
 mod response;
 
 pub(crate) use body::{Decoder, Step, write_chunk};
-pub(crate) use request::write_head as write_request_head;
 pub(crate) use request::{ReadRequest, RequestBody, read_request_head};
+pub(crate) use request::{is_framing, says_length, write_head as write_request_head};
 pub(crate) use response::{Framing, Head, Headers, read_head as read_response_head};
 pub(crate) use response::{read_whole, write_head as write_response_head};
 
