@@ -589,6 +589,8 @@ pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, 
                 Take::Ready(t) => {
                     let mut body = t.body;
                     let mut read = Seen {
+                        target: String::from_utf8_lossy(t.head.target()).into_owned(),
+                        length: body.size_hint().exact().unwrap_or_default(),
                         headers: t
                             .head
                             .iter()
@@ -611,10 +613,16 @@ pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, 
     (taken, None)
 }
 
-/// A request as `read_whole` saw it.
+/// A request as `read_whole` saw it (its method is `POST`, its version
+/// HTTP/1.1).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Seen {
+    pub(crate) target: String,
+    /// Names in lower case, in the order they came.
     pub(crate) headers: Vec<(String, Vec<u8>)>,
+    /// Its `Content-Length`.
+    pub(crate) length: u64,
+    /// As much of the body as came.
     pub(crate) body: Vec<u8>,
     pub(crate) close: bool,
     pub(crate) namespace: String,

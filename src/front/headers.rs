@@ -149,6 +149,15 @@ impl Head {
             .copied()
     }
 
+    /// The request target, as its request line has it (for the fuzz
+    /// targets: a request this module indexes is not asked for it).
+    pub(super) fn target(&self) -> &[u8] {
+        // httparse skips empty lines before a request line.
+        let start = self.bytes.iter().position(|b| !matches!(b, b'\r' | b'\n'));
+        let line = &self.bytes[start.unwrap_or(0)..];
+        line.split(|&b| b == b' ').nth(1).unwrap_or_default()
+    }
+
     /// Every header, its name as the request spelled it.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.spans().map(|[ns, ne, vs, ve]| {

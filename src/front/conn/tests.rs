@@ -292,3 +292,20 @@ fn pipelined_requests_then_another_kind_read_alike_in_pieces() {
     assert_eq!(&wire[at..], b"GET /healthz HTTP/1.1\r\n\r\n");
     assert_eq!(handed, b"GET /healthz HTTP/1.1\r\n\r\n");
 }
+
+/// The differential target's seeds, and what the own path takes besides:
+/// hyper reads each request alike.
+#[test]
+fn what_this_path_takes_hyper_reads_alike() {
+    let seeds = crate::fuzzing::seeds("client_request_vs_hyper");
+    assert!(seeds.len() >= 8, "{} seeds", seeds.len());
+    let more: [&[u8]; 4] = [
+        CALL,
+        b"POST /mcp HTTP/1.1\r\nConnection: Close\r\nContent-Length: 1\r\n\r\naPOST /mcp HTTP/1.1\r\n\r\n",
+        b"\r\n\r\nPOST /ns/x/mcp HTTP/1.1\r\nContent-LENGTH: 2\r\n\r\nab",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 5\r\n\r\nab",
+    ];
+    for wire in seeds.iter().map(Vec::as_slice).chain(more) {
+        crate::fuzzing::client_request_vs_hyper(wire);
+    }
+}
