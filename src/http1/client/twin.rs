@@ -77,7 +77,12 @@ impl Twin {
             }
         })?;
         let (parts, body) = response.into_parts();
-        let length = body.size_hint().exact();
+        // What the head says, as the own client reports it (hyper has
+        // refused lengths that disagree).
+        let length = parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| h1::content_length(v.as_bytes()));
         Ok((parts.status, parts.headers, length, Body(body)))
     }
 }
