@@ -118,6 +118,137 @@ pub fn client_request(bytes: &[u8]) {
     }
 }
 
+/// A client's HTTP/1.1 requests on one connection, read by the gateway's
+/// own path (`front/conn.rs`, the codec's reading) and by hyper, served
+/// over an in-memory connection: every request the own path takes, hyper
+/// reads alike (same method, target, version, headers and body, in the
+/// same order; a body the input cut short, cut short for both), and stops
+/// after the same request that asks to close. What the own path hands to
+/// hyper is hyper's either way, so it is not compared.
+pub fn client_request_vs_hyper(wire: &[u8]) {
+    let (taken, _handed) = crate::front::read_requests(wire, wire.len());
+    // Up to the first that asks to close: the own path reads on (the
+    // connection would not), hyper stops there.
+    let own = match taken.iter().position(|t| t.close) {
+        Some(at) => &taken[..=at],
+        None => &taken[..],
+    };
+    let theirs = differential::hyper_reads(wire);
+    assert!(
+        own.len() <= theirs.len(),
+        "the own path took {} requests, hyper read {}: {theirs:?}",
+        own.len(),
+        theirs.len()
+    );
+    for (i, (ours, theirs)) in own.iter().zip(&theirs).enumerate() {
+        let whole = ours.body.len() as u64 == ours.length;
+        let expected = differential::Read {
+            method: "POST".into(),
+            target: ours.target.clone(),
+            http11: true,
+            headers: differential::by_name(ours.headers.iter().cloned()),
+            body: whole.then(|| ours.body.clone()),
+        };
+        assert_eq!(*theirs, expected, "request {i} read two ways");
+    }
+    if own.last().is_some_and(|t| t.close) {
+        assert_eq!(own.len(), theirs.len(), "hyper read on past a close");
+    }
+}
+
+/// hyper's side of `client_request_vs_hyper`.
+mod differential {
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::convert::Infallible;
+    use std::rc::Rc;
+
+    use http_body_util::{BodyExt, Empty};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A request as hyper's service sees it.
+    #[derive(Debug, PartialEq, Eq)]
+    pub(super) struct Read {
+        pub(super) method: String,
+        pub(super) target: String,
+        pub(super) http11: bool,
+        /// Each name's values, in the order they came.
+        pub(super) headers: BTreeMap<String, Vec<Vec<u8>>>,
+        /// None: it ended before its length (the input did).
+        pub(super) body: Option<Vec<u8>>,
+    }
+
+    /// Headers by name, each name's values in order (a `HeaderMap`
+    /// iterates a name's values together, wherever they came).
+    pub(super) fn by_name(
+        headers: impl Iterator<Item = (String, Vec<u8>)>,
+    ) -> BTreeMap<String, Vec<Vec<u8>>> {
+        let mut map = BTreeMap::<String, Vec<Vec<u8>>>::new();
+        for (name, value) in headers {
+            map.entry(name).or_default().push(value);
+        }
+        map
+    }
+
+    thread_local! {
+        static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+    }
+
+    /// Every request hyper's server (built as the front builds it) reads
+    /// off a connection whose client sends `wire` and then closes its
+    /// side; hyper answers each with an empty 200 and, reading on after
+    /// the close (`half_close`), ends when the input has.
+    pub(super) fn hyper_reads(wire: &[u8]) -> Vec<Read> {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let service = {
+            let seen = seen.clone();
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let seen = seen.clone();
+                async move {
+                    let (parts, body) = req.into_parts();
+                    let body = body.collect().await.ok().map(|b| b.to_bytes().to_vec());
+                    let headers = parts
+                        .headers
+                        .iter()
+                        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()));
+                    seen.borrow_mut().push(Read {
+                        method: parts.method.as_str().to_owned(),
+                        target: parts.uri.to_string(),
+                        http11: parts.version == http::Version::HTTP_11,
+                        headers: by_name(headers),
+                        body,
+                    });
+                    Ok::<_, Infallible>(hyper::Response::new(Empty::<bytes::Bytes>::new()))
+                }
+            })
+        };
+        RUNTIME.with(|rt| {
+            rt.block_on(async {
+                let (client, server) = tokio::io::duplex(64 * 1024);
+                let mut http = crate::front::hyper_builder(None);
+                http.half_close(true);
+                let conn = http.serve_connection(hyper_util::rt::TokioIo::new(server), service);
+                let (mut answers, mut requests) = tokio::io::split(client);
+                let send = async move {
+                    // The server may stop reading (a refusal): the rest is
+                    // then never taken.
+                    let _ = requests.write_all(wire).await;
+                    let _ = requests.shutdown().await;
+                };
+                // Read as they come, so that hyper never waits to write.
+                let read = async move {
+                    let mut sink = Vec::new();
+                    let _ = answers.read_to_end(&mut sink).await;
+                };
+                let _ = futures_util::future::join3(conn, send, read).await;
+            });
+        });
+        seen.take()
+    }
+}
+
 /// A config file, TOML or the desktop `mcpServers` JSON.
 pub fn config(text: &str) {
     struct NoEnv;
@@ -145,18 +276,25 @@ pub fn backend_line(bytes: &[u8]) {
 /// byte that picks a piece size (0 to 32); returns how many seeds there are.
 #[cfg(test)]
 pub(crate) fn run_seeds(name: &str, target: fn(&[u8])) -> usize {
-    let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(name);
-    let mut n = 0;
-    for entry in std::fs::read_dir(seeds).unwrap() {
-        let wire = std::fs::read(entry.unwrap().path()).unwrap();
+    let seeds = seeds(name);
+    for wire in &seeds {
         for cut in 0..=32 {
             let mut input = vec![cut];
-            input.extend_from_slice(&wire);
+            input.extend_from_slice(wire);
             target(&input);
         }
-        n += 1;
     }
-    n
+    seeds.len()
+}
+
+/// The seeds of `fuzz/corpus/<name>`.
+#[cfg(test)]
+pub(crate) fn seeds(name: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(name);
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
+        .collect()
 }

@@ -20,7 +20,7 @@ pub(crate) mod fast_map;
 pub mod front;
 #[doc(hidden)]
 pub mod fuzzing;
-pub(crate) mod http1;
+pub mod http1;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mirror;

@@ -37,6 +37,9 @@ fn main() -> ExitCode {
             headers,
             json,
         } => {
+            if let Err(code) = http_engine() {
+                return code;
+            }
             let opts = sluice::probe::Options {
                 url,
                 sessions: usize::try_from(sessions).unwrap_or(sluice::probe::MAX_SESSIONS),
@@ -85,6 +88,9 @@ fn main() -> ExitCode {
                     return ExitCode::from(CONFIG_ERROR);
                 }
             };
+            if let Err(code) = http_engine() {
+                return code;
+            }
             let (runtime, workers) = match start_runtime(mode) {
                 Ok(r) => r,
                 Err(e) => {
@@ -113,6 +119,21 @@ fn main() -> ExitCode {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Reads `SLUICE_HTTP` once, before anything speaks HTTP, and fixes it
+/// for the process; an unknown value is a config error.
+fn http_engine() -> Result<(), ExitCode> {
+    match sluice::http1::Engine::from_env() {
+        Ok(engine) => {
+            engine.install();
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("sluice: config error:\n{e}");
+            Err(ExitCode::from(CONFIG_ERROR))
         }
     }
 }

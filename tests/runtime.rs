@@ -1,7 +1,8 @@
 //! The runtime client connections run on (`SLUICE_RUNTIME`, see
 //! docs/operations.md): per-core (the default) and work-stealing both serve
 //! many connections to stdio and HTTP backends, give every connection back,
-//! and stop cleanly.
+//! and stop cleanly. The HTTP code they are served with (`SLUICE_HTTP`) is
+//! chosen the same way; the whole suite runs on each (`scripts/test`).
 
 mod support;
 
@@ -111,17 +112,25 @@ async fn the_work_stealing_runtime_serves_many_connections() {
     serves_many_connections("work-stealing", 0).await;
 }
 
-#[test]
-fn an_unknown_runtime_is_a_config_error() {
+/// `var=value` stops the gateway at start with exit code 2 and a message
+/// naming the variable and `hint`, a value it takes.
+fn refused_at_start(var: &str, value: &str, hint: &str) {
     let out = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("SLUICE_RUNTIME", "fastest")
+        .env(var, value)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("SLUICE_RUNTIME") && err.contains("per-core"),
-        "{err}"
-    );
+    assert!(err.contains(var) && err.contains(hint), "{err}");
+}
+
+#[test]
+fn an_unknown_runtime_is_a_config_error() {
+    refused_at_start("SLUICE_RUNTIME", "fastest", "per-core");
+}
+
+#[test]
+fn an_unknown_http_engine_is_a_config_error() {
+    refused_at_start("SLUICE_HTTP", "reqwest", "hyper");
 }

@@ -1,8 +1,9 @@
 //! A client connection. The common request, `POST /mcp` (or
 //! `/ns/{namespace}/mcp`) over HTTP/1.1 with a `Content-Length` body, is
-//! read, served and answered here. At
+//! read, served and answered here: the wire format is `http1::codec`'s,
+//! this is the connection's I/O and the choice of what it serves. At
 //! the first request that is anything else (another method or target, a
-//! chunked or `Expect`ed body, `Upgrade`, HTTP/1.0, a head httparse
+//! chunked or `Expect`ed body, `Upgrade`, HTTP/1.0, a head the codec
 //! refuses) the connection is handed to hyper with every byte read so
 //! far, and hyper serves it to its end: whatever is unusual is answered
 //! exactly as it was before this path existed. The common request skips
@@ -20,12 +21,12 @@
 use std::borrow::Cow;
 use std::future::{Future, poll_fn};
 use std::io::IoSlice;
-use std::mem::MaybeUninit;
 use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use crate::cancel_flag::CancelFlag;
+use crate::http1::codec::{self as h1, Framing, ReadRequest, RequestBody};
 use crate::vocab::NamespaceName;
 use axum::body::{Body, HttpBody};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -38,7 +39,7 @@ use tokio::net::TcpStream;
 
 use super::Edge;
 use super::answer::{self, Answer};
-use super::headers::{Head, Known, MAX_HEADERS, RequestHeaders, Spans};
+use super::headers::{Head, RequestHeaders, Spans};
 use feed::Feed;
 use socket::Socket;
 
@@ -49,6 +50,9 @@ mod socket;
 pub(super) struct Serve {
     pub(super) edge: Edge,
     pub(super) hyper: hyper::server::conn::http1::Builder,
+    /// Every request goes to hyper (`SLUICE_HTTP=hyper`), none is read
+    /// here.
+    pub(super) hyper_only: bool,
     pub(super) watcher: Watcher,
     /// Cancelled when the gateway begins to shut down.
     pub(super) closing: CancelFlag,
@@ -56,10 +60,8 @@ pub(super) struct Serve {
     pub(super) write_timeout: std::time::Duration,
 }
 
-/// A head longer than this goes to hyper (its own limit is larger; a
-/// `Head`'s offsets are 16 bits), and so does one with more than
-/// `MAX_HEADERS` headers.
-const MAX_HEAD: usize = u16::MAX as usize;
+/// A body at least this long goes to hyper (with its head).
+const MAX_BODY: u64 = 1_000_000_000;
 /// What one read asks for.
 const READ_CHUNK: usize = 8 * 1024;
 /// Bytes read and not yet taken: a request's body that its handler has
@@ -72,10 +74,29 @@ const WRITE_CHUNK: usize = 64 * 1024;
 /// The most a connection keeps of its response buffer between responses.
 const KEEP_OUT: usize = 4 * 1024;
 
+/// hyper's server, as it serves the connections handed to it: with the
+/// header-read timeout on `crate::timers` (none in the fuzz target, which
+/// runs without them).
+pub(crate) fn hyper_builder(
+    header_read_timeout: Option<std::time::Duration>,
+) -> hyper::server::conn::http1::Builder {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.keep_alive(true);
+    if let Some(timeout) = header_read_timeout {
+        http.timer(crate::timers::HyperTimer)
+            .header_read_timeout(timeout);
+    }
+    http
+}
+
 /// Serves one client connection to its end.
 pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
+    let tcp = Socket::new(tcp, serve.write_timeout);
+    if serve.hyper_only {
+        return hand_over(tcp, Bytes::new(), serve).await;
+    }
     let mut io = Io {
-        tcp: Socket::new(tcp, serve.write_timeout),
+        tcp,
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: Vec::new(),
     };
@@ -132,7 +153,13 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
         }
     }
     // Something hyper answers: it reads the bytes already here first.
-    let io = TokioIo::new(io.tcp.replaying(io.buf.freeze()));
+    hand_over(io.tcp, io.buf.freeze(), serve).await;
+}
+
+/// Serves the rest of a connection with hyper, `read` (bytes already read
+/// from `tcp`) first.
+async fn hand_over(tcp: Socket, read: Bytes, serve: Serve) {
+    let io = TokioIo::new(tcp.replaying(read));
     let conn = serve
         .watcher
         .watch(serve.hyper.serve_connection(io, serve.edge));
@@ -275,13 +302,13 @@ impl Io {
             .session
             .as_ref()
             .map(|id| id.as_str().as_bytes())
-            .filter(|id| id.iter().all(|&b| is_value_byte(b)));
+            .filter(|id| id.iter().all(|&b| h1::is_value_byte(b)));
         let (content_type, json_type) = (header::CONTENT_TYPE, answer::JSON);
         let session_header = crate::protocol::SESSION_HEADER;
         let headers = std::iter::once((content_type.as_str(), json_type.as_bytes()))
             .chain(session.map(|id| (session_header.as_str(), id)));
         let framing = Framing::Length(json.body.len() as u64);
-        let close = write_head_of(&mut out, json.status, headers, framing, close);
+        let close = h1::write_response_head(&mut out, json.status, headers, framing, close);
         let sent = self.write_two(&out, json.body.as_bytes()).await;
         if out.capacity() <= KEEP_OUT {
             self.out = out;
@@ -345,7 +372,7 @@ impl Io {
                         continue;
                     }
                     if chunked {
-                        write_chunk(out, &data);
+                        h1::write_chunk(out, &data);
                     } else if out.is_empty() || out.len() + data.len() > WRITE_CHUNK {
                         self.write_two(out, &data).await?;
                         out.clear();
@@ -406,13 +433,6 @@ enum Frame {
     /// Nothing more yet, and something gathered to write.
     Pause,
     Gone,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
-    None,
-    Length(u64),
-    Chunked,
 }
 
 /// What `take` made of the buffer.
@@ -482,93 +502,42 @@ fn namespace_of(path: &str) -> Option<Cow<'static, str>> {
     NamespaceName::is_valid(name).then(|| Cow::Owned(name.to_owned()))
 }
 
-/// Parses the head at the front of `buf`, its headers' places into
-/// `spans`.
+/// Reads the head at the front of `buf` (`http1::codec`), its headers'
+/// places into `spans`, and says whether this path serves it: `POST` to a
+/// namespace's endpoint over HTTP/1.1, with no body or one of a single
+/// `Content-Length`, and nothing more asked of the connection than
+/// `close` or `keep-alive`. Anything else (a head the codec refuses or
+/// finds too large included) is hyper's.
 fn classify(buf: &[u8], spans: &mut Spans) -> Parsed {
-    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut []);
-    let head_len = match req.parse_with_uninit_headers(buf, &mut slots) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Parsed::Partial,
-        _ => return Parsed::Other,
+    let head = match h1::read_request_head(buf, |name, span| spans.push(name, span)) {
+        ReadRequest::Head(head) => head,
+        ReadRequest::Partial => return Parsed::Partial,
+        ReadRequest::TooLarge | ReadRequest::Malformed => return Parsed::Other,
     };
-    if head_len > MAX_HEAD || req.method != Some("POST") || req.version != Some(1) {
-        return Parsed::Other;
-    }
-    let Some(namespace) = req.path.and_then(namespace_of) else {
-        return Parsed::Other;
-    };
-    let mut simple = Simple {
-        head_len,
-        body_len: 0,
-        close: false,
-        namespace,
-    };
-    let mut length = None;
-    let base = buf.as_ptr() as usize;
-    for h in req.headers.iter() {
-        let name = h.name.as_bytes();
-        // Within a head of at most `MAX_HEAD` bytes.
-        let at = |s: &[u8]| (s.as_ptr() as usize - base) as u16;
-        let (n, v) = (at(name), at(h.value));
-        let span = [n, n + name.len() as u16, v, v + h.value.len() as u16];
-        match spans.push(name, span) {
-            Some(Known::ContentLength) => {
-                if length.is_some() {
-                    return Parsed::Other;
-                }
-                match content_length(h.value) {
-                    Some(n) => length = Some(n),
-                    None => return Parsed::Other,
-                }
-            }
-            Some(_) => {}
-            // By length first: most names are none of these.
-            None => match name.len() {
-                10 if name.eq_ignore_ascii_case(b"connection") => match connection(h.value) {
-                    Some(close) => simple.close |= close,
-                    None => return Parsed::Other,
-                },
-                17 if name.eq_ignore_ascii_case(b"transfer-encoding") => return Parsed::Other,
-                6 if name.eq_ignore_ascii_case(b"expect") => return Parsed::Other,
-                7 if name.eq_ignore_ascii_case(b"upgrade") => return Parsed::Other,
-                _ => {}
-            },
+    let plain = head.method == "POST"
+        && head.http11
+        && !head.expect
+        && !head.upgrade
+        && !head.connection.other;
+    let body_len = match head.body {
+        RequestBody::Empty => 0,
+        RequestBody::Length(n) if n < MAX_BODY => n as usize,
+        RequestBody::Length(_) | RequestBody::Chunked | RequestBody::Invalid => {
+            return Parsed::Other;
         }
+    };
+    match namespace_of(head.target) {
+        Some(namespace) if plain => Parsed::Simple(Simple {
+            head_len: head.len,
+            body_len,
+            close: head.connection.close,
+            namespace,
+        }),
+        _ => Parsed::Other,
     }
-    simple.body_len = length.unwrap_or(0);
-    Parsed::Simple(simple)
 }
 
-/// Digits only, as few as a length needs.
-fn content_length(value: &[u8]) -> Option<usize> {
-    if value.is_empty() || value.len() > 9 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    value
-        .iter()
-        .try_fold(0usize, |n, d| Some(n * 10 + usize::from(d - b'0')))
-}
-
-/// Whether `Connection` asks to close; None for any option but `close`
-/// and `keep-alive` (hop-by-hop headers named there are hyper's to drop).
-fn connection(value: &[u8]) -> Option<bool> {
-    let mut close = false;
-    for option in value.split(|&b| b == b',') {
-        let option = option.trim_ascii();
-        if option.eq_ignore_ascii_case(b"close") {
-            close = true;
-        } else if !option.eq_ignore_ascii_case(b"keep-alive") && !option.is_empty() {
-            return None;
-        }
-    }
-    Some(close)
-}
-
-/// The status line and headers; the framing headers are this module's
-/// (any the response carries are left out), and `date` is added unless
-/// the response has one. Returns whether the connection closes after it:
-/// `close`, or the response's `Connection` says so.
+/// A response's status line and headers (`http1::codec`), from a map.
 fn write_head(
     out: &mut Vec<u8>,
     status: StatusCode,
@@ -579,97 +548,7 @@ fn write_head(
     let headers = headers
         .iter()
         .map(|(name, value)| (name.as_str(), value.as_bytes()));
-    write_head_of(out, status, headers, framing, close)
-}
-
-/// `write_head`, of headers by their (lower-case) names and values.
-fn write_head_of<'a>(
-    out: &mut Vec<u8>,
-    status: StatusCode,
-    headers: impl Iterator<Item = (&'a str, &'a [u8])>,
-    framing: Framing,
-    mut close: bool,
-) -> bool {
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-    let mut dated = false;
-    for (name, value) in headers {
-        match name {
-            "connection" => {
-                close |= connection(value) != Some(false);
-                continue;
-            }
-            "content-length" | "transfer-encoding" => continue,
-            "date" => dated = true,
-            _ => {}
-        }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
-    match framing {
-        Framing::None => {}
-        Framing::Length(n) => {
-            out.extend_from_slice(b"content-length: ");
-            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-        Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-    }
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    if !dated {
-        out.extend_from_slice(b"date: ");
-        date::now(out);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    close
-}
-
-/// What a header value may hold (`HeaderValue`'s own rule).
-fn is_value_byte(b: u8) -> bool {
-    b >= 32 && b != 127 || b == b'\t'
-}
-
-fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
-    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// The `Date` header's value, formatted once a second per thread.
-mod date {
-    use std::cell::RefCell;
-    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-    thread_local! {
-        /// The text of the second in progress, and when the next begins.
-        static CACHED: RefCell<(Instant, String)> = RefCell::new((Instant::now(), String::new()));
-    }
-
-    /// The `Date` value: the wall clock is read once a second per thread;
-    /// in between, the poll's own reading (`clock::now`) tells whether the
-    /// second has turned.
-    pub(super) fn now(out: &mut Vec<u8>) {
-        let at = crate::clock::now();
-        CACHED.with_borrow_mut(|(next, text)| {
-            if text.is_empty() || at >= *next {
-                let wall = SystemTime::now();
-                let into = wall
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.subsec_nanos());
-                *next = at + (Duration::from_secs(1) - Duration::from_nanos(into.into()));
-                *text = httpdate::fmt_http_date(wall);
-            }
-            out.extend_from_slice(text.as_bytes());
-        });
-    }
+    h1::write_response_head(out, status, headers, framing, close)
 }
 
 /// What the connection makes of `wire` arriving in pieces of `cut`
@@ -710,6 +589,8 @@ pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, 
                 Take::Ready(t) => {
                     let mut body = t.body;
                     let mut read = Seen {
+                        target: String::from_utf8_lossy(t.head.target()).into_owned(),
+                        length: body.size_hint().exact().unwrap_or_default(),
                         headers: t
                             .head
                             .iter()
@@ -732,10 +613,16 @@ pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, 
     (taken, None)
 }
 
-/// A request as `read_whole` saw it.
+/// A request as `read_whole` saw it (its method is `POST`, its version
+/// HTTP/1.1).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Seen {
+    pub(crate) target: String,
+    /// Names in lower case, in the order they came.
     pub(crate) headers: Vec<(String, Vec<u8>)>,
+    /// Its `Content-Length`.
+    pub(crate) length: u64,
+    /// As much of the body as came.
     pub(crate) body: Vec<u8>,
     pub(crate) close: bool,
     pub(crate) namespace: String,

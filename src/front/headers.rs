@@ -11,6 +11,8 @@ use std::borrow::Cow;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 
+use crate::http1::codec::{MAX_HEAD, MAX_HEADERS, Span, folded_eq};
+
 pub(super) use crate::http1::header_text::visible_str;
 
 /// Lookups by name; a name matches whatever its case in the request.
@@ -65,14 +67,6 @@ impl HeaderLookup for HeaderMap {
     }
 }
 
-/// Where a header's name and value lie in its head: name start and end,
-/// value start and end.
-pub(super) type Span = [u16; 4];
-
-/// Headers a head may have (hyper's limit too: a request with more goes
-/// to hyper, which answers 431).
-pub(super) const MAX_HEADERS: usize = 100;
-
 /// Spans a `Head` holds inline; a head with more keeps the rest in a
 /// `Vec`. A client sends about ten; what a request's future holds is
 /// paid for at every request (`reply.rs`, `a_request_future_stays_small`).
@@ -88,7 +82,7 @@ pub(crate) struct Head {
 }
 
 /// Where a head's headers lie, gathered while the connection walks the
-/// head (`conn::classify`), before its bytes are cut from the buffer: one
+/// head (`http1::codec::read_request_head`), before its bytes are cut from the buffer: one
 /// pass over the headers both checks the request's framing and indexes it.
 pub(super) struct Spans {
     inline: [Span; INLINE],
@@ -112,8 +106,8 @@ impl Spans {
     }
 
     /// Adds the next header, `name` its name's bytes (a head has at most
-    /// `MAX_HEADERS`); says which of the known headers it is.
-    pub(super) fn push(&mut self, name: &[u8], span: Span) -> Option<Known> {
+    /// `MAX_HEADERS`), and notes it if it is one of the known headers.
+    pub(super) fn push(&mut self, name: &[u8], span: Span) {
         let i = usize::from(self.count);
         assert!(i < MAX_HEADERS);
         match self.inline.get_mut(i) {
@@ -121,12 +115,13 @@ impl Spans {
             None => self.more.push(span),
         }
         self.count += 1;
-        let k = Known::of(name)?;
+        let Some(k) = Known::of(name) else {
+            return;
+        };
         match self.first[k as usize] {
             0 => self.first[k as usize] = i as u8 + 1,
             _ => self.repeated |= k.bit(),
         }
-        Some(k)
     }
 }
 
@@ -134,7 +129,8 @@ impl Head {
     /// The head `bytes` with its headers at `spans` (every offset within
     /// `bytes`).
     pub(super) fn new(bytes: Bytes, spans: Spans) -> Head {
-        assert!(bytes.len() <= usize::from(u16::MAX));
+        const { assert!(MAX_HEAD <= u16::MAX as usize) };
+        assert!(bytes.len() <= MAX_HEAD);
         Head { bytes, spans }
     }
 
@@ -151,6 +147,15 @@ impl Head {
             .iter()
             .chain(&self.spans.more)
             .copied()
+    }
+
+    /// The request target, as its request line has it (for the fuzz
+    /// targets: a request this module indexes is not asked for it).
+    pub(super) fn target(&self) -> &[u8] {
+        // httparse skips empty lines before a request line.
+        let start = self.bytes.iter().position(|b| !matches!(b, b'\r' | b'\n'));
+        let line = &self.bytes[start.unwrap_or(0)..];
+        line.split(|&b| b == b' ').nth(1).unwrap_or_default()
     }
 
     /// Every header, its name as the request spelled it.
@@ -215,38 +220,6 @@ impl Head {
             }
         }
         matching
-    }
-}
-
-/// Whether the header name `name` (a token) is `lower` (lower-case
-/// letters and `-`) in any case, eight bytes at a time (four for a short
-/// name), the last word overlapping the one before it. Setting 0x20 folds
-/// a token's upper-case letters onto lower-case ones, and no other token
-/// byte onto a lower-case letter or `-` (only CR would fold onto `-`).
-fn folded_eq(name: &[u8], lower: &[u8]) -> bool {
-    const FOLD: u64 = 0x2020_2020_2020_2020;
-    let n = name.len();
-    if n != lower.len() {
-        return false;
-    }
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap());
-    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap());
-    match n {
-        8.. => {
-            let mut at = 0;
-            while at + 8 < n {
-                if word(name, at) | FOLD != word(lower, at) {
-                    return false;
-                }
-                at += 8;
-            }
-            word(name, n - 8) | FOLD == word(lower, n - 8)
-        }
-        4.. => {
-            half(name, 0) | FOLD as u32 == half(lower, 0)
-                && half(name, n - 4) | FOLD as u32 == half(lower, n - 4)
-        }
-        _ => name.iter().zip(lower).all(|(a, b)| a | 0x20 == *b),
     }
 }
 
@@ -459,44 +432,6 @@ mod tests {
                 "{name}"
             );
         }
-    }
-
-    #[test]
-    fn names_fold_as_http_folds_them() {
-        // Every way of the comparison: 3, 4-7, 8, and past 8 bytes, whole
-        // words and not.
-        let spelled = [
-            "x-a",
-            "host",
-            "accept",
-            "x-trace",
-            "x-tenant",
-            "content-type",
-            "authorization",
-            "content-length",
-            "x-forwarded-hosts",
-            "mcp-protocol-version",
-        ];
-        for lower in spelled {
-            assert!(lower.bytes().all(|b| b & 0x20 != 0), "{lower}");
-            for name in [lower.to_owned(), lower.to_uppercase()] {
-                assert!(folded_eq(name.as_bytes(), lower.as_bytes()), "{name}");
-            }
-            // Each byte of the name replaced by every other token byte:
-            // equal exactly when `http` would call the names equal.
-            for at in 0..lower.len() {
-                for b in 0..=255u8 {
-                    let mut name = lower.as_bytes().to_vec();
-                    name[at] = b;
-                    let Ok(parsed) = HeaderName::from_bytes(&name) else {
-                        continue;
-                    };
-                    let same = parsed.as_str() == lower;
-                    assert_eq!(folded_eq(&name, lower.as_bytes()), same, "{name:?}");
-                }
-            }
-        }
-        assert!(!folded_eq(b"hos", b"host"));
     }
 
     /// Each header the index knows, in other cases, once and twice, among

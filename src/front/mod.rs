@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use checks::Policy;
 /// For `fuzzing`: what a connection makes of a client's bytes.
-pub(crate) use conn::read_whole as read_requests;
+pub(crate) use conn::{hyper_builder, read_whole as read_requests};
 pub(crate) use limits::Limits;
 
 /// For `fuzzing`: the Host/Origin parsers on one value.

@@ -121,10 +121,9 @@ pub async fn accept(
     let closing = crate::cancel_flag::CancelFlag::new();
     let max = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let permits = Arc::new(Semaphore::new(max as usize));
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(crate::timers::HyperTimer)
-        .header_read_timeout(limits.header_read_timeout)
-        .keep_alive(true);
+    let http = super::conn::hyper_builder(Some(limits.header_read_timeout));
+    // `SLUICE_HTTP=hyper`: every connection is hyper's from its first byte.
+    let hyper_only = crate::http1::Engine::current() == crate::http1::Engine::Hyper;
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {
@@ -154,6 +153,7 @@ pub async fn accept(
         let serve = super::conn::Serve {
             edge: app.clone(),
             hyper: http.clone(),
+            hyper_only,
             watcher: graceful.watcher(),
             closing: closing.clone(),
             header_read_timeout: limits.header_read_timeout,

@@ -14,11 +14,15 @@
 //! `HeaderMap` built for the request, a new read buffer per response) was
 //! most of the rest of the client's cost (bench/analysis.md). What a
 //! backend needs is one request, one response, in order.
+//!
+//! With `SLUICE_HTTP=hyper` every exchange goes through hyper-util's
+//! pooled client instead (`twin`), the library this is held equal to.
 
 mod conn;
 mod pool;
 mod response;
 mod target;
+mod twin;
 
 use super::codec as h1;
 
@@ -31,9 +35,10 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper_util::client::legacy::connect::HttpConnector;
 use parking_lot::Mutex;
 
-use pool::Shared;
-pub(crate) use response::Response;
-use response::ResponseBody;
+use pool::{Connector, IDLE_TIMEOUT, MAX_IDLE, Shared};
+use response::{Body, ResponseBody};
+pub(crate) use response::{Headers, Response};
+use target::Prepared;
 pub(crate) use target::Target;
 
 /// One per backend: its pooled connections.
@@ -51,7 +56,13 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// A client on the HTTP code in force (`http1::Engine`).
     pub(crate) fn new() -> Result<Client, String> {
+        Client::on(super::Engine::current())
+    }
+
+    /// A client on `engine`'s code: its own, or hyper's.
+    fn on(engine: super::Engine) -> Result<Client, String> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -62,8 +73,10 @@ impl Client {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
+        let hyper = engine == super::Engine::Hyper;
         Ok(Client {
             shared: Arc::new(Shared {
+                twin: hyper.then(|| twin::Twin::new(&connector)),
                 connector,
                 idle: (0..crate::workers::shards())
                     .map(|_| Mutex::default())
@@ -195,8 +208,19 @@ impl Client {
         body: &[u8],
     ) -> Result<Response, SendError> {
         let (shared, target) = (&self.shared, &target.0);
+        if let Some(twin) = &shared.twin {
+            // Boxed: the twin's future stays out of every call's own.
+            let (status, headers, content_length, body) =
+                Box::pin(twin.send(method, target, headers, body)).await?;
+            return Ok(Response {
+                status,
+                headers: Headers::Hyper(headers),
+                content_length,
+                body: Body::Hyper(body),
+            });
+        }
         let mut head = Vec::with_capacity(192 + 64 * headers.size_hint().0);
-        h1::write_head(
+        h1::write_request_head(
             &mut head,
             method,
             target.path.as_str(),
@@ -219,14 +243,14 @@ impl Client {
             let head = conn.read_head(method).await?;
             return Ok(Response {
                 status: head.status,
-                headers: head.headers,
+                headers: Headers::Own(head.headers),
                 content_length: head.content_length,
-                body: ResponseBody {
+                body: Body::Own(ResponseBody {
                     decoder: head.body,
                     keep_alive: head.keep_alive,
                     conn: Some(conn),
                     shared: shared.clone(),
-                },
+                }),
             });
         }
     }
@@ -251,6 +275,9 @@ pub(crate) enum SendError {
     Io(std::io::Error),
     #[error("{0}")]
     Response(h1::Error),
+    /// hyper-util's client failed (`SLUICE_HTTP=hyper`), the cause chained.
+    #[error("{0}")]
+    Library(String),
 }
 
 impl From<h1::Error> for SendError {

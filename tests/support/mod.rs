@@ -99,7 +99,8 @@ impl Gateway {
         Self::spawn(&args, env, dir)
     }
 
-    /// Starts with exactly this environment (nothing of the test's own),
+    /// Starts with exactly this environment (nothing of the test's own but
+    /// `SLUICE_HTTP`, which picks the HTTP code the whole suite runs on),
     /// and waits for readiness.
     pub fn start_in_env(toml: &str, env: &[(&str, &str)]) -> Gateway {
         let dir = tempdir::Dir::new();
@@ -107,8 +108,11 @@ impl Gateway {
         let mut cmd = Command::new(BIN);
         cmd.args(["serve", "--config", config.to_str().unwrap()])
             .args(["--listen", "127.0.0.1:0"])
-            .env_clear()
-            .envs(env.iter().copied());
+            .env_clear();
+        if let Some(http) = std::env::var_os("SLUICE_HTTP") {
+            cmd.env("SLUICE_HTTP", http);
+        }
+        cmd.envs(env.iter().copied());
         let gw = Self::spawn_cmd(cmd, dir, Stdio::inherit());
         gw.wait_ready();
         gw

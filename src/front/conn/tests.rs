@@ -1,5 +1,6 @@
 use super::*;
 use crate::front::headers::HeaderLookup;
+use crate::http1::codec::{MAX_HEAD, MAX_HEADERS};
 use axum::http::{HeaderName, HeaderValue};
 
 fn taken(wire: &[u8]) -> (Take, BytesMut) {
@@ -267,13 +268,6 @@ fn a_response_asks_to_close_by_its_connection_header_and_may_bring_its_date() {
     assert_eq!(text.matches("connection: close\r\n").count(), 1, "{text}");
 }
 
-#[test]
-fn chunks_are_framed_in_hex() {
-    let mut out = Vec::new();
-    write_chunk(&mut out, &[b'x'; 26]);
-    assert_eq!(out, [b"1a\r\n".as_slice(), &[b'x'; 26], b"\r\n"].concat());
-}
-
 /// The fuzz target's seeds, each read cut every way.
 #[test]
 fn the_fuzz_seeds_read_alike_however_cut() {
@@ -297,4 +291,21 @@ fn pipelined_requests_then_another_kind_read_alike_in_pieces() {
     let (at, handed) = rest.expect("the GET goes to hyper");
     assert_eq!(&wire[at..], b"GET /healthz HTTP/1.1\r\n\r\n");
     assert_eq!(handed, b"GET /healthz HTTP/1.1\r\n\r\n");
+}
+
+/// The differential target's seeds, and what the own path takes besides:
+/// hyper reads each request alike.
+#[test]
+fn what_this_path_takes_hyper_reads_alike() {
+    let seeds = crate::fuzzing::seeds("client_request_vs_hyper");
+    assert!(seeds.len() >= 8, "{} seeds", seeds.len());
+    let more: [&[u8]; 4] = [
+        CALL,
+        b"POST /mcp HTTP/1.1\r\nConnection: Close\r\nContent-Length: 1\r\n\r\naPOST /mcp HTTP/1.1\r\n\r\n",
+        b"\r\n\r\nPOST /ns/x/mcp HTTP/1.1\r\nContent-LENGTH: 2\r\n\r\nab",
+        b"POST /mcp HTTP/1.1\r\nContent-Length: 5\r\n\r\nab",
+    ];
+    for wire in seeds.iter().map(Vec::as_slice).chain(more) {
+        crate::fuzzing::client_request_vs_hyper(wire);
+    }
 }

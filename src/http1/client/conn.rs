@@ -105,7 +105,7 @@ impl Conn {
     pub(super) async fn read_head(&mut self, method: &Method) -> Result<h1::Head, SendError> {
         poll_fn(|cx| {
             loop {
-                if let Some(head) = h1::read_head(&mut self.buf, method)? {
+                if let Some(head) = h1::read_response_head(&mut self.buf, method)? {
                     return Poll::Ready(Ok(head));
                 }
                 match ready!(self.poll_fill(cx)) {

@@ -16,7 +16,7 @@ use super::SendError;
 use super::conn::Conn;
 use super::target::{Origin, Prepared};
 
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+pub(super) type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
 /// Idle connections kept per backend: as many as calls a link may have in
 /// flight (`conn::MAX_POSTS`), so a steady load reuses every one.
@@ -26,6 +26,8 @@ pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 pub(super) struct Shared {
     pub(super) connector: Connector,
+    /// Set with `SLUICE_HTTP=hyper`: every request goes through it.
+    pub(super) twin: Option<super::twin::Twin>,
     /// A pool per worker shard (`crate::workers`): a connection registered
     /// with one runtime's reactor is only ever driven from that runtime.
     pub(super) idle: Box<[Mutex<Idle>]>,

@@ -8,6 +8,7 @@ use std::task::{Context, Poll, ready};
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use http::StatusCode;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::conn::Conn;
 use super::pool::Shared;
@@ -15,9 +16,52 @@ use super::{SendError, h1};
 
 pub(crate) struct Response {
     pub(super) status: StatusCode,
-    pub(super) headers: h1::Headers,
+    pub(super) headers: Headers,
     pub(super) content_length: Option<u64>,
-    pub(super) body: ResponseBody,
+    pub(super) body: Body,
+}
+
+/// A response's headers, as whichever reader left them.
+pub(crate) enum Headers {
+    Own(h1::Headers),
+    Hyper(HeaderMap),
+}
+
+impl Headers {
+    /// The first value of `name`.
+    pub(crate) fn get(&self, name: &HeaderName) -> Option<HeaderValue> {
+        match self {
+            Headers::Own(headers) => headers.get(name),
+            Headers::Hyper(map) => map.get(name).cloned(),
+        }
+    }
+
+    /// The first value of `name`, if it is visible ASCII.
+    pub(crate) fn get_str(&self, name: &HeaderName) -> Option<&str> {
+        match self {
+            Headers::Own(headers) => headers.get_str(name),
+            Headers::Hyper(map) => {
+                crate::http1::header_text::visible_str(map.get(name)?.as_bytes())
+            }
+        }
+    }
+}
+
+/// A response's body, as whichever reader reads it.
+pub(super) enum Body {
+    Own(ResponseBody),
+    Hyper(super::twin::Body),
+}
+
+impl Stream for Body {
+    type Item = Result<Bytes, String>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.get_mut() {
+            Body::Own(body) => Pin::new(body).poll_next(cx),
+            Body::Hyper(body) => Pin::new(body).poll_next(cx),
+        }
+    }
 }
 
 impl Response {
@@ -25,7 +69,7 @@ impl Response {
         self.status
     }
 
-    pub(crate) fn headers(&self) -> &h1::Headers {
+    pub(crate) fn headers(&self) -> &Headers {
         &self.headers
     }
 

@@ -149,47 +149,6 @@ async fn an_idle_connection_the_server_closed_costs_the_call_nothing() {
     }
 }
 
-#[tokio::test]
-async fn the_request_line_carries_the_path_and_host_the_authority() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let uri: Uri = format!("http://{addr}/mcp?x=1").parse().unwrap();
-    let uri = Target::new(&uri).unwrap();
-    let head = tokio::spawn(async move {
-        let (mut tcp, _) = listener.accept().await.unwrap();
-        let request = read_head(&mut tcp).await;
-        tcp.write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
-            .await
-            .unwrap();
-        String::from_utf8(request).unwrap()
-    });
-    let client = Client::new().unwrap();
-    let resp = client.request(Method::GET, &uri).send().await.unwrap();
-    assert_eq!(resp.status(), http::StatusCode::NO_CONTENT);
-    let head = head.await.unwrap().to_ascii_lowercase();
-    assert!(head.starts_with("get /mcp?x=1 http/1.1\r\n"), "{head}");
-    assert!(head.contains(&format!("\r\nhost: {addr}\r\n")), "{head}");
-}
-
-#[tokio::test]
-async fn nothing_listening_is_a_connect_error() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-        .parse()
-        .unwrap();
-    let uri = Target::new(&uri).unwrap();
-    drop(listener);
-    let err = Client::new()
-        .unwrap()
-        .request(Method::POST, &uri)
-        .send()
-        .await
-        .err()
-        .expect("nothing listens");
-    assert!(err.is_connect(), "{err}");
-    assert!(!err.to_string().contains("/mcp"), "{err}");
-}
-
 #[tokio::test(start_paused = true)]
 async fn idle_connections_are_closed_when_they_expire() {
     let (uri, _) = server("ok", true).await;
@@ -203,4 +162,117 @@ async fn idle_connections_are_closed_when_they_expire() {
     assert_eq!(client.idle(), 1);
     tokio::time::sleep(super::pool::IDLE_TIMEOUT * 2).await;
     assert_eq!(client.idle(), 0);
+}
+
+/// What a server reads of one request (head and body), as its lines
+/// sorted (hyper writes a request's headers grouped by name), and the
+/// answer the client read.
+async fn exchange(
+    engine: super::super::Engine,
+    method: Method,
+    body: &'static str,
+) -> (Vec<String>, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let uri: Uri = format!("http://{addr}/mcp?x=1").parse().unwrap();
+    let uri = Target::new(&uri).unwrap();
+    let read = tokio::spawn(async move {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let mut request = read_head(&mut tcp).await;
+        let wanted = request.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4 + body.len();
+        while request.len() < wanted {
+            let mut buf = [0u8; 1024];
+            let n = tcp.read(&mut buf).await.unwrap();
+            request.extend_from_slice(&buf[..n]);
+        }
+        tcp.write_all(b"HTTP/1.1 200 OK\r\nX-Reply: 1\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n")
+            .await
+            .unwrap();
+        let text = String::from_utf8(request)
+            .unwrap()
+            .replace(&addr.to_string(), "ADDR");
+        let mut lines: Vec<String> = text.split("\r\n").map(str::to_owned).collect();
+        lines.sort();
+        lines
+    });
+    let client = Client::on(engine).unwrap();
+    let resp = client
+        .request(method, &uri)
+        .header("x-team", "a b")
+        .header("x-team", "c")
+        .header("host", "elsewhere")
+        .header("connection", "x-team")
+        .header("content-length", "99")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let reply = resp
+        .headers()
+        .get_str(&http::HeaderName::from_static("x-reply"))
+        .map(str::to_owned);
+    assert_eq!(reply.as_deref(), Some("1"));
+    let answer = resp.bytes(100).await.unwrap();
+    (
+        read.await.unwrap(),
+        String::from_utf8(answer.to_vec()).unwrap(),
+    )
+}
+
+/// The request line carries the path, `Host` the authority; the twin
+/// (`SLUICE_HTTP=hyper`) sends what the own client sends: the same request
+/// line, `Host`, headers (framing ones left out) and length, and reads the
+/// same answer.
+#[tokio::test]
+async fn hyper_sends_the_request_the_own_client_sends() {
+    use super::super::Engine;
+    for (method, body) in [
+        (Method::POST, "{}"),
+        (Method::POST, ""),
+        (Method::GET, ""),
+        (Method::DELETE, ""),
+    ] {
+        let own = exchange(Engine::Own, method.clone(), body).await;
+        let hyper = exchange(Engine::Hyper, method.clone(), body).await;
+        assert_eq!(own, hyper, "{method} with {body:?}");
+        assert_eq!(own.1, "ok");
+        let line = format!("{method} /mcp?x=1 HTTP/1.1");
+        assert!(own.0.contains(&line), "{:?}", own.0);
+        assert!(own.0.contains(&"host: ADDR".to_owned()), "{:?}", own.0);
+    }
+}
+
+/// The twin reuses a connection as the own client does, and reports a
+/// failed connect in the same words (which never name the URL).
+#[tokio::test]
+async fn hyper_pools_and_fails_as_the_own_client_does() {
+    use super::super::Engine;
+    for engine in [Engine::Own, Engine::Hyper] {
+        let (uri, accepted) = server("ok", true).await;
+        let client = Client::on(engine).unwrap();
+        for _ in 0..5 {
+            assert_eq!(get(&client, &uri).await, "ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "{engine:?}");
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    let uri = Target::new(&uri).unwrap();
+    drop(listener);
+    let mut errors = Vec::new();
+    for engine in [Engine::Own, Engine::Hyper] {
+        let client = Client::on(engine).unwrap();
+        let err = client
+            .request(Method::POST, &uri)
+            .send()
+            .await
+            .err()
+            .unwrap();
+        assert!(err.is_connect(), "{engine:?}: {err}");
+        assert!(!err.to_string().contains("/mcp"), "{err}");
+        errors.push(err.to_string());
+    }
+    assert_eq!(errors[0], errors[1]);
 }

@@ -2,7 +2,10 @@ use bytes::BytesMut;
 use http::header::{ACCEPT, CONTENT_LENGTH, HOST, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 
-use super::{Decoder, Error, MAX_HEAD, Step, read_head, read_whole as read, write_head};
+use super::{
+    Decoder, Error, MAX_HEAD, Step, folded_eq, read_response_head as read_head, read_whole as read,
+    write_chunk, write_request_head as write_head,
+};
 
 /// Every way of cutting the input gives the same reading.
 fn read_any_cut(wire: &[u8]) -> Result<(StatusCode, Vec<u8>, bool), Error> {
@@ -242,4 +245,206 @@ fn a_large_chunk_arrives_as_it_comes_not_whole() {
 fn the_fuzz_seeds_read_alike_however_cut() {
     let n = crate::fuzzing::run_seeds("backend_response", crate::fuzzing::backend_response);
     assert!(n >= 5, "{n} seeds");
+}
+
+#[test]
+fn names_fold_as_http_folds_them() {
+    // Every way of the comparison: 3, 4-7, 8, and past 8 bytes, whole
+    // words and not.
+    let spelled = [
+        "x-a",
+        "host",
+        "accept",
+        "x-trace",
+        "x-tenant",
+        "content-type",
+        "authorization",
+        "content-length",
+        "x-forwarded-hosts",
+        "mcp-protocol-version",
+    ];
+    for lower in spelled {
+        assert!(lower.bytes().all(|b| b & 0x20 != 0), "{lower}");
+        for name in [lower.to_owned(), lower.to_uppercase()] {
+            assert!(folded_eq(name.as_bytes(), lower.as_bytes()), "{name}");
+        }
+        // Each byte of the name replaced by every other token byte:
+        // equal exactly when `http` would call the names equal.
+        for at in 0..lower.len() {
+            for b in 0..=255u8 {
+                let mut name = lower.as_bytes().to_vec();
+                name[at] = b;
+                let Ok(parsed) = HeaderName::from_bytes(&name) else {
+                    continue;
+                };
+                let same = parsed.as_str() == lower;
+                assert_eq!(folded_eq(&name, lower.as_bytes()), same, "{name:?}");
+            }
+        }
+    }
+    assert!(!folded_eq(b"hos", b"host"));
+}
+
+#[test]
+fn chunks_are_framed_in_hex() {
+    let mut out = Vec::new();
+    write_chunk(&mut out, &[b'x'; 26]);
+    assert_eq!(out, [b"1a\r\n".as_slice(), &[b'x'; 26], b"\r\n"].concat());
+}
+
+/// A request head read, its headers' places as the reader was given them.
+fn read_request(wire: &[u8]) -> (String, Vec<(String, String)>) {
+    let mut seen = Vec::new();
+    let read = super::read_request_head(wire, |name, [ns, ne, vs, ve]| {
+        let at = |s: u16, e: u16| String::from_utf8_lossy(&wire[s.into()..e.into()]).into_owned();
+        assert_eq!(name, &wire[ns.into()..ne.into()]);
+        seen.push((at(ns, ne), at(vs, ve)));
+    });
+    (format!("{read:?}"), seen)
+}
+
+#[test]
+fn a_request_head_is_read_with_its_framing_and_headers_in_place() {
+    use super::{Connection, ReadRequest, RequestBody, read_request_head};
+    let wire = b"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nX-Empty:\r\n\r\nhello";
+    let (_, headers) = read_request(wire);
+    assert_eq!(
+        headers,
+        [
+            ("Host".into(), "a".into()),
+            ("Content-Length".into(), "5".into()),
+            ("X-Empty".into(), String::new())
+        ]
+    );
+    let ReadRequest::Head(head) = read_request_head(wire, |_, _| {}) else {
+        panic!("a whole head")
+    };
+    assert_eq!(
+        (head.method, head.target, head.http11),
+        ("POST", "/mcp", true)
+    );
+    assert_eq!(head.len, wire.len() - 5);
+    assert_eq!(head.body, RequestBody::Length(5));
+    assert_eq!(head.connection, Connection::default());
+    assert!(!head.expect && !head.upgrade);
+
+    let framing = |wire: &[u8]| match read_request_head(wire, |_, _| {}) {
+        ReadRequest::Head(head) => head.body,
+        other => panic!("{other:?}"),
+    };
+    let cases: &[(&[u8], RequestBody)] = &[
+        (b"GET / HTTP/1.1\r\n\r\n", RequestBody::Empty),
+        (
+            b"POST / HTTP/1.1\r\ncontent-LENGTH: 0012\r\n\r\n",
+            RequestBody::Length(12),
+        ),
+        (
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            RequestBody::Chunked,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            RequestBody::Invalid,
+        ),
+        (
+            b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            RequestBody::Invalid,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+            RequestBody::Invalid,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+            RequestBody::Invalid,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\n",
+            RequestBody::Invalid,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
+            RequestBody::Invalid,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n",
+            RequestBody::Invalid,
+        ),
+        (
+            b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n",
+            RequestBody::Length(u64::MAX),
+        ),
+    ];
+    for (wire, body) in cases {
+        assert_eq!(framing(wire), *body, "{:?}", String::from_utf8_lossy(wire));
+    }
+}
+
+#[test]
+fn what_a_request_asks_of_its_connection_is_read() {
+    use super::{Connection, ReadRequest, read_request_head};
+    let head = |wire: &[u8]| match read_request_head(wire, |_, _| {}) {
+        ReadRequest::Head(head) => (head.connection, head.expect, head.upgrade),
+        other => panic!("{other:?}"),
+    };
+    let options = |close, keep_alive, other| Connection {
+        close,
+        keep_alive,
+        other,
+    };
+    let wire = b"GET / HTTP/1.1\r\nConnection: Keep-Alive\r\nconnection: x, CLOSE\r\n\r\n";
+    assert_eq!(head(wire), (options(true, true, true), false, false));
+    let wire = b"GET / HTTP/1.1\r\nExpect: 100-continue\r\nUpgrade: h2c\r\n\r\n";
+    assert_eq!(head(wire), (options(false, false, false), true, true));
+}
+
+#[test]
+fn a_request_head_is_bounded_and_malformed_ones_refused() {
+    use super::{MAX_HEADERS, ReadRequest, read_request_head};
+    fn read(wire: &[u8]) -> ReadRequest<'_> {
+        read_request_head(wire, |_, _| {})
+    }
+    let head = b"POST /mcp HTTP/1.1\r\nHost: a\r\n\r\n";
+    for cut in 0..head.len() {
+        assert!(matches!(read(&head[..cut]), ReadRequest::Partial), "{cut}");
+    }
+    let mut endless = b"POST /mcp HTTP/1.1\r\nX: ".to_vec();
+    endless.resize(MAX_HEAD, b'a');
+    assert!(matches!(read(&endless), ReadRequest::Partial));
+    endless.push(b'a');
+    assert!(matches!(read(&endless), ReadRequest::TooLarge));
+    let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+    for i in 0..=MAX_HEADERS {
+        many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    assert!(matches!(read(&many), ReadRequest::TooLarge));
+    for wire in [
+        &b"POST /mcp HTTP/1.1\r\nBad Name: x\r\n\r\n"[..],
+        b"POST /mcp HTTP/1.1\r\nFolded: a\r\n b\r\n\r\n",
+        b"POST /mcp HTTP/2.0\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+    ] {
+        assert!(matches!(read(wire), ReadRequest::Malformed), "{wire:?}");
+    }
+}
+
+#[test]
+fn a_content_length_is_digits_that_fit() {
+    use super::content_length;
+    assert_eq!(content_length(b"0"), Some(0));
+    assert_eq!(content_length(b"007"), Some(7));
+    assert_eq!(content_length(b"18446744073709551615"), Some(u64::MAX));
+    for bad in [
+        &b""[..],
+        b"18446744073709551616",
+        b"+1",
+        b"-1",
+        b" 1",
+        b"1 ",
+        b"0x1",
+        b"1,1",
+    ] {
+        assert_eq!(content_length(bad), None, "{bad:?}");
+    }
 }
