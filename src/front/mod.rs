@@ -1,6 +1,6 @@
 //! Front: the HTTP edge. Parses each request once, checks headers, Origin,
 //! auth and body size, picks the era, and writes statuses and SSE. Statuses
-//! for refusals come only from `error::Reject`.
+//! for refusals and errors come only from `error`.
 
 mod answer;
 mod authority;

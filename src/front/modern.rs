@@ -283,30 +283,24 @@ pub(super) fn server_info() -> Value {
     json!({ "name": "sluice", "version": env!("CARGO_PKG_VERSION") })
 }
 
-/// The HTTP status of a modern response: the revision's request errors
-/// are 400 whoever raised them (a backend's -32021 included); everything
-/// else, in-band errors too, is 200.
-pub(super) fn status_of(line: &str) -> StatusCode {
-    if !line.contains("\"error\"") {
-        return StatusCode::OK;
+/// The HTTP status of a modern response that is one JSON body: its
+/// JSON-RPC error's code decides (`error::modern_status`).
+pub(super) fn status_of(outcome: &Outcome) -> StatusCode {
+    match outcome {
+        Outcome::Result(_) => StatusCode::OK,
+        Outcome::Error(e) => super::error::modern_status(code_of(e)),
     }
+}
+
+/// The `code` of a JSON-RPC error object (None: it has no integer one).
+fn code_of(error: &RawValue) -> Option<i64> {
     #[derive(serde::Deserialize)]
-    struct Line {
-        error: Option<Code>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Code {
+    struct Error {
         code: i64,
     }
-    match serde_json::from_str::<Line>(line)
+    serde_json::from_str::<Error>(error.get())
         .ok()
-        .and_then(|l| l.error)
-    {
-        Some(Code {
-            code: -32022..=-32020,
-        }) => StatusCode::BAD_REQUEST,
-        _ => StatusCode::OK,
-    }
+        .map(|e| e.code)
 }
 
 /// Every modern result says what it is and who answered; lists say how long

@@ -288,14 +288,13 @@ impl Reply {
         let stream = match first {
             First::Done(outcome) if running.events.is_empty() => {
                 running.finish();
-                let line = jsonrpc::response(&self.id, &outcome);
                 let status = match self.era {
-                    Era::Modern => super::modern::status_of(&line),
+                    Era::Modern => super::modern::status_of(&outcome),
                     Era::Legacy => axum::http::StatusCode::OK,
                 };
                 return Answer::Json(Json {
                     status,
-                    body: line,
+                    body: jsonrpc::response(&self.id, &outcome),
                     session: None,
                 });
             }
