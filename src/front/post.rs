@@ -1,11 +1,13 @@
 //! POST: one JSON-RPC message (or a 2025-03-26 batch) from a client.
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
 use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 use tokio::time::Instant;
@@ -15,32 +17,71 @@ use super::checks;
 use super::error::{ModernError, Reject};
 use super::headers::{HeaderLookup, RequestHeaders};
 use super::limits::Limits;
-use super::reply;
+use super::reply::{self, Ctx, Questions, Rules};
 use super::{Front, Layout};
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
-use crate::protocol::{self, ClientCaps, LegacyVersion, Revision};
+use crate::protocol::{self, ClientCaps, Era, LegacyVersion, Revision};
 use crate::router::Namespace;
 use crate::sessions::Active;
+use crate::traces::SessionKind;
+use crate::upstream::Caller;
 use crate::vocab::Principal;
 
-/// A POST's answer, a refusal included.
-pub(super) async fn answer(
-    front: &Arc<Front>,
-    layout: &Layout,
+/// The 2025 revisions' rules for the reply machinery: a dropped
+/// connection is not a cancellation (the client cancels with
+/// `notifications/cancelled`), and a backend's questions go on the
+/// response stream as they come.
+struct Legacy;
+
+impl Rules for Legacy {
+    fn era(&self) -> Era {
+        Era::Legacy
+    }
+
+    fn span_kind(&self, in_session: bool) -> SessionKind {
+        match in_session {
+            true => SessionKind::Session,
+            false => SessionKind::Stateless,
+        }
+    }
+
+    fn cancels_on_drop(&self) -> bool {
+        false
+    }
+
+    /// A backend's result goes to the client as it is.
+    fn decorate(&self, _method: &str, outcome: Outcome) -> Outcome {
+        outcome
+    }
+
+    /// An error is answered in-band too.
+    fn status(&self, _outcome: &Outcome) -> StatusCode {
+        StatusCode::OK
+    }
+
+    fn questions(&self) -> Questions {
+        Questions::Streamed
+    }
+}
+
+/// A POST's answer, a refusal included. Not an `async fn`: a layer of
+/// them would hold its arguments beside the next layer's future, in the
+/// one the connection holds (`front::Edge`).
+pub(super) fn answer<'a>(
+    front: &'a Arc<Front>,
+    layout: &'a Layout,
     namespace: Cow<'static, str>,
     headers: RequestHeaders,
     body: Body,
-) -> Answer {
-    match handle(front, layout, &namespace, headers, body).await {
-        Ok(answer) => answer,
-        Err(reject) => front.refuse(&axum::http::Method::POST, reject).into(),
-    }
+) -> impl Future<Output = Answer> + 'a {
+    handle(front, layout, namespace, headers, body)
+        .map(|answer| answer.unwrap_or_else(|reject| front.refuse(&Method::POST, reject).into()))
 }
 
 async fn handle(
     front: &Arc<Front>,
     layout: &Layout,
-    namespace: &str,
+    namespace: Cow<'static, str>,
     owned_headers: RequestHeaders,
     body: Body,
 ) -> Result<Answer, Reject> {
@@ -49,13 +90,13 @@ async fn handle(
         return Err(Reject::ShuttingDown);
     }
     let headers = &owned_headers;
-    let who = layout.policy.authenticate(headers, namespace).await?;
+    let who = layout.policy.authenticate(headers, &namespace).await?;
     let admitted = layout.limits.admit(front, &who.principal).await?;
     checks::json_content(headers)?;
     checks::accepts(headers, &["application/json", "text/event-stream"])?;
     let ns = layout
         .router
-        .namespace(namespace)
+        .namespace(&namespace)
         .ok_or(Reject::UnknownNamespace)?
         .clone();
     let bytes = read_body(
@@ -123,16 +164,23 @@ async fn handle(
         return Box::pin(initialize(front, &ns, principal, r, started)).await;
     }
     let active = begin(front, layout, &ns, headers, &principal).await?;
-    let ctx = reply::Ctx {
+    // The key of per-session isolation: the session, else the principal.
+    let caller = match &active {
+        Some(a) => {
+            let s = a.session();
+            Caller::session(s.id.clone(), s.clone(), s.caps)
+        }
+        None => Caller::principal(principal.clone()),
+    };
+    let ctx = Ctx {
         front: front.clone(),
         ns,
         active,
         principal,
-        era: crate::protocol::Era::Legacy,
-        caps: crate::protocol::ClientCaps::ALL,
+        rules: &Legacy,
+        caller: caller.with_token(token),
         admitted,
         trace: front.traces.parent(|name| headers.get_str(name)),
-        token,
     };
     drop(owned_headers);
     match message {
@@ -323,7 +371,7 @@ async fn initialize(
             .await;
     }
     front.metrics.request(
-        protocol::Era::Legacy,
+        Era::Legacy,
         crate::metrics::method_label("initialize"),
         crate::metrics::Outcome::ok,
         crate::clock::tokio_now()
@@ -337,9 +385,9 @@ async fn initialize(
     }))
 }
 
-fn notification(ctx: &reply::Ctx, n: &Notification) {
+fn notification(ctx: &Ctx, n: &Notification) {
     if n.method == "notifications/roots/list_changed" {
-        ctx.ns.roots_changed(&ctx.caller());
+        ctx.ns.roots_changed(&ctx.caller);
         return;
     }
     if n.method != "notifications/cancelled" {
@@ -375,7 +423,7 @@ const BATCH_CONCURRENCY: usize = 8;
 /// and responses take nothing from the limits: they run no call, and have
 /// no reply to carry a refusal.
 async fn batch(
-    mut ctx: reply::Ctx,
+    mut ctx: Ctx,
     limits: &Limits,
     items: Vec<Result<Message, jsonrpc::ParseError>>,
 ) -> Result<Response, Reject> {
@@ -411,7 +459,7 @@ async fn batch(
     for r in requests.drain(let_in..) {
         errors.push(refused.batch_line(&r.id));
         ctx.front.metrics.request(
-            protocol::Era::Legacy,
+            Era::Legacy,
             crate::metrics::method_label(&r.method),
             crate::metrics::Outcome::rejected,
             0.0,
