@@ -8,8 +8,6 @@
 //! `input_required`, the request parked in the `bridge` until the client's
 //! retry answers them.
 
-use std::sync::Arc;
-
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use indexmap::IndexMap;
@@ -17,14 +15,14 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::answer::json_response;
-use super::bridge::{self, Resumed};
-use super::error::{self, ModernError, Reject};
-use super::headers::HeaderLookup;
-use super::limits::Admitted;
-use super::reply::{self, Ctx, Questions, Reply, Rules, Running};
-use super::{Front, listen};
+use super::posted::Posted;
 use crate::auth::Identity;
+use crate::front::answer::json_response;
+use crate::front::bridge::{self, Resumed};
+use crate::front::error::{self, ModernError, Reject};
+use crate::front::headers::HeaderLookup;
+use crate::front::reply::{self, Ctx, Questions, Reply, Rules, Running};
+use crate::front::{Front, listen};
 use crate::jsonrpc::{self, Outcome, Request};
 use crate::protocol::{self, ClientCaps, Era};
 use crate::router::Namespace;
@@ -109,16 +107,10 @@ fn park(reply: &Reply, running: Running, asked: Vec<Event>) -> Outcome {
 }
 
 /// A 2026-07-28 request, answered alone.
-pub(super) async fn handle(
-    front: &Arc<Front>,
-    ns: Arc<Namespace>,
-    who: Identity,
-    admitted: Admitted,
-    headers: &HeaderMap,
-    req: Request,
-    started: Instant,
-) -> Result<Response, Reject> {
-    let Identity { principal, token } = who;
+pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, Reject> {
+    let (front, ns, started) = (posted.front, posted.ns, posted.started);
+    let Identity { principal, token } = posted.who;
+    let headers = &posted.headers.map();
     let refuse = |error| Reject::Modern {
         id: req.id.clone(),
         error,
@@ -179,7 +171,7 @@ pub(super) async fn handle(
                 active: None,
                 rules: &Modern,
                 caller,
-                admitted,
+                admitted: posted.admitted,
                 trace: front.traces.parent(|name| headers.get_str(name)),
             };
             Ok(reply::serve(ctx, req, started).await.into_response())
@@ -191,7 +183,10 @@ pub(super) async fn handle(
 /// What every modern request must carry, checked without I/O: the
 /// required `_meta`, a supported version, and headers that mirror the
 /// body. Returns the params' fields.
-pub(super) fn check_request(headers: &HeaderMap, req: &Request) -> Result<Fields, ModernError> {
+pub(in crate::front) fn check_request(
+    headers: &HeaderMap,
+    req: &Request,
+) -> Result<Fields, ModernError> {
     let fields: Fields = req
         .params
         .as_deref()
