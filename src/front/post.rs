@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Method, header};
-use futures_util::{FutureExt, TryFutureExt};
+use futures_util::FutureExt;
 
 use super::answer::Answer;
 use super::checks;
@@ -17,12 +17,11 @@ use super::era::{self, Posted};
 use super::error::Reject;
 use super::headers::{HeaderLookup, RequestHeaders};
 use super::{Front, Layout};
-use crate::jsonrpc::{Body as RpcBody, Message};
+use crate::jsonrpc::Message;
 
-/// A POST's answer, a refusal included. Not an `async fn`: admitting the
-/// POST and serving it are two futures in turn, and so share their space
-/// in the one the connection holds (`front::Edge`); a layer of `async fn`
-/// would hold its arguments beside the next layer's future.
+/// A POST's answer, a refusal included. Not an `async fn`: a layer of
+/// them would hold its arguments beside the next layer's future, in the
+/// one the connection holds (`front::Edge`).
 pub(super) fn answer<'a>(
     front: &'a Arc<Front>,
     layout: &'a Layout,
@@ -30,19 +29,18 @@ pub(super) fn answer<'a>(
     headers: RequestHeaders,
     body: Body,
 ) -> impl Future<Output = Answer> + 'a {
-    admit(front, layout, namespace, headers, body)
-        .and_then(|(posted, message)| era::serve(posted, message))
+    handle(front, layout, namespace, headers, body)
         .map(|answer| answer.unwrap_or_else(|reject| front.refuse(&Method::POST, reject).into()))
 }
 
-/// The checks both eras share: the POST, admitted, and its message.
-async fn admit<'a>(
-    front: &'a Arc<Front>,
-    layout: &'a Layout,
+/// The checks both eras share, then the POST's era serves it.
+async fn handle(
+    front: &Arc<Front>,
+    layout: &Layout,
     namespace: Cow<'static, str>,
     headers: RequestHeaders,
     body: Body,
-) -> Result<(Posted<'a>, RpcBody), Reject> {
+) -> Result<Answer, Reject> {
     let started = crate::clock::tokio_now();
     if front.stopping.is_cancelled() {
         return Err(Reject::ShuttingDown);
@@ -82,7 +80,7 @@ async fn admit<'a>(
         admitted,
         started,
     };
-    Ok((posted, message))
+    era::serve(posted, message).await
 }
 
 /// The body, whole: at most `max` bytes, arriving within `deadline` (a
