@@ -2,11 +2,17 @@
 //! stays its bytes and status: the connection (`conn`) writes its head
 //! itself, so it costs no `HeaderMap` (two allocations and a hash per
 //! header) and no boxed body. Anything else is an HTTP response, and so is
-//! every answer that leaves through hyper (`IntoResponse`).
+//! every answer that leaves through hyper (`IntoResponse`); a stream of
+//! JSON-RPC lines is one made by `sse`.
+
+use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::stream::{Stream, StreamExt};
 
 use crate::vocab::SessionId;
 
@@ -68,3 +74,19 @@ pub(super) fn json_response(body: String, session_id: Option<&str>) -> Response 
 }
 
 pub(super) const JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+/// How often an idle SSE response writes a keep-alive comment.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// An SSE response of JSON-RPC lines, with keep-alives, unbuffered by proxies.
+pub(super) fn sse(lines: impl Stream<Item = String> + Send + 'static) -> Response {
+    let events =
+        lines.map(|line| Ok::<_, Infallible>(Event::default().event("message").data(line)));
+    let mut response = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response();
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}

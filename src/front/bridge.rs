@@ -13,7 +13,6 @@
 //! not issue belongs to a 2026-07-28 backend and passes through untouched.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -22,7 +21,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use super::reply::{Reply, Running};
+use super::reply::Running;
 use crate::jsonrpc::{self, Outcome};
 use crate::router::Namespace;
 use crate::upstream::{Caller, Event};
@@ -96,39 +95,88 @@ impl Bridge {
             _ => None,
         }
     }
-}
 
-/// Parks a running call whose backend asked questions; the outcome is the
-/// `input_required` result the client gets (or an error when full).
-pub(super) fn park(reply: &Reply, running: Running, asked: Vec<Event>) -> Outcome {
-    let asked: Vec<Question> = asked
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Request { id, method, params } => Some(Question { id, method, params }),
-            Event::Notification(_) => None,
-        })
-        .collect();
-    let inputs = input_requests(&asked);
-    match reply
-        .front
-        .bridge
-        .insert(reply.principal.clone(), running, asked)
-    {
-        Ok(token) => super::modern::decorate(
-            "tools/call",
-            Outcome::Result(jsonrpc::raw(&json!({
+    /// Parks a running call whose backend asked questions; the outcome is
+    /// the `input_required` result the client gets (or an error when full),
+    /// as the era is yet to decorate it.
+    pub(super) fn park(
+        &self,
+        principal: Principal,
+        running: Running,
+        asked: Vec<Event>,
+    ) -> Outcome {
+        let asked: Vec<Question> = asked
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Request { id, method, params } => Some(Question { id, method, params }),
+                Event::Notification(_) => None,
+            })
+            .collect();
+        self.ask(principal, running, asked)
+    }
+
+    /// Parks `running` until its questions are answered: the
+    /// `input_required` result that asks them, or an error when full (the
+    /// dropped call is cancelled; its backend's questions refused).
+    fn ask(&self, principal: Principal, running: Running, asked: Vec<Question>) -> Outcome {
+        let inputs = input_requests(&asked);
+        match self.insert(principal, running, asked) {
+            Ok(token) => Outcome::Result(jsonrpc::raw(&json!({
                 "resultType": "input_required",
                 "inputRequests": inputs,
                 "requestState": token,
             }))),
-        ),
-        // The dropped call is cancelled; its backend's questions refused.
-        Err(_running) => Outcome::Error(jsonrpc::error_object(
-            jsonrpc::INTERNAL_ERROR,
-            "sluice: too many requests are waiting for input; retry later",
-            None,
-        )),
+            Err(_running) => Outcome::Error(jsonrpc::error_object(
+                jsonrpc::INTERNAL_ERROR,
+                "sluice: too many requests are waiting for input; retry later",
+                None,
+            )),
+        }
     }
+
+    /// A retry of a parked call: its answers go to the backend. None when
+    /// the state is unknown, expired or another principal's (the client
+    /// starts over).
+    pub(super) fn resume(
+        &self,
+        ns: &Namespace,
+        caller: &Caller,
+        principal: &Principal,
+        state: &str,
+        fields: &IndexMap<String, Box<RawValue>>,
+    ) -> Option<Resumed> {
+        let mut parked = self.take(state, principal)?;
+        let responses: IndexMap<String, Box<RawValue>> = fields
+            .get("inputResponses")
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .unwrap_or_default();
+        let mut unanswered = Vec::new();
+        for q in std::mem::take(&mut parked.asked) {
+            match responses.get(&q.id) {
+                Some(answer) => {
+                    let id = jsonrpc::raw(&q.id);
+                    ns.answer(caller, &id, &Outcome::Result(answer.clone()));
+                }
+                None => unanswered.push(q),
+            }
+        }
+        if unanswered.is_empty() {
+            return Some(Resumed::Running(parked.running));
+        }
+        // Asked again, under a new state; the call stays parked.
+        let asked = self.ask(principal.clone(), parked.running, unanswered);
+        Some(Resumed::Asked(asked))
+    }
+}
+
+/// What a retry of a parked call comes to.
+pub(super) enum Resumed {
+    /// Every question answered: the call goes on, and its response
+    /// continues under the retry's id.
+    Running(Running),
+    /// Some were not: the outcome asks them again (or is an error when
+    /// full), as the era is yet to decorate it.
+    Asked(Outcome),
 }
 
 fn input_requests(asked: &[Question]) -> Map<String, Value> {
@@ -153,60 +201,4 @@ fn input_requests(asked: &[Question]) -> Map<String, Value> {
 pub(super) fn retry_state(fields: &IndexMap<String, Box<RawValue>>) -> Option<String> {
     let state: String = serde_json::from_str(fields.get("requestState")?.get()).ok()?;
     state.starts_with(STATE_PREFIX).then_some(state)
-}
-
-/// A retry of a parked call: its answers go to the backend, and the call's
-/// response continues under the retry's id. None when the state is unknown,
-/// expired or another principal's (the client starts over).
-pub(super) async fn resume(
-    reply: Reply,
-    ns: &Arc<Namespace>,
-    caller: &Caller,
-    state: &str,
-    fields: &IndexMap<String, Box<RawValue>>,
-) -> Option<axum::response::Response> {
-    let mut parked = reply.front.bridge.take(state, &reply.principal)?;
-    let responses: IndexMap<String, Box<RawValue>> = fields
-        .get("inputResponses")
-        .and_then(|r| serde_json::from_str(r.get()).ok())
-        .unwrap_or_default();
-    let mut unanswered = Vec::new();
-    for q in std::mem::take(&mut parked.asked) {
-        match responses.get(&q.id) {
-            Some(answer) => {
-                let id = jsonrpc::raw(&q.id);
-                ns.answer(caller, &id, &Outcome::Result(answer.clone()));
-            }
-            None => unanswered.push(q),
-        }
-    }
-    if !unanswered.is_empty() {
-        // Asked again, under a new state; the call stays parked.
-        let inputs = input_requests(&unanswered);
-        let outcome =
-            match reply
-                .front
-                .bridge
-                .insert(reply.principal.clone(), parked.running, unanswered)
-            {
-                Ok(token) => Outcome::Result(jsonrpc::raw(&json!({
-                    "resultType": "input_required",
-                    "inputRequests": inputs,
-                    "requestState": token,
-                }))),
-                Err(_) => Outcome::Error(jsonrpc::error_object(
-                    jsonrpc::INTERNAL_ERROR,
-                    "sluice: too many requests are waiting for input; retry later",
-                    None,
-                )),
-            };
-        let outcome = super::modern::decorate("tools/call", outcome);
-        return Some(super::answer::json_response(
-            jsonrpc::response(&reply.id, &outcome),
-            None,
-        ));
-    }
-    Some(axum::response::IntoResponse::into_response(
-        reply.respond(parked.running).await,
-    ))
 }

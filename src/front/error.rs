@@ -1,5 +1,7 @@
 //! Every way the front refuses a request, and the one place that maps each
-//! to an HTTP status and a JSON-RPC error body.
+//! to an HTTP status and a JSON-RPC error body; the status of a 2026-07-28
+//! reply that carries a JSON-RPC error (`modern_status`); the operator
+//! endpoints' refusals (`OpsRefusal`).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -243,8 +245,21 @@ impl Reject {
 
 /// 2026-07-28's UnsupportedProtocolVersionError.
 const UNSUPPORTED_VERSION: i64 = -32022;
+/// 2026-07-28's MissingRequiredClientCapabilityError.
+const MISSING_CAPABILITY: i64 = -32021;
 /// 2026-07-28's HeaderMismatchError.
 const HEADER_MISMATCH: i64 = -32020;
+
+/// The HTTP status of a 2026-07-28 reply that is a JSON-RPC error with
+/// `code` (None: it has no integer code), whoever raised it (a backend's
+/// -32021 included): the revision's request errors are 400; any other
+/// error is answered in band, with 200 (`S/2026-07-28/basic/index.mdx`).
+pub(super) fn modern_status(code: Option<i64>) -> StatusCode {
+    match code {
+        Some(UNSUPPORTED_VERSION | MISSING_CAPABILITY | HEADER_MISMATCH) => StatusCode::BAD_REQUEST,
+        Some(_) | None => StatusCode::OK,
+    }
+}
 
 impl Reject {
     /// The refusal of one request inside a batch, as its line in the
@@ -321,5 +336,29 @@ impl IntoResponse for Reject {
             _ => {}
         }
         response
+    }
+}
+
+/// What an operator endpoint answers instead of its document: in its own
+/// terms, not as JSON-RPC.
+pub(super) enum OpsRefusal {
+    /// No RFC 9728 metadata at this path (no `[auth] oauth`, or a path
+    /// that names no endpoint): 404, no body.
+    NoMetadata,
+    /// `/readyz`: what is unhealthy, each named with its problem: 503.
+    NotReady(Vec<serde_json::Value>),
+}
+
+impl IntoResponse for OpsRefusal {
+    fn into_response(self) -> Response {
+        match self {
+            OpsRefusal::NoMetadata => StatusCode::NOT_FOUND.into_response(),
+            OpsRefusal::NotReady(unhealthy) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::CONTENT_TYPE, "application/json")],
+                json!({ "status": "not ready", "unhealthy": unhealthy }).to_string(),
+            )
+                .into_response(),
+        }
     }
 }

@@ -83,5 +83,5 @@ pub(super) fn open(
                 std::future::ready(go)
             }
         }));
-    super::reply::sse(lines)
+    super::answer::sse(lines)
 }

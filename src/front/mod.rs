@@ -1,18 +1,18 @@
 //! Front: the HTTP edge. Parses each request once, checks headers, Origin,
 //! auth and body size, picks the era, and writes statuses and SSE. Statuses
-//! for refusals come only from `error::Reject`.
+//! for refusals and errors come only from `error`.
 
 mod answer;
 mod authority;
 mod bridge;
 mod checks;
 mod conn;
+mod era;
 mod error;
 mod follow;
 mod headers;
 mod limits;
 mod listen;
-mod modern;
 mod ops;
 mod post;
 mod replicas;
@@ -52,7 +52,7 @@ pub fn check_authority(value: &str) {
 /// For `fuzzing`: the 2026-07-28 checks of a request's headers and body.
 pub fn check_modern(headers: &axum::http::HeaderMap, body: &[u8]) {
     if let Ok(crate::jsonrpc::Message::Request(r)) = crate::jsonrpc::Message::parse(body) {
-        let _ = modern::check_request(headers, &r);
+        let _ = era::modern::check_request(headers, &r);
     }
 }
 pub use error::Reject;

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::Front;
+use super::error::OpsRefusal;
 
 /// OAuth 2.0 Protected Resource Metadata (RFC 9728) of the endpoint whose
 /// path follows the well-known prefix; 404 without `[auth] oauth`.
@@ -37,7 +38,7 @@ pub(super) async fn resource_metadata(
             doc,
         )
             .into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
+        None => OpsRefusal::NoMetadata.into_response(),
     }
 }
 
@@ -67,18 +68,13 @@ pub(super) async fn readyz(State(front): State<Arc<Front>>) -> Response {
     if front.cluster.as_ref().is_some_and(|c| !c.is_up()) {
         unhealthy.push(json!({ "component": "redis", "problem": "unreachable" }));
     }
-    let (status, body) = if unhealthy.is_empty() {
-        (StatusCode::OK, json!({ "status": "ready" }))
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({ "status": "not ready", "unhealthy": unhealthy }),
-        )
-    };
+    if !unhealthy.is_empty() {
+        return OpsRefusal::NotReady(unhealthy).into_response();
+    }
     (
-        status,
+        StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        json!({ "status": "ready" }).to_string(),
     )
         .into_response()
 }

@@ -1,21 +1,21 @@
 //! Answering a request: `application/json` when the outcome comes first,
 //! an SSE stream when progress or a server-to-client request comes first.
+//! The same machinery for both eras: where they differ, it asks the
+//! request's `Rules`, which each half of `era/` gives, and never names an
+//! era itself.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::response::sse::{Event, Sse};
-use axum::response::{IntoResponse, Response};
-use futures_util::stream::{self, Stream, StreamExt};
+use axum::http::StatusCode;
+use futures_util::stream::{self, StreamExt};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Front;
-use super::answer::{Answer, Json};
+use super::answer::{Answer, Json, sse};
 use crate::cancel_flag::RequestCancel;
 use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
@@ -24,57 +24,69 @@ use crate::router::Namespace;
 use crate::sessions::{Active, Tracked};
 use crate::traces;
 use crate::upstream::events::{self, Events};
-use crate::upstream::{AccessToken, Answered, Caller, Event as BackendEvent, EventSink};
+use crate::upstream::{Answered, Caller, Event as BackendEvent, EventSink};
 use crate::vocab::Principal;
 
 /// Messages a request may emit before its response; past this a slow
 /// client loses progress rather than holding gateway memory.
 const EVENT_QUEUE: usize = 64;
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Where a request runs: the gateway, its namespace, who asked, and the
-/// client session it keeps busy (None when stateless).
+/// What the eras do differently while a request runs and is answered.
+/// `era::legacy::Legacy` and `era::modern::Modern` say it; the machinery
+/// here asks, so that it branches on no era.
+pub(super) trait Rules: Sync {
+    /// Which era, for the request metrics.
+    fn era(&self) -> Era;
+    /// What a request is traced as, in a client session or not.
+    fn span_kind(&self, in_session: bool) -> traces::SessionKind;
+    /// Whether a request whose response is dropped unfinished (the client
+    /// went away) is cancelled; if not, it runs on to its end.
+    fn cancels_on_drop(&self) -> bool;
+    /// A request's outcome as its client gets it.
+    fn decorate(&self, method: &str, outcome: Outcome) -> Outcome;
+    /// The HTTP status of a response that is one JSON body.
+    fn status(&self, outcome: &Outcome) -> StatusCode;
+    /// What becomes of a backend's questions for the client.
+    fn questions(&self) -> Questions;
+}
+
+/// What becomes of a backend's questions for the client (sampling,
+/// elicitation, roots) asked while its request runs.
+#[derive(Clone, Copy)]
+pub(super) enum Questions {
+    /// Sent on the response stream as they come.
+    Streamed,
+    /// Gathered, with everything already queued, and handed over with the
+    /// running request to this, whose outcome ends the response; a
+    /// question asked after the outcome is dropped.
+    Parked(fn(&Reply, Running, Vec<BackendEvent>) -> Outcome),
+}
+
+/// Where a request runs: the gateway, its namespace, who asked, the
+/// client session it keeps busy (None without one), and its era's rules.
 pub(super) struct Ctx {
     pub(super) front: Arc<Front>,
     pub(super) ns: Arc<Namespace>,
     pub(super) principal: Principal,
     pub(super) active: Option<Active>,
-    pub(super) era: Era,
-    /// A 2026-07-28 request's `clientCapabilities` (sessions keep their own).
-    pub(super) caps: crate::protocol::ClientCaps,
+    pub(super) rules: &'static dyn Rules,
+    /// Who the backends serve: the key of per-session isolation (the
+    /// session, else the principal), what it can be asked, and its
+    /// request's verified OAuth token.
+    pub(super) caller: Caller,
     /// Counts against the principal's `[limits]` while the request runs.
     pub(super) admitted: super::limits::Admitted,
     /// The trace context the HTTP request came with (None: tracing off).
     pub(super) trace: Option<traces::Parent>,
-    /// The request's verified OAuth token (None: a static token or none).
-    pub(super) token: Option<Arc<AccessToken>>,
 }
 
 impl Ctx {
-    /// The key of per-session isolation: the session, else the principal.
-    pub(super) fn caller(&self) -> Caller {
-        let caller = match (&self.active, self.era) {
-            (Some(a), _) => {
-                let s = a.session();
-                Caller::session(s.id.clone(), s.clone(), s.caps)
-            }
-            (None, Era::Legacy) => Caller::principal(self.principal.clone()),
-            (None, Era::Modern) => Caller::modern(self.principal.clone(), self.caps),
-        };
-        caller.with_token(self.token.clone())
-    }
-
     /// The span of one of this context's requests (None: tracing off).
     fn span(&self, call: &Call) -> Option<traces::RequestSpan> {
-        let session = match (&self.active, self.era) {
-            (Some(_), _) => traces::SessionKind::Session,
-            (None, Era::Legacy) => traces::SessionKind::Stateless,
-            (None, Era::Modern) => traces::SessionKind::Modern,
-        };
         let about = traces::About {
             method: &call.method,
             params: call.params.as_deref(),
-            session,
+            session: self.rules.span_kind(self.active.is_some()),
             namespace: self.ns.name.as_str(),
         };
         Some(self.trace.as_ref()?.request(about))
@@ -133,17 +145,18 @@ impl Canceller {
 }
 
 /// A request running: what it emits, and its outcome. It runs in the task
-/// that answers it until its response turns into a stream (or is parked by
-/// the bridge); from then on, and whenever it is dropped unfinished, on a
-/// task of its own. So the common call, answered with one JSON body, costs
-/// no task, no channel for its outcome and no hand-off between threads. A dropped connection is not a
-/// cancellation in the legacy revisions, so the request outlives the
-/// response; in 2026-07-28 a closed stream cancels it (`cancel_on_drop`),
-/// unless the bridge holds it for the client's retry.
+/// that answers it until its response turns into a stream (or it is
+/// parked); from then on, and whenever it is dropped unfinished, on a task
+/// of its own. So the common call, answered with one JSON body, costs no
+/// task, no channel for its outcome and no hand-off between threads.
+/// Whether a dropped connection cancels it is its era's rule
+/// (`Rules::cancels_on_drop`): in the legacy revisions the request
+/// outlives the response; in 2026-07-28 a closed stream cancels it, unless
+/// it is parked for the client's retry.
 pub(super) struct Running {
     events: Events,
     work: Work,
-    /// 2026-07-28: cancelled if this is dropped unfinished.
+    /// Cancelled if this is dropped unfinished (`Rules::cancels_on_drop`).
     cancel_on_drop: Option<Canceller>,
 }
 
@@ -178,7 +191,7 @@ impl Running {
     pub(super) fn start(ctx: Ctx, id: &RawId, call: Call, started: Instant) -> Running {
         let (events_tx, events) = events::channel(EVENT_QUEUE);
         let cancel = ctx.track(id);
-        let cancel_on_drop = (ctx.era == Era::Modern).then(|| cancel.canceller());
+        let cancel_on_drop = ctx.rules.cancels_on_drop().then(|| cancel.canceller());
         // Boxed: moving the request (to its own task) moves a pointer, not
         // the whole call chain's state. `ctx.active` and `cancel` (the
         // request's entry in its session) drop with it: the session is busy,
@@ -229,9 +242,9 @@ impl Running {
 }
 
 impl Drop for Running {
-    /// Dropped unfinished (the client went away): a legacy request goes on
-    /// to its end, a 2026-07-28 one is cancelled right after and runs
-    /// only to record that.
+    /// Dropped unfinished (the client went away): the request goes on to
+    /// its end, or (`Rules::cancels_on_drop`) is cancelled right after and
+    /// runs only to record that.
     fn drop(&mut self) {
         if let Work::Inline(work) = std::mem::replace(&mut self.work, Work::Over)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
@@ -247,12 +260,12 @@ impl Drop for Running {
 /// Runs the request and answers it, as JSON or as a stream.
 pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Answer {
     let (id, call) = Call::of(req);
-    let (front, era, principal) = (ctx.front.clone(), ctx.era, ctx.principal.clone());
+    let (front, rules, principal) = (ctx.front.clone(), ctx.rules, ctx.principal.clone());
     let running = Running::start(ctx, &id, call, started);
     let reply = Reply {
         front,
         id,
-        era,
+        rules,
         principal,
     };
     reply.respond(running).await
@@ -276,7 +289,7 @@ pub(super) struct Reply {
     pub(super) front: Arc<Front>,
     /// The id of the HTTP request being answered (a retry has a new one).
     pub(super) id: RawId,
-    pub(super) era: Era,
+    pub(super) rules: &'static dyn Rules,
     pub(super) principal: Principal,
 }
 
@@ -288,14 +301,9 @@ impl Reply {
         let stream = match first {
             First::Done(outcome) if running.events.is_empty() => {
                 running.finish();
-                let line = jsonrpc::response(&self.id, &outcome);
-                let status = match self.era {
-                    Era::Modern => super::modern::status_of(&line),
-                    Era::Legacy => axum::http::StatusCode::OK,
-                };
                 return Answer::Json(Json {
-                    status,
-                    body: line,
+                    status: self.rules.status(&outcome),
+                    body: jsonrpc::response(&self.id, &outcome),
                     session: None,
                 });
             }
@@ -339,8 +347,8 @@ enum First {
 struct Flow {
     reply: Reply,
     running: Option<Running>,
-    /// 2026-07-28: the backend's questions for this client, gathered into
-    /// one `input_required` answer.
+    /// The backend's questions for this client, gathered to be parked
+    /// (`Questions::Parked`).
     asked: Vec<BackendEvent>,
 }
 
@@ -353,10 +361,10 @@ impl Flow {
         }
     }
 
-    /// The lines an event becomes; a 2026-07-28 client's questions wait.
+    /// The lines an event becomes; questions to be parked wait.
     fn take(&mut self, event: BackendEvent) -> Vec<String> {
-        match (&event, self.reply.era) {
-            (BackendEvent::Request { .. }, Era::Modern) => {
+        match (&event, self.reply.rules.questions()) {
+            (BackendEvent::Request { .. }, Questions::Parked(park)) => {
                 self.asked.push(event);
                 // Everything already queued goes into the same answer.
                 let mut lines = Vec::new();
@@ -366,20 +374,20 @@ impl Flow {
                         BackendEvent::Notification(line) => lines.push(line),
                     }
                 }
-                lines.push(self.park());
+                lines.push(self.park(park));
                 lines
             }
             _ => vec![event.line()],
         }
     }
 
-    /// Hands the running request to the bridge; the response ends with
-    /// `input_required`.
-    fn park(&mut self) -> String {
+    /// Hands the running request over with its questions; the response
+    /// ends with what `park` makes of them.
+    fn park(&mut self, park: fn(&Reply, Running, Vec<BackendEvent>) -> Outcome) -> String {
         let running = self.running.take();
         let asked = std::mem::take(&mut self.asked);
         let outcome = match running {
-            Some(running) => super::bridge::park(&self.reply, running, asked),
+            Some(running) => park(&self.reply, running, asked),
             None => unreachable!("parked once"),
         };
         jsonrpc::response(&self.reply.id, &outcome)
@@ -411,11 +419,13 @@ impl Flow {
     }
 
     /// What was emitted before the outcome, then the outcome (if the
-    /// request was not cancelled). Questions asked too late are dropped.
+    /// request was not cancelled). Questions asked too late to be parked
+    /// are dropped.
     fn last(&self, mut running: Running, outcome: Option<Outcome>) -> Vec<String> {
         running.finish();
+        let streamed = matches!(self.reply.rules.questions(), Questions::Streamed);
         let mut lines: Vec<String> = std::iter::from_fn(|| running.events.try_recv())
-            .filter(|e| matches!(e, BackendEvent::Notification(_)) || self.reply.era == Era::Legacy)
+            .filter(|e| streamed || matches!(e, BackendEvent::Notification(_)))
             .map(|e| e.line())
             .collect();
         lines.extend(outcome.map(|o| jsonrpc::response(&self.reply.id, &o)));
@@ -437,7 +447,6 @@ async fn run(
     started: Instant,
 ) -> Option<Outcome> {
     let method = method_label(&call.method);
-    let caller = ctx.caller();
     let subscription = subscription(&call);
     // The level a session's log messages are filtered at (the router
     // tells the backends).
@@ -450,7 +459,10 @@ async fn run(
         .flatten();
     let span = ctx.span(&call);
     // Pinned where it is made: wrapped for tracing, it is not moved again.
-    let handled = std::pin::pin!(ctx.ns.handle(&caller, &call.method, call.params, events));
+    let handled = std::pin::pin!(
+        ctx.ns
+            .handle(&ctx.caller, &call.method, call.params, events)
+    );
     // One wait besides the work: a second on `aborting` would take its
     // lock, shared by every runtime, at each poll of every request.
     let outcome = tokio::select! {
@@ -466,10 +478,7 @@ async fn run(
             false => None,
         },
     };
-    let outcome = match ctx.era {
-        Era::Modern => outcome.map(|o| super::modern::decorate(&call.method, o)),
-        Era::Legacy => outcome,
-    };
+    let outcome = outcome.map(|o| ctx.rules.decorate(&call.method, o));
     if let Some(a) = &ctx.active {
         // The session's GET stream delivers updates of what it subscribed to.
         match (subscription, &outcome) {
@@ -493,7 +502,7 @@ async fn run(
     let took = crate::clock::tokio_now().saturating_duration_since(started);
     ctx.front
         .metrics
-        .request(ctx.era, method, label, took.as_secs_f64());
+        .request(ctx.rules.era(), method, label, took.as_secs_f64());
     outcome
 }
 
@@ -524,13 +533,13 @@ pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
 /// A client's answer to a request a backend sent it; in cluster mode one
 /// this replica does not hold goes to the replica that does.
 pub(super) async fn answer(ctx: &Ctx, id: &serde_json::value::RawValue, outcome: &Outcome) {
-    let caller = ctx.caller();
-    match ctx.ns.answer(&caller, id, outcome) {
+    let caller = &ctx.caller;
+    match ctx.ns.answer(caller, id, outcome) {
         Answered::Delivered => {}
         Answered::NotYours => ctx.front.metrics.answer_dropped("not_yours"),
         Answered::Unknown => match serde_json::from_str::<String>(id.get()) {
             Ok(id) if ctx.front.cluster.is_some() => {
-                ctx.front.answer_elsewhere(&caller, &id, outcome).await;
+                ctx.front.answer_elsewhere(caller, &id, outcome).await;
             }
             _ => {
                 tracing::debug!("client answered a request the gateway is not waiting for");
@@ -538,20 +547,6 @@ pub(super) async fn answer(ctx: &Ctx, id: &serde_json::value::RawValue, outcome:
             }
         },
     }
-}
-
-/// An SSE response of JSON-RPC lines, with keep-alives, unbuffered by proxies.
-pub(super) fn sse(lines: impl Stream<Item = String> + Send + 'static) -> Response {
-    let events =
-        lines.map(|line| Ok::<_, Infallible>(Event::default().event("message").data(line)));
-    let mut response = Sse::new(events)
-        .keep_alive(axum::response::sse::KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response();
-    response.headers_mut().insert(
-        "x-accel-buffering",
-        axum::http::HeaderValue::from_static("no"),
-    );
-    response
 }
 
 #[cfg(test)]
@@ -564,18 +559,22 @@ mod tests {
     }
 
     /// Every request's future is moved into a box whole (`Running::start`,
-    /// `front::Edge`), so its size is paid per request: a rare arm awaited
+    /// `front::Edge`; a legacy call's in `front::era::serve` is made in
+    /// its box), so its size is paid per request: a rare arm awaited
     /// inline (opening a link, listing, Redis) once made it 7.5 KiB in a
     /// release build. Boxed where they are awaited, they cost nothing here.
     #[test]
     #[allow(unreachable_code, clippy::diverging_sub_expression)]
     fn a_request_future_stays_small() {
-        // 1,944 and 1,896 bytes now (the same in release). `run` was 2,936
+        // 1,920 and 896 bytes now (a debug build). `run` was 2,936
         // while a call's deadline held its future three times over
-        // (`timers::Timeout`, `upstream::deadline`); `post_mcp` 2,744 while
-        // it and `mcp` were `async fn` layers over `post::handle`, and
-        // 1,936 while it took a `Request` (`front::headers::Head` instead),
-        // 1,840 before it took the namespace's name.
+        // (`timers::Timeout`, `upstream::deadline`), 1,944 while it built
+        // its caller; `post_mcp` 2,744 while it and `mcp` were `async fn`
+        // layers over `post::handle`, and 1,936 while it took a `Request`
+        // (`front::headers::Head` instead), 1,840 before it took the
+        // namespace's name, 1,896 while `post::answer` was an `async fn`
+        // over `handle`, 1,848 while the common legacy call's future was
+        // held inline (boxed now: `front::era::serve`).
         let run = future_size(|| run(todo!(), todo!(), todo!(), todo!(), todo!()));
         assert!(run <= 2 * 1024 + 256, "reply::run: {run} bytes");
         // What a connection holds while a POST runs (`front::conn`).

@@ -1,23 +1,33 @@
 //! The 2026-07-28 front: a request carrying
 //! `params._meta["io.modelcontextprotocol/protocolVersion"]` stands alone.
 //! No session, nothing kept: it is checked (required `_meta`, headers that
-//! must mirror the body, known method), answered, and forgotten.
-
-use std::sync::Arc;
+//! must mirror the body, known method), answered, and forgotten. Its
+//! results say what they are and who answered (`decorate`); the
+//! revision's request errors are 400 whoever raised them; a closed stream
+//! cancels its request; a backend's questions end the response with
+//! `input_required`, the request parked in the `bridge` until the client's
+//! retry answers them.
 
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::error::{ModernError, Reject};
-use super::headers::HeaderLookup;
-use super::{Front, listen, reply};
+use super::posted::Posted;
+use crate::auth::Identity;
+use crate::front::answer::json_response;
+use crate::front::bridge::{self, Resumed};
+use crate::front::error::{self, ModernError, Reject};
+use crate::front::headers::HeaderLookup;
+use crate::front::reply::{self, Ctx, Questions, Reply, Rules, Running};
+use crate::front::{Front, listen};
 use crate::jsonrpc::{self, Outcome, Request};
 use crate::protocol::{self, ClientCaps, Era};
 use crate::router::Namespace;
+use crate::traces::SessionKind;
+use crate::upstream::{Caller, Event};
 use crate::vocab::Principal;
 
 type Fields = IndexMap<String, Box<RawValue>>;
@@ -41,16 +51,66 @@ const ROUTED: [&str; 11] = [
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
-pub(super) async fn handle(
-    front: &Arc<Front>,
-    ns: Arc<Namespace>,
-    who: crate::auth::Identity,
-    admitted: super::limits::Admitted,
-    headers: &HeaderMap,
-    req: Request,
-    started: Instant,
-) -> Result<Response, Reject> {
-    let crate::auth::Identity { principal, token } = who;
+/// 2026-07-28's rules for the reply machinery.
+struct Modern;
+
+impl Rules for Modern {
+    fn era(&self) -> Era {
+        Era::Modern
+    }
+
+    fn span_kind(&self, _in_session: bool) -> SessionKind {
+        SessionKind::Modern
+    }
+
+    /// Closing a request's stream is its cancellation.
+    fn cancels_on_drop(&self) -> bool {
+        true
+    }
+
+    fn decorate(&self, method: &str, outcome: Outcome) -> Outcome {
+        decorate(method, outcome)
+    }
+
+    fn status(&self, outcome: &Outcome) -> StatusCode {
+        match outcome {
+            Outcome::Result(_) => StatusCode::OK,
+            Outcome::Error(e) => error::modern_status(code_of(e)),
+        }
+    }
+
+    /// A 2026-07-28 client cannot be asked mid-request.
+    fn questions(&self) -> Questions {
+        Questions::Parked(park)
+    }
+}
+
+/// The `code` of a JSON-RPC error object (None: it has no integer one).
+fn code_of(error: &RawValue) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Error {
+        code: i64,
+    }
+    serde_json::from_str::<Error>(error.get())
+        .ok()
+        .map(|e| e.code)
+}
+
+/// The running request waits in the bridge for the client's retry; its
+/// response ends with the questions, as `input_required`.
+fn park(reply: &Reply, running: Running, asked: Vec<Event>) -> Outcome {
+    let parked = reply
+        .front
+        .bridge
+        .park(reply.principal.clone(), running, asked);
+    decorate("tools/call", parked)
+}
+
+/// A 2026-07-28 request, answered alone.
+pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, Reject> {
+    let (front, ns, started) = (posted.front, posted.ns, posted.started);
+    let Identity { principal, token } = posted.who;
+    let headers = &posted.headers.map();
     let refuse = |error| Reject::Modern {
         id: req.id.clone(),
         error,
@@ -67,56 +127,54 @@ pub(super) async fn handle(
             ns.settle().await;
             let result = discover(&ns);
             record(front, "server/discover", started);
-            Ok(super::answer::json_response(
+            Ok(json_response(
                 jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result))),
                 None,
             ))
         }
         "subscriptions/listen" => {
-            let caller = crate::upstream::Caller::modern(principal, client_caps(&fields));
+            let caller = Caller::modern(principal, client_caps(&fields));
             Ok(listen::open(front, &ns, caller, req.id, &fields))
         }
         m if ROUTED.contains(&m)
-            && let Some(state) = super::bridge::retry_state(&fields) =>
+            && let Some(state) = bridge::retry_state(&fields) =>
         {
-            let caller = crate::upstream::Caller::modern(principal.clone(), client_caps(&fields))
-                .with_token(token);
-            let answer = reply::Reply {
-                front: front.clone(),
-                id: req.id.clone(),
-                era: Era::Modern,
-                principal,
-            };
-            match super::bridge::resume(answer, &ns, &caller, &state, &fields).await {
-                Some(response) => Ok(response),
-                None => {
-                    let err = jsonrpc::error_object(
-                        jsonrpc::INVALID_PARAMS,
-                        "requestState is unknown or expired: send the request again without it",
-                        None,
-                    );
-                    Ok(super::answer::json_response(
-                        jsonrpc::response(&req.id, &Outcome::Error(err)),
-                        None,
-                    ))
+            let caller = Caller::modern(principal.clone(), client_caps(&fields)).with_token(token);
+            let outcome = match front
+                .bridge
+                .resume(&ns, &caller, &principal, &state, &fields)
+            {
+                Some(Resumed::Running(running)) => {
+                    let reply = Reply {
+                        front: front.clone(),
+                        id: req.id,
+                        rules: &Modern,
+                        principal,
+                    };
+                    return Ok(reply.respond(running).await.into_response());
                 }
-            }
+                Some(Resumed::Asked(asked)) => decorate("tools/call", asked),
+                None => Outcome::Error(jsonrpc::error_object(
+                    jsonrpc::INVALID_PARAMS,
+                    "requestState is unknown or expired: send the request again without it",
+                    None,
+                )),
+            };
+            Ok(json_response(jsonrpc::response(&req.id, &outcome), None))
         }
         m if ROUTED.contains(&m) => {
-            let ctx = reply::Ctx {
+            let caller = Caller::modern(principal.clone(), client_caps(&fields)).with_token(token);
+            let ctx = Ctx {
                 front: front.clone(),
                 ns,
                 principal,
                 active: None,
-                era: Era::Modern,
-                caps: client_caps(&fields),
-                admitted,
+                rules: &Modern,
+                caller,
+                admitted: posted.admitted,
                 trace: front.traces.parent(|name| headers.get_str(name)),
-                token,
             };
-            Ok(axum::response::IntoResponse::into_response(
-                reply::serve(ctx, req, started).await,
-            ))
+            Ok(reply::serve(ctx, req, started).await.into_response())
         }
         other => Err(refuse(ModernError::UnknownMethod(other.to_owned()))),
     }
@@ -125,7 +183,10 @@ pub(super) async fn handle(
 /// What every modern request must carry, checked without I/O: the
 /// required `_meta`, a supported version, and headers that mirror the
 /// body. Returns the params' fields.
-pub(super) fn check_request(headers: &HeaderMap, req: &Request) -> Result<Fields, ModernError> {
+pub(in crate::front) fn check_request(
+    headers: &HeaderMap,
+    req: &Request,
+) -> Result<Fields, ModernError> {
     let fields: Fields = req
         .params
         .as_deref()
@@ -241,7 +302,7 @@ async fn check_param_headers(
     else {
         return Ok(());
     };
-    let caller = crate::upstream::Caller::modern(principal.clone(), client_caps(fields));
+    let caller = Caller::modern(principal.clone(), client_caps(fields));
     // Boxed: a schema not yet known is listed, and that future would make
     // every call's large (moved into a box per request).
     let Some(schema) = Box::pin(ns.tool_schema(&caller, &name)).await else {
@@ -279,39 +340,13 @@ fn discover(ns: &Namespace) -> Value {
     result
 }
 
-pub(super) fn server_info() -> Value {
+fn server_info() -> Value {
     json!({ "name": "sluice", "version": env!("CARGO_PKG_VERSION") })
-}
-
-/// The HTTP status of a modern response: the revision's request errors
-/// are 400 whoever raised them (a backend's -32021 included); everything
-/// else, in-band errors too, is 200.
-pub(super) fn status_of(line: &str) -> StatusCode {
-    if !line.contains("\"error\"") {
-        return StatusCode::OK;
-    }
-    #[derive(serde::Deserialize)]
-    struct Line {
-        error: Option<Code>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Code {
-        code: i64,
-    }
-    match serde_json::from_str::<Line>(line)
-        .ok()
-        .and_then(|l| l.error)
-    {
-        Some(Code {
-            code: -32022..=-32020,
-        }) => StatusCode::BAD_REQUEST,
-        _ => StatusCode::OK,
-    }
 }
 
 /// Every modern result says what it is and who answered; lists say how long
 /// they may be cached. Fields a backend set are kept as it set them.
-pub(super) fn decorate(method: &str, outcome: Outcome) -> Outcome {
+fn decorate(method: &str, outcome: Outcome) -> Outcome {
     let Outcome::Result(raw) = outcome else {
         return outcome;
     };
