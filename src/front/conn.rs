@@ -18,7 +18,6 @@
 //! continues), pipelined requests are answered in order, and a shutdown
 //! lets the request in flight finish and closes an idle connection at once.
 
-use std::borrow::Cow;
 use std::future::{Future, poll_fn};
 use std::io::IoSlice;
 use std::pin::{Pin, pin};
@@ -26,8 +25,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use crate::cancel_flag::CancelFlag;
-use crate::http1::codec::{self as h1, Framing, ReadRequest, RequestBody};
-use crate::vocab::NamespaceName;
+use crate::http1::codec::{self as h1, Framing};
 use axum::body::{Body, HttpBody};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
@@ -39,12 +37,14 @@ use tokio::net::TcpStream;
 
 use super::Edge;
 use super::answer::{self, Answer};
-use super::headers::{Head, RequestHeaders, Spans};
+use super::headers::RequestHeaders;
 use feed::Feed;
 use socket::Socket;
+use take::{Take, Taken, take};
 
 mod feed;
 mod socket;
+mod take;
 
 /// What a connection needs besides its socket.
 pub(super) struct Serve {
@@ -180,17 +180,6 @@ enum Next {
     /// The client left, the socket failed, the header-read timeout
     /// passed, or the gateway is closing.
     Closed,
-}
-
-/// A request for `POST /mcp` or `POST /ns/{namespace}/mcp`.
-struct Taken {
-    head: Head,
-    namespace: Cow<'static, str>,
-    body: Body,
-    /// The client asked for the connection to close after it.
-    close: bool,
-    /// Where the rest of its body goes as it is read (None: it came whole).
-    feed: Option<Feed>,
 }
 
 struct Io {
@@ -433,108 +422,6 @@ enum Frame {
     /// Nothing more yet, and something gathered to write.
     Pause,
     Gone,
-}
-
-/// What `take` made of the buffer.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one per request, moved once: a box would be an allocation"
-)]
-enum Take {
-    Ready(Taken),
-    Other,
-    Partial,
-}
-
-/// Takes the request at the front of `buf` once its head has arrived, if
-/// it is one this path serves, with as much of its body as is here;
-/// leaves `buf` as it was otherwise.
-fn take(buf: &mut BytesMut) -> Take {
-    let mut spans = Spans::new();
-    let simple = match classify(buf, &mut spans) {
-        Parsed::Partial => return Take::Partial,
-        Parsed::Other => return Take::Other,
-        Parsed::Simple(simple) => simple,
-    };
-    let head = Head::new(buf.split_to(simple.head_len).freeze(), spans);
-    let here = buf.split_to(simple.body_len.min(buf.len())).freeze();
-    let (body, feed) = match simple.body_len - here.len() {
-        0 => (Body::from(here), None),
-        left => {
-            let feed = Feed::new(here, left);
-            (Body::new(feed.body()), Some(feed))
-        }
-    };
-    Take::Ready(Taken {
-        head,
-        body,
-        close: simple.close,
-        feed,
-        namespace: simple.namespace,
-    })
-}
-
-/// The head at the front of a buffer.
-enum Parsed {
-    Simple(Simple),
-    Other,
-    Partial,
-}
-
-/// A head this path serves.
-struct Simple {
-    head_len: usize,
-    body_len: usize,
-    close: bool,
-    namespace: Cow<'static, str>,
-}
-
-/// The namespace of a target this path serves: `/mcp` or
-/// `/ns/{namespace}/mcp` (the routes of `front::router`) with a name that
-/// could be a namespace's as it stands (`config::names`). Anything else,
-/// a percent-encoded name or a query included, goes to hyper and axum's
-/// router, which answer it as before.
-fn namespace_of(path: &str) -> Option<Cow<'static, str>> {
-    if path == "/mcp" {
-        return Some(Cow::Borrowed(crate::config::DEFAULT_NAMESPACE));
-    }
-    let name = path.strip_prefix("/ns/")?.strip_suffix("/mcp")?;
-    NamespaceName::is_valid(name).then(|| Cow::Owned(name.to_owned()))
-}
-
-/// Reads the head at the front of `buf` (`http1::codec`), its headers'
-/// places into `spans`, and says whether this path serves it: `POST` to a
-/// namespace's endpoint over HTTP/1.1, with no body or one of a single
-/// `Content-Length`, and nothing more asked of the connection than
-/// `close` or `keep-alive`. Anything else (a head the codec refuses or
-/// finds too large included) is hyper's.
-fn classify(buf: &[u8], spans: &mut Spans) -> Parsed {
-    let head = match h1::read_request_head(buf, |name, span| spans.push(name, span)) {
-        ReadRequest::Head(head) => head,
-        ReadRequest::Partial => return Parsed::Partial,
-        ReadRequest::TooLarge | ReadRequest::Malformed => return Parsed::Other,
-    };
-    let plain = head.method == "POST"
-        && head.http11
-        && !head.expect
-        && !head.upgrade
-        && !head.connection.other;
-    let body_len = match head.body {
-        RequestBody::Empty => 0,
-        RequestBody::Length(n) if n < MAX_BODY => n as usize,
-        RequestBody::Length(_) | RequestBody::Chunked | RequestBody::Invalid => {
-            return Parsed::Other;
-        }
-    };
-    match namespace_of(head.target) {
-        Some(namespace) if plain => Parsed::Simple(Simple {
-            head_len: head.len,
-            body_len,
-            close: head.connection.close,
-            namespace,
-        }),
-        _ => Parsed::Other,
-    }
 }
 
 /// A response's status line and headers (`http1::codec`), from a map.
