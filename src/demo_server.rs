@@ -16,6 +16,7 @@
 //!   a test backend should not be the strict party in a gateway test.
 
 mod methods;
+mod read;
 mod tools;
 mod wire;
 
@@ -29,7 +30,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
-use wire::{read_loop, write_loop};
+use read::read_loop;
+use wire::write_loop;
 
 #[cfg(test)]
 mod tests;
