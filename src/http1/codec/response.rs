@@ -10,7 +10,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 
 use super::body::{Chunked, Decoder, Step};
-use super::{Connection, Error, MAX_HEAD, MAX_HEADERS};
+use super::{Connection, Error, MAX_HEAD, MAX_HEADERS, folded_eq};
 
 /// A response's head, and how its body is framed.
 #[derive(Debug)]
@@ -120,7 +120,7 @@ impl Headers {
     ) -> impl DoubleEndedIterator<Item = &'a [u8]> + use<'a, 'n> {
         self.fields
             .iter()
-            .filter(move |f| self.head[f.name.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .filter(move |f| folded_eq(&self.head[f.name.clone()], name.as_bytes()))
             .map(|f| &self.head[f.value.clone()])
     }
 }
