@@ -123,6 +123,10 @@ pub async fn serve(
     source: Option<PathBuf>,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
+    // Before anything is announced: a SIGTERM sent as soon as the
+    // readiness line appears is a graceful stop, not the default kill.
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let stop = wait_for_signal()?;
     let metrics = Arc::new(Metrics::new());
     let traces = match &config.tracing {
         Some(settings) => Traces::start(settings).map_err(|why| ServeError::Backend {
@@ -290,8 +294,6 @@ pub async fn serve(
     let traced = front.clone();
     let mut gateway =
         reload::Gateway::new(config, source, started, stop_backends.clone(), front, join);
-    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    let stop = wait_for_signal();
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -334,19 +336,18 @@ pub async fn serve(
     Ok(())
 }
 
-async fn wait_for_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// SIGTERM or SIGINT, both registered now (a future registers nothing
+/// until it is first polled).
+fn wait_for_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
+    })
 }
 
 fn spawn_summary(metrics: Arc<Metrics>, every: Duration, stop: CancellationToken) {

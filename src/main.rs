@@ -20,6 +20,25 @@ fn main() -> ExitCode {
         Command::Check { config } => match config::load(&config, &ProcessEnv) {
             Ok(loaded) => {
                 print!("{}", config::describe(&loaded));
+                let found = config::lint(&loaded.config, &ProcessEnv);
+                if !found.is_empty() {
+                    println!("problems:");
+                }
+                for f in &found {
+                    let severity = match f.severity {
+                        config::Severity::Error => "error",
+                        config::Severity::Warning => "warning",
+                    };
+                    println!("  {severity}: {}: {}", f.key, f.message);
+                }
+                let errors = found
+                    .iter()
+                    .filter(|f| f.severity == config::Severity::Error)
+                    .count();
+                if errors > 0 {
+                    eprintln!("sluice: config error: {errors} problem(s), listed above");
+                    return ExitCode::from(CONFIG_ERROR);
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -61,7 +80,7 @@ fn main() -> ExitCode {
             let loaded = match &config {
                 Some(path) => config::load(path, &ProcessEnv).map(|l| l.config),
                 None => match std::env::current_exe() {
-                    Ok(exe) => Ok(config::demo(exe)),
+                    Ok(exe) => config::demo(exe, &ProcessEnv).map(|l| l.config),
                     Err(e) => {
                         eprintln!("sluice: cannot find own executable: {e}");
                         return ExitCode::FAILURE;

@@ -90,6 +90,51 @@ fn check_rejects_bad_configs_with_key_and_line() {
     }
 }
 
+/// `check` finds what a start would meet only later: a stdio command
+/// that is not there (an error, exit 2; a launcher installed on first use
+/// only a warning), and a backend that no namespace serves (a warning).
+#[test]
+fn check_finds_missing_commands_and_unserved_backends() {
+    let served = |names: &str| format!("[namespaces.default]\nbackends = [{names}]\n");
+    let toml = format!(
+        "{}[backends.gone]\ncommand = \"nosuchcmd-sluice\"\n\
+         [backends.abs]\ncommand = \"/nonexistent/tool\"\n{}",
+        demo_backend("demo"),
+        served("\"demo\", \"gone\", \"abs\""),
+    );
+    let (code, out, err) = check("missing.toml", &toml, &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.contains("error: backends.gone.command: command not found: `nosuchcmd-sluice`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("error: backends.abs.command: command not found: `/nonexistent/tool`"),
+        "{out}"
+    );
+    assert!(err.contains("2 problem(s)"), "{err}");
+
+    // A launcher is reported, not refused; a backend nobody serves is
+    // reported too.
+    let toml = format!(
+        "{}[backends.lazy]\ncommand = \"npx\"\nargs = [\"-y\", \"x\"]\n\
+         [backends.spare]\ncommand = \"{BIN}\"\nargs = [\"demo-server\"]\n{}",
+        demo_backend("demo"),
+        served("\"demo\", \"lazy\""),
+    );
+    let (code, out, err) = check("warn.toml", &toml, &[("PATH", "/nonexistent")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("warning: backends.lazy.command: command not found: `npx`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("warning: backends.spare: no namespace serves it"),
+        "{out}"
+    );
+    assert!(!out.contains("backends.demo"), "{out}");
+}
+
 #[test]
 fn check_reads_the_desktop_mcp_servers_form() {
     let json = format!(
@@ -180,6 +225,44 @@ fn serve_refuses_a_bad_config_with_exit_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Without `--config` the built-in default is read as a file is: the
+/// `SLUICE_*__*` overrides apply to it, and a misspelt one is refused.
+#[test]
+fn the_built_in_default_takes_overrides_and_refuses_unknown_ones() {
+    use std::io::BufRead;
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .env("SLUICE_SERVER__LISTEN", "127.0.0.1:0")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    // A stop as soon as the line is out is still a graceful one.
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let addr: std::net::SocketAddr = line
+        .trim()
+        .strip_prefix("sluice listening on ")
+        .unwrap_or_else(|| panic!("first line: {line:?}"))
+        .parse()
+        .unwrap();
+    // The default is 127.0.0.1:7400; port 0 took a free one.
+    assert_ne!(addr.port(), 7400, "{line}");
+
+    let out = Command::new(BIN)
+        .arg("serve")
+        .env("SLUICE_SERVER__BOGUS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("SLUICE_SERVER__BOGUS"), "{err}");
 }
 
 /// `SLUICE_LOG_FORMAT=json` (issue 12, part 3): every log line is one JSON

@@ -31,6 +31,7 @@ mod error;
 mod file;
 #[doc(hidden)]
 pub mod keys;
+mod lint;
 mod overrides;
 mod tools;
 
@@ -53,6 +54,7 @@ pub const DEFAULT_NAMESPACE: &str = file::DEFAULT_NAMESPACE;
 pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
+pub use lint::{Finding, Severity, lint};
 pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
 
 use build::Syntax;
@@ -441,46 +443,14 @@ fn finish(mut file: file::File, syntax: Syntax, env: &dyn Env) -> Result<Loaded,
 }
 
 /// The built-in config used without `--config`: the gateway's own demo
-/// server as backend `demo`, everything else at its default.
-pub fn demo(exe: PathBuf) -> Config {
-    let name = BackendName::trusted("demo");
-    let server = ServerSettings::default();
-    Config {
-        // No auth: every client is the anonymous principal (see the file's
-        // default for `max_sessions_per_principal`).
-        server: ServerSettings {
-            max_sessions_per_principal: server.max_sessions,
-            ..server
-        },
-        auth: None,
-        metrics: MetricsSettings::default(),
-        cluster: None,
-        limits: LimitsSettings::default(),
-        tracing: None,
-        backends: vec![BackendConfig {
-            name: name.clone(),
-            transport: Transport::Stdio {
-                command: exe.to_string_lossy().into_owned(),
-                args: vec!["demo-server".to_owned()],
-                env: Vec::new(),
-                inherit: Inherit::default(),
-                cwd: None,
-            },
-            isolation: Isolation::Shared,
-            max_sessions: file::DEFAULT_BACKEND_MAX_SESSIONS,
-            idle_ttl: file::DEFAULT_BACKEND_IDLE_TTL,
-            request_timeout: file::DEFAULT_REQUEST_TIMEOUT,
-            health_interval: file::DEFAULT_HEALTH_INTERVAL,
-            tools: ToolFilter::all(),
-            roots: Vec::new(),
-            credentials: None,
-        }],
-        namespaces: vec![NamespaceConfig {
-            name: NamespaceName::trusted(file::DEFAULT_NAMESPACE),
-            backends: vec![name],
-            prefix: Prefix::Always,
-            require_scopes: Vec::new(),
-            tool_scopes: ToolScopes::default(),
-        }],
-    }
+/// server as backend `demo`, everything else at its default. It is read
+/// as a file would be, so `SLUICE_*__*` overrides apply to it (and a
+/// misspelt one is refused) exactly as they do with `--config`.
+pub fn demo(exe: PathBuf, env: &dyn Env) -> Result<Loaded, ConfigError> {
+    let command = toml::Value::String(exe.to_string_lossy().into_owned());
+    let text = format!(
+        "[backends.demo]\ncommand = {command}\nargs = [\"demo-server\"]\n\n\
+         [namespaces.{DEFAULT_NAMESPACE}]\nbackends = [\"demo\"]\n"
+    );
+    parse_toml(&text, "the built-in default config", env)
 }

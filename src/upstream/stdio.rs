@@ -34,7 +34,18 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
         stdout,
         stderr,
     } = child::spawn(spec).map_err(|e| {
-        UpstreamError::unavailable(&ctx.name, format!("cannot start `{}`: {e}", spec.command))
+        tracing::warn!(backend = %ctx.name, command = %spec.command, error = %e, "cannot start the backend's command");
+        // Health output names the class, never the command.
+        match e.kind() {
+            std::io::ErrorKind::NotFound => UpstreamError::down(&ctx.name, "command_not_found"),
+            std::io::ErrorKind::PermissionDenied => {
+                UpstreamError::down(&ctx.name, "command_not_executable")
+            }
+            _ => UpstreamError::unavailable(
+                &ctx.name,
+                format!("cannot start `{}`: {e}", spec.command),
+            ),
+        }
     })?;
     ctx.metrics.backend_session_opened(&ctx.name);
 

@@ -66,6 +66,7 @@ macro_rules! name_type {
             }
 
             /// For names known valid at compile time.
+            #[allow(dead_code, reason = "not every kind of name has a built-in one")]
             pub(crate) fn trusted(name: &'static str) -> Self {
                 debug_assert!($check(name).is_ok(), "invalid built-in name {name}");
                 Self(Arc::from(name))

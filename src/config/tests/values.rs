@@ -1,6 +1,7 @@
 //! Value types on their own: durations, names, tool filters, secrets, and
 //! what `describe` may print.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -209,7 +210,8 @@ fn secret_debug_is_redacted() {
 
 #[test]
 fn demo_config() {
-    let c = demo(PathBuf::from("/usr/bin/sluice"));
+    let env = HashMap::new();
+    let c = demo(PathBuf::from("/usr/bin/sluice"), &env).unwrap().config;
     assert_eq!(c.backends.len(), 1);
     let b = &c.backends[0];
     assert_eq!(b.name.as_str(), "demo");
@@ -233,6 +235,31 @@ fn demo_config() {
             ..ServerSettings::default()
         }
     );
+    assert_eq!(c.namespaces[0].prefix, Prefix::Always);
+    // A path TOML must escape is the command as it is.
+    let odd = PathBuf::from("/opt/a \"b\"\\c/sluice");
+    let c = demo(odd.clone(), &env).unwrap().config;
+    assert!(matches!(&c.backends[0].transport,
+        Transport::Stdio { command, .. } if *command == odd.to_string_lossy()));
+}
+
+#[test]
+fn the_demo_config_takes_overrides_and_refuses_unknown_ones() {
+    let exe = PathBuf::from("/usr/bin/sluice");
+    let env: HashMap<String, String> = [
+        ("SLUICE_SERVER__LISTEN", "127.0.0.1:7999"),
+        ("SLUICE_SERVER__SESSION_IDLE_TTL", "90s"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let c = demo(exe.clone(), &env).unwrap().config;
+    assert_eq!(c.server.listen, "127.0.0.1:7999".parse().unwrap());
+    assert_eq!(c.server.session_idle_ttl, Duration::from_secs(90));
+    let bogus: HashMap<String, String> =
+        [("SLUICE_SERVER__BOGUS".to_owned(), "1".to_owned())].into();
+    let e = demo(exe, &bogus).unwrap_err().to_string();
+    assert!(e.contains("SLUICE_SERVER__BOGUS"), "{e}");
 }
 
 #[test]

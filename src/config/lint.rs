@@ -1,0 +1,127 @@
+//! What `sluice check` finds in a config that parses: problems a start
+//! would meet only later, at a backend's first start or at `/readyz`.
+//! A stdio command that cannot be found is an error (a launcher that a
+//! machine may install on first use only a warning); a backend no
+//! namespace serves is a warning (it still starts, and holds `/readyz`).
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use super::env::Env;
+use super::{Config, Transport};
+
+/// Launchers that fetch what they run: often put on a machine by the
+/// same provisioning that starts the gateway, so their absence is only
+/// reported.
+const LAUNCHERS: [&str; 4] = ["npx", "uvx", "bunx", "pipx"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One problem, with the key it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    pub key: String,
+    pub message: String,
+}
+
+/// Every problem `config` has that parsing could not see, in the order of
+/// its backends. `env` is the gateway's environment (its `PATH`, which a
+/// child gets unless its `env` sets one).
+pub fn lint(config: &Config, env: &dyn Env) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for b in &config.backends {
+        if let Transport::Stdio {
+            command,
+            env: child_env,
+            cwd,
+            ..
+        } = &b.transport
+        {
+            let path = child_env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone())
+                .or_else(|| env.var("PATH"));
+            if resolve(command, path.as_deref(), cwd.as_deref()).is_none() {
+                let launcher = LAUNCHERS.contains(&command.as_str());
+                found.push(Finding {
+                    severity: match launcher {
+                        true => Severity::Warning,
+                        false => Severity::Error,
+                    },
+                    key: format!("backends.{}.command", b.name),
+                    message: not_found(command),
+                });
+            }
+        }
+        if !config
+            .namespaces
+            .iter()
+            .any(|n| n.backends.contains(&b.name))
+        {
+            found.push(Finding {
+                severity: Severity::Warning,
+                key: format!("backends.{}", b.name),
+                message: "no namespace serves it: it still starts, and /readyz waits for it"
+                    .to_owned(),
+            });
+        }
+    }
+    found
+}
+
+fn not_found(command: &str) -> String {
+    format!("command not found: `{command}`")
+}
+
+/// Where `command` is, found as `execvp` finds it: a name with a `/` as a
+/// path (from `cwd` when relative), any other in `PATH`'s directories.
+pub(crate) fn resolve(command: &str, path: Option<&str>, cwd: Option<&Path>) -> Option<PathBuf> {
+    if command.is_empty() {
+        return None;
+    }
+    if command.contains('/') {
+        let p = Path::new(command);
+        let p = match (p.is_relative(), cwd) {
+            (true, Some(dir)) => dir.join(p),
+            _ => p.to_path_buf(),
+        };
+        return executable(&p).then_some(p);
+    }
+    let path: OsString = path.unwrap_or("/usr/bin:/bin").into();
+    std::env::split_paths(&path)
+        .map(|dir| match (dir.is_relative(), cwd) {
+            (true, Some(c)) => c.join(dir).join(command),
+            _ => dir.join(command),
+        })
+        .find(|p| executable(p))
+}
+
+fn executable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_found_as_exec_finds_them() {
+        assert!(resolve("sh", Some("/nonexistent:/bin:/usr/bin"), None).is_some());
+        assert!(resolve("nosuchcmd-sluice", Some("/bin:/usr/bin"), None).is_none());
+        assert!(resolve("/bin/sh", None, None).is_some());
+        assert!(resolve("/nonexistent/sh", None, None).is_none());
+        // A directory is not a command.
+        assert!(resolve("/bin", None, None).is_none());
+        assert!(resolve("", Some("/bin"), None).is_none());
+        // Relative to the child's directory.
+        assert!(resolve("./sh", None, Some(Path::new("/bin"))).is_some());
+        assert!(resolve("./sh", None, Some(Path::new("/nonexistent"))).is_none());
+    }
+}
