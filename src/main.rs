@@ -207,6 +207,10 @@ fn probe(opts: sluice::probe::Options, json: bool) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Err(e) if e.is_usage() => {
+            eprintln!("sluice probe: {e}");
+            ExitCode::from(CONFIG_ERROR)
+        }
         Err(e) => {
             eprintln!("sluice probe: {e}");
             ExitCode::FAILURE

@@ -307,12 +307,24 @@ fn probe_usage_and_unreachable_server() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(BIN)
-        .args(["probe", "ftp://127.0.0.1/mcp"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not an http(s) URL"));
+    // Usage errors (docs/probe.md): exit 2, whatever the server.
+    for (args, says) in [
+        (&["probe", "ftp://127.0.0.1/mcp"][..], "not an http(s) URL"),
+        (&["probe", "notaurl"], "not"),
+        (
+            &["probe", "http://127.0.0.1:9/mcp", "--header", "nocolon"],
+            "is not Name: value",
+        ),
+        (
+            &["probe", "http://127.0.0.1:9/mcp", "--metrics", "not a url"],
+            "--metrics",
+        ),
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
     // Nothing listens on the discard port.
     let out = Command::new(BIN)
         .args(["probe", "http://127.0.0.1:9/mcp"])

@@ -20,7 +20,7 @@ use http::StatusCode;
 pub use report::{Check, Report, Verdict};
 
 use memory::Memory;
-use peer::{Peer, list};
+use peer::{Peer, PeerError, list};
 
 /// Sessions a probe may open at most.
 pub const MAX_SESSIONS: usize = 100_000;
@@ -42,18 +42,52 @@ pub struct Options {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ProbeError(String);
+#[error("{message}")]
+pub struct ProbeError {
+    message: String,
+    /// The command line was wrong (exit 2), not the server (exit 1).
+    usage: bool,
+}
+
+impl ProbeError {
+    fn usage(message: String) -> Self {
+        Self {
+            message,
+            usage: true,
+        }
+    }
+
+    pub fn is_usage(&self) -> bool {
+        self.usage
+    }
+}
+
+impl From<String> for ProbeError {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            usage: false,
+        }
+    }
+}
 
 /// Runs every check; stops early, with what it has, once `stop` resolves.
 pub async fn run(
     opts: Options,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<Report, ProbeError> {
-    let peer = Peer::new(&opts.url, &opts.headers).map_err(|e| ProbeError(e.to_string()))?;
+    let peer = Peer::new(&opts.url, &opts.headers).map_err(|e| match e {
+        PeerError::Header(why) => ProbeError::usage(why),
+        other => ProbeError::from(other.to_string()),
+    })?;
     let memory = match (opts.pid, &opts.metrics) {
         (Some(pid), _) => Some(Memory::Tree(pid)),
-        (None, Some(url)) => Some(Memory::metrics(url).map_err(ProbeError)?),
+        (None, Some(url)) => {
+            if url.parse::<http::Uri>().is_err() {
+                return Err(ProbeError::usage(format!("--metrics: not a URL: {url}")));
+            }
+            Some(Memory::metrics(url)?)
+        }
         (None, None) => None,
     };
     let mut report = Report {
@@ -101,7 +135,7 @@ impl Probe {
         let legacy = self.peer.initialize().await;
         let modern = self.peer.modern(1, "server/discover").await;
         if let (Err(e), Err(_)) = (&legacy, &modern) {
-            return Err(ProbeError(format!("no answer from the server: {e}")));
+            return Err(ProbeError::from(format!("no answer from the server: {e}")));
         }
         let legacy_evidence = match &legacy {
             Ok(a) if a.status.is_success() && a.result().is_some() => {
