@@ -20,6 +20,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the gateway (with no --config: the built-in demo backend).
     Serve {
+        /// The config file: TOML, or the `mcpServers` JSON of desktop
+        /// clients (docs/configuration.md). Without it, the built-in demo.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Overrides server.listen.
@@ -28,6 +30,7 @@ pub enum Command {
     },
     /// Validate a config and print the effective backends and namespaces.
     Check {
+        /// The config file to check (TOML or `mcpServers` JSON).
         #[arg(long)]
         config: PathBuf,
     },

@@ -76,7 +76,9 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Serve { config, listen } => {
-            init_logging();
+            if let Err(code) = init_logging() {
+                return code;
+            }
             let loaded = match &config {
                 Some(path) => config::load(path, &ProcessEnv).map(|l| l.config),
                 None => match std::env::current_exe() {
@@ -239,18 +241,34 @@ fn run(fut: impl std::future::Future<Output = std::io::Result<()>>, what: &str) 
 
 /// Logs go to stderr (stdout carries the readiness line, and for
 /// demo-server the protocol). `SLUICE_LOG` takes an env-filter directive;
-/// `SLUICE_LOG_FORMAT=json` writes one JSON object a line, for collectors.
-fn init_logging() {
+/// `SLUICE_LOG_FORMAT=json` writes one JSON object a line, for collectors
+/// (`text`, or unset, the plain lines); any other format is an error.
+fn init_logging() -> Result<(), ExitCode> {
+    let json = match std::env::var("SLUICE_LOG_FORMAT").as_deref() {
+        Ok("json") => true,
+        Ok("text") | Err(std::env::VarError::NotPresent) => false,
+        Ok(other) => {
+            eprintln!(
+                "sluice: config error:\nSLUICE_LOG_FORMAT: `{other}` is neither `text` nor `json`"
+            );
+            return Err(ExitCode::from(CONFIG_ERROR));
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            eprintln!("sluice: config error:\nSLUICE_LOG_FORMAT: not UTF-8");
+            return Err(ExitCode::from(CONFIG_ERROR));
+        }
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    match std::env::var("SLUICE_LOG_FORMAT").as_deref() {
-        Ok("json") => logs.json().flatten_event(true).init(),
+    match json {
+        true => logs.json().flatten_event(true).init(),
         // Colour codes only for a person at a terminal, never in log files.
-        _ => logs
+        false => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init(),
     }
+    Ok(())
 }

@@ -192,6 +192,21 @@ impl Gateway {
             join_names(&removed.iter().collect::<Vec<_>>()),
             kept.len(),
         );
+        let namespaces = |of: &Config, without: &Config| -> Vec<String> {
+            of.namespaces
+                .iter()
+                .filter(|n| without.namespace(n.name.as_str()).is_none())
+                .map(|n| n.name.to_string())
+                .collect()
+        };
+        let (ns_added, ns_removed) = (namespaces(&new, old), namespaces(old, &new));
+        if !ns_added.is_empty() || !ns_removed.is_empty() {
+            summary.push_str(&format!(
+                "; namespaces added [{}], removed [{}]",
+                ns_added.join(", "),
+                ns_removed.join(", ")
+            ));
+        }
 
         // The new layout, in config order, swapped in whole.
         let mut started: Vec<Started> = Vec::with_capacity(new.backends.len());

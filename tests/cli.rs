@@ -90,6 +90,28 @@ fn check_rejects_bad_configs_with_key_and_line() {
     }
 }
 
+/// A bad session key read from a file is reported as the file's.
+#[test]
+fn a_bad_key_file_is_named_as_the_file() {
+    let dir = tempdir::Dir::new();
+    let key = tempdir::write(&dir, "key", "not-a-key\n");
+    let toml = format!(
+        "[server]\nsession_ids = \"sealed\"\n{}",
+        demo_backend("demo")
+    );
+    let (code, _, err) = check(
+        "sealed.toml",
+        &toml,
+        &[("SLUICE_SESSION_KEY_FILE", key.to_str().unwrap())],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the file SLUICE_SESSION_KEY_FILE names"),
+        "{err}"
+    );
+    assert!(!err.contains("not-a-key"), "the key is never shown: {err}");
+}
+
 /// `check` finds what a start would meet only later: a stdio command
 /// that is not there (an error, exit 2; a launcher installed on first use
 /// only a warning), and a backend that no namespace serves (a warning).
@@ -254,6 +276,15 @@ fn the_built_in_default_takes_overrides_and_refuses_unknown_ones() {
         .unwrap();
     // The default is 127.0.0.1:7400; port 0 took a free one.
     assert_ne!(addr.port(), 7400, "{line}");
+
+    // A log format nobody reads is refused, not replaced by another.
+    let out = Command::new(BIN)
+        .arg("serve")
+        .env("SLUICE_LOG_FORMAT", "xml")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SLUICE_LOG_FORMAT"));
 
     let out = Command::new(BIN)
         .arg("serve")

@@ -135,6 +135,13 @@ async fn delete_ends_a_session() {
         1.0
     );
     assert_eq!(m.get("sluice_client_sessions_live"), 0.0);
+    // The `initialize` that opened it took time, and its duration says so
+    // (it is answered within one wake-up of its connection).
+    assert_eq!(
+        m.get(r#"sluice_request_duration_seconds_count{method="initialize"}"#),
+        1.0
+    );
+    assert!(m.get(r#"sluice_request_duration_seconds_sum{method="initialize"}"#) > 0.0);
 }
 
 /// Per-principal cap: one token's sessions cannot crowd out another's.

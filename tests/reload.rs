@@ -129,6 +129,21 @@ async fn a_reload_that_adds_a_backend_makes_it_callable_on_live_sessions() {
     assert_eq!(text_of(&r), "hi", "{r}");
 }
 
+/// The reload's log line names the namespaces it added and removed, as it
+/// names backends.
+#[test]
+fn the_reload_log_names_namespaces_added_and_removed() {
+    let base = demo_backend("demo") + "[namespaces.default]\nbackends = [\"demo\"]\n";
+    let gw = Gateway::start_logged(&base, &[]);
+    let with_team = format!("{base}[namespaces.team]\nbackends = [\"demo\"]\n");
+    reload(&gw, &with_team, "ok");
+    let log = gw.log();
+    assert!(log.contains("namespaces added [team], removed []"), "{log}");
+    reload(&gw, &base, "ok");
+    let log = gw.log();
+    assert!(log.contains("namespaces added [], removed [team]"), "{log}");
+}
+
 /// A config that does not parse is refused whole, with the error `sluice
 /// check` gives; the gateway goes on with the old one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -172,6 +172,37 @@ async fn unprefixed_namespace_with_tool_filters() {
     assert_eq!(r.status, 404);
 }
 
+/// The backends' instructions, gathered at `initialize`, say how their
+/// names are served here: a backend names its tools as it serves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instructions_say_how_names_are_prefixed() {
+    let toml = format!(
+        "{}[namespaces.default]\nbackends = [\"demo\"]\n\
+         [namespaces.plain]\nbackends = [\"demo\"]\nprefix = \"never\"\n",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start(&toml);
+    let instructions = |path: &str| {
+        let http = Http::new(gw.url(path));
+        async move {
+            let r = http.post(None, &init_request(1)).await;
+            r.json()["result"]["instructions"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let prefixed = instructions("/mcp").await;
+    assert!(
+        prefixed.starts_with(
+            "[demo: its names are served here as `demo__NAME`, its resources as `sluice://demo/URI`] Demo server"
+        ),
+        "{prefixed}"
+    );
+    let plain = instructions("/ns/plain/mcp").await;
+    assert!(plain.starts_with("[demo] Demo server"), "{plain}");
+}
+
 /// A named namespace's POST is served alike by the gateway's own HTTP/1.1
 /// (a body with its length) and by hyper (a chunked body): the same
 /// answer to a call, and the same refusal for a namespace that is not

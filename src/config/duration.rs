@@ -39,20 +39,22 @@ pub(super) fn parse(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| bad("number too large"))
 }
 
-/// The shortest exact spelling in the same syntax `parse` accepts, so
-/// `sluice check` output can be pasted back into a config file.
+/// An exact spelling in the same syntax `parse` accepts, so `sluice
+/// check` output can be pasted back into a config file.
 pub(super) fn format(d: Duration) -> String {
     let ms = d.as_millis();
     if ms == 0 {
         return "0s".to_owned();
     }
-    for (unit, per) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
+    // A unit above seconds only for two of it or more: the docs' "60s"
+    // and "24h" read better than "1m" and "1d".
+    for (unit, per, least) in [
+        ("d", 86_400_000, 2),
+        ("h", 3_600_000, 2),
+        ("m", 60_000, 2),
+        ("s", 1_000, 1),
     ] {
-        if ms.is_multiple_of(per) {
+        if ms.is_multiple_of(per) && ms / per >= least {
             return format!("{}{unit}", ms / per);
         }
     }

@@ -9,6 +9,11 @@ use super::SecretVars;
 pub trait Env {
     fn var(&self, name: &str) -> Option<String>;
     fn vars(&self) -> Vec<(String, String)>;
+
+    /// Where `var(name)` came from, for a message about its value.
+    fn origin(&self, name: &str) -> String {
+        name.to_owned()
+    }
 }
 
 /// The real process environment. Variables whose name or value is not valid
@@ -23,6 +28,15 @@ pub struct ProcessEnv;
 const MAX_FILE: u64 = 1024 * 1024;
 
 impl Env for ProcessEnv {
+    fn origin(&self, name: &str) -> String {
+        match std::env::var_os(name) {
+            None if std::env::var_os(format!("{name}_FILE")).is_some() => {
+                format!("the file {name}_FILE names")
+            }
+            _ => name.to_owned(),
+        }
+    }
+
     fn var(&self, name: &str) -> Option<String> {
         std::env::var(name).ok().or_else(|| {
             use std::io::Read as _;

@@ -41,6 +41,7 @@ pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
 pub(super) const LIMITS_KEYS: [&str; 3] =
     ["requests_per_second", "burst", "max_concurrent_requests"];
+pub(super) const CLUSTER_KEYS: [&str; 1] = ["redis_url"];
 
 enum Rejected {
     Section,
@@ -79,7 +80,7 @@ pub(super) fn apply(
             "auth" => Err(Rejected::Key),
             "metrics" => set_metrics(&mut file.metrics, &key, value),
             "limits" => set_limits(&mut file.limits, &key, value),
-            "cluster" if key == "redis_url" => {
+            "cluster" if CLUSTER_KEYS.contains(&key.as_str()) => {
                 file.cluster.get_or_insert_with(Default::default).redis_url =
                     Some(value.to_owned());
                 Ok(())
@@ -121,6 +122,7 @@ pub(super) fn apply(
     }
     sections.push(("metrics", &METRICS_KEYS));
     sections.push(("limits", &LIMITS_KEYS));
+    sections.push(("cluster", &CLUSTER_KEYS));
     let mut provenance = Vec::new();
     for (section, keys) in sections {
         for key in keys {
@@ -176,12 +178,14 @@ fn written(file: &File) -> Vec<String> {
         l.burst.is_some(),
         l.max_concurrent_requests.is_some(),
     ];
+    let cluster = [file.cluster.as_ref().is_some_and(|c| c.redis_url.is_some())];
     let mut out = Vec::new();
     for (section, keys, present) in [
         ("server", &SERVER_KEYS[..], &server[..]),
         ("auth", &AUTH_KEYS[..], &auth[..]),
         ("metrics", &METRICS_KEYS[..], &metrics[..]),
         ("limits", &LIMITS_KEYS[..], &limits[..]),
+        ("cluster", &CLUSTER_KEYS[..], &cluster[..]),
     ] {
         for (key, present) in keys.iter().zip(present) {
             if *present {

@@ -151,7 +151,33 @@ fn design_example_parses() {
 
     assert_eq!(source(&loaded, "server.sessions"), Source::File);
     assert_eq!(source(&loaded, "auth.bearer_tokens_env"), Source::File);
-    assert_eq!(loaded.provenance.len(), 25);
+    assert_eq!(loaded.provenance.len(), 26);
+}
+
+#[test]
+fn the_redis_url_says_where_it_came_from() {
+    let key = crate::vocab::generate_key();
+    let sealed = [("SLUICE_SESSION_KEY", key.as_str())];
+    let written = format!(
+        "[server]\nsession_ids = \"sealed\"\n[cluster]\nredis_url = \"redis://127.0.0.1:1/\"\n{MINIMAL}"
+    );
+    let loaded = ok(&written, &sealed);
+    assert_eq!(source(&loaded, "cluster.redis_url"), Source::File);
+    let loaded = ok(
+        &format!("[server]\nsession_ids = \"sealed\"\n{MINIMAL}"),
+        &[
+            sealed[0],
+            ("SLUICE_CLUSTER__REDIS_URL", "redis://127.0.0.1:1/"),
+        ],
+    );
+    assert_eq!(
+        source(&loaded, "cluster.redis_url"),
+        Source::Env("SLUICE_CLUSTER__REDIS_URL".into())
+    );
+    assert_eq!(
+        source(&ok(MINIMAL, &[]), "cluster.redis_url"),
+        Source::Default
+    );
 }
 
 #[test]
@@ -177,7 +203,7 @@ fn minimal_config_gets_defaults_and_a_default_namespace() {
     assert_eq!(c.backends[0].request_timeout, Duration::from_secs(60));
     assert!(loaded.provenance.iter().all(|(_, s)| *s == Source::Default));
     // No [auth]: no auth provenance.
-    assert_eq!(loaded.provenance.len(), 24);
+    assert_eq!(loaded.provenance.len(), 25);
 }
 
 #[test]

@@ -12,7 +12,8 @@ const SUPPORTED_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"]
 const LATEST_VERSION: &str = "2025-11-25";
 
 const INSTRUCTIONS: &str = "Demo server built into sluice. Tools: echo, add, sleep_ms \
-    (reports progress when given a progressToken), counter (per session).";
+    (reports progress when given a progressToken), counter (per session with this server: \
+    behind a gateway that shares it, one count for all the gateway's clients).";
 const README_URI: &str = "demo://readme";
 const README_TEXT: &str = "sluice demo server: tools echo, add, sleep_ms, counter; \
     prompt greeting; resources demo://readme and demo://echo/{text}.\n";

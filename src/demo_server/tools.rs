@@ -34,7 +34,7 @@ fn tool_definitions() -> [Value; 4] {
             "outputSchema": object_schema(json!({ "sum": { "type": "number" } }), &["sum"]) }),
         json!({ "name": "sleep_ms", "description": "Sleeps ms milliseconds, reporting progress.",
             "inputSchema": object_schema(ms, &["ms"]) }),
-        json!({ "name": "counter", "description": "Increments and returns a per-session counter.",
+        json!({ "name": "counter", "description": "Increments and returns a counter kept per session with this server (behind a gateway that shares one backend session, a count across its clients).",
             "inputSchema": object_schema(json!({}), &[]) }),
     ]
 }

@@ -62,7 +62,7 @@ impl Builder<'_> {
                     Err(e) => {
                         self.setting(
                             "server.session_ids",
-                            format!("{}: {e}", file::SESSION_KEY_ENV),
+                            format!("{}: {e}", self.env.origin(file::SESSION_KEY_ENV)),
                         );
                         None
                     }

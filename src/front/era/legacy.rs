@@ -223,7 +223,9 @@ async fn initialize(
         Era::Legacy,
         crate::metrics::method_label("initialize"),
         crate::metrics::Outcome::ok,
-        crate::clock::tokio_now()
+        // The clock itself: an `initialize` is answered within the poll it
+        // began in, whose one reading (`clock::now`) would make it 0.
+        Instant::now()
             .saturating_duration_since(started)
             .as_secs_f64(),
     );

@@ -4,6 +4,8 @@
 use serde_json::{Value, json};
 
 use super::Namespace;
+use crate::config::Prefix;
+use crate::router::names;
 
 impl Namespace {
     /// Capabilities advertised to clients: the union of the healthy
@@ -62,7 +64,17 @@ impl Namespace {
             .iter()
             .filter_map(|m| {
                 let text = m.backend.info()?.instructions.clone()?;
-                Some(format!("[{}] {text}", m.backend.name))
+                // The backend names its tools, prompts and resources as it
+                // serves them; here they carry its prefix.
+                Some(match self.prefix {
+                    Prefix::Always => format!(
+                        "[{0}: its names are served here as `{1}`, its resources as `{2}`] {text}",
+                        m.backend.name,
+                        names::prefixed(&m.backend.name, "NAME"),
+                        names::prefixed_uri(&m.backend.name, "URI"),
+                    ),
+                    Prefix::Never => format!("[{}] {text}", m.backend.name),
+                })
             })
             .collect();
         (!parts.is_empty()).then(|| parts.join("\n\n"))
