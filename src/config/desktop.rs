@@ -50,7 +50,12 @@ pub(super) fn parse(text: &str) -> Result<File, Vec<Issue>> {
     let doc: Desktop<'_> = serde_json::from_str(text).map_err(|e| {
         vec![Issue {
             at: position(&e, 1),
-            message: format!("invalid JSON: {}", without_position(&e)),
+            // The column too: a file written on one line is all line 1.
+            message: format!(
+                "invalid JSON at column {}: {}",
+                e.column(),
+                without_position(&e)
+            ),
         }]
     })?;
     let Some(servers) = doc.mcp_servers else {

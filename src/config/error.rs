@@ -6,7 +6,7 @@
 use std::fmt;
 
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::{DeString, DeTable, DeValue};
 
 /// Every problem found in one config, each rendered as
 /// `origin[:line]: message` on its own line.
@@ -34,6 +34,60 @@ impl ConfigError {
             Some(line) => format!("{}:{line}: {}", self.origin, p.message),
             None => format!("{}: {}", self.origin, p.message),
         })
+    }
+
+    /// Every problem of `errors`, in line order (those without a line
+    /// last), each once.
+    pub(super) fn merged(origin: &str, errors: impl IntoIterator<Item = ConfigError>) -> Self {
+        let mut problems: Vec<Problem> = errors.into_iter().flat_map(|e| e.problems).collect();
+        problems.sort_by_key(|p| (p.line.is_none(), p.line));
+        problems.dedup();
+        Self {
+            origin: origin.to_owned(),
+            problems,
+        }
+    }
+
+    /// Every problem serde finds in `table`, not only the first: each
+    /// top-level table, and each backend and namespace, read alone (every
+    /// key of `File` is optional, so a part reads as a whole file would).
+    /// `first` is what reading it whole said, kept if no part fails alone.
+    pub(super) fn each_of<'i, T: serde::Deserialize<'i>>(
+        origin: &str,
+        text: &str,
+        table: &Spanned<DeTable<'i>>,
+        first: &toml::de::Error,
+    ) -> Self {
+        fn one<'i>(key: &Spanned<DeString<'i>>, value: Spanned<DeValue<'i>>) -> DeTable<'i> {
+            let mut t = DeTable::new();
+            t.insert(key.clone(), value);
+            t
+        }
+        let whole = table.get_ref();
+        let mut parts: Vec<DeTable<'i>> = Vec::new();
+        for (key, value) in whole.iter() {
+            match (&**key.get_ref(), value.get_ref()) {
+                ("backends" | "namespaces", DeValue::Table(entries)) => {
+                    for (name, entry) in entries.iter() {
+                        let inner = one(name, entry.clone());
+                        parts.push(one(key, Spanned::new(value.span(), DeValue::Table(inner))));
+                    }
+                }
+                _ => parts.push(one(key, value.clone())),
+            }
+        }
+        let found: Vec<ConfigError> = parts
+            .into_iter()
+            .filter_map(|part| {
+                let part = Spanned::new(table.span(), part);
+                T::deserialize(toml::Deserializer::from(part)).err()
+            })
+            .map(|e| Self::from_toml(origin, &e, text, Some(whole)))
+            .collect();
+        match found.is_empty() {
+            true => Self::from_toml(origin, first, text, Some(whole)),
+            false => Self::merged(origin, found),
+        }
     }
 
     pub(super) fn single(origin: &str, line: Option<usize>, message: String) -> Self {

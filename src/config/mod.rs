@@ -415,10 +415,15 @@ pub fn load(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
 
 /// Loads TOML text; `origin` names it in messages.
 pub fn parse_toml(text: &str, origin: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
-    let table = toml::de::DeTable::parse(text)
-        .map_err(|e| ConfigError::from_toml(origin, &e, text, None))?;
+    let (table, syntax) = toml::de::DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        let each = syntax
+            .iter()
+            .map(|e| ConfigError::from_toml(origin, e, text, None));
+        return Err(ConfigError::merged(origin, each));
+    }
     let mut file = file::File::deserialize(toml::Deserializer::from(table.clone()))
-        .map_err(|e| ConfigError::from_toml(origin, &e, text, Some(table.get_ref())))?;
+        .map_err(|e| ConfigError::each_of::<file::File>(origin, text, &table, &e))?;
     file.restore_order(table.get_ref());
     let doc = Document {
         text,

@@ -435,3 +435,40 @@ fn sealed_ids_need_keys_and_never_show_them() {
     assert!(shown.contains("sealed (2 key(s)"), "{shown}");
     assert!(!shown.contains(&a) && !shown.contains(&b), "{shown}");
 }
+
+/// `check` lists every problem of a file in one run, in line order: keys
+/// serde refuses in several tables, and several syntax errors.
+#[test]
+fn every_problem_is_listed_at_once_in_line_order() {
+    let text = "[namespaces.x]\nbackends = [\"web\"]\nbogus_ns = 1\n\
+                [server]\nsesions = \"auto\"\n\
+                [backends.web]\ntransport = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\nbogus_b = 2\n\
+                [backends.other]\ncommand = 3\n";
+    let lines = err(text, &[]);
+    let at: Vec<&str> = lines
+        .iter()
+        .map(|l| l.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        at,
+        [
+            "sluice.toml:3",
+            "sluice.toml:5",
+            "sluice.toml:9",
+            "sluice.toml:11"
+        ],
+        "{lines:#?}"
+    );
+    assert!(lines[0].contains("bogus_ns"), "{lines:#?}");
+    assert!(lines[1].contains("sesions"), "{lines:#?}");
+    assert!(lines[2].contains("bogus_b"), "{lines:#?}");
+    assert!(lines[3].contains("command"), "{lines:#?}");
+
+    let lines = err("[server\nlisten = \"x\"\n[backends.a]\nurl = = 1\n", &[]);
+    assert!(lines.len() >= 2, "{lines:#?}");
+    assert!(lines[0].starts_with("sluice.toml:1"), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("sluice.toml:4")),
+        "{lines:#?}"
+    );
+}

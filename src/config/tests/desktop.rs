@@ -69,7 +69,23 @@ fn desktop_json_errors() {
     );
 
     let e = parse_desktop("{\n  \"mcpServers\": [\n", "c.json", &env(&[])).unwrap_err();
-    assert!(e.to_string().starts_with("c.json:2: invalid JSON: "), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("c.json:2: invalid JSON at column "),
+        "{e}"
+    );
+    // One line: the column says where.
+    let e = parse_desktop(
+        r#"{"mcpServers": {"a": {"command": "x",}}}"#,
+        "c.json",
+        &env(&[]),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("c.json:1: invalid JSON at column 38: "),
+        "{e}"
+    );
     let e = parse_desktop("{}", "c.json", &env(&[])).unwrap_err();
     assert_eq!(e.to_string(), "c.json: missing the `mcpServers` object");
 }
