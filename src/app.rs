@@ -173,17 +173,12 @@ pub async fn serve(
     let boot = Sealer::new_boot();
     let cluster = match &config.cluster {
         Some(url) => Some(
-            Cluster::start(
-                url.expose(),
-                boot,
-                metrics.clone(),
-                stopping.token().clone(),
-            )
-            .await
-            .map_err(|e| ServeError::Backend {
-                backend: "(cluster)".into(),
-                why: e.to_string(),
-            })?,
+            Cluster::start(url, boot, metrics.clone(), stopping.token().clone())
+                .await
+                .map_err(|e| ServeError::Backend {
+                    backend: "(cluster)".into(),
+                    why: e.to_string(),
+                })?,
         ),
         None => None,
     };

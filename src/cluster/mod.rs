@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 pub use backend_sessions::{BackendSessions, Close};
 pub use bus::{BusMessage, Inbox};
 
+use crate::config::ClusterSettings;
 use crate::metrics::Metrics;
 use crate::vocab::{SessionId, hex};
 
@@ -66,16 +67,54 @@ pub struct Cluster {
 #[error("redis: {0}")]
 pub struct ClusterError(String);
 
+/// The client for `settings`: the URL (an ACL user and password in it),
+/// the password from its own variable if one is named, and for
+/// `rediss://` the configured CA (else the platform's trust store) and
+/// client certificate.
+fn client(settings: &ClusterSettings) -> Result<redis::Client, ClusterError> {
+    use redis::IntoConnectionInfo as _;
+    // Never the URL itself in an error: it may hold a password.
+    let mut info = settings
+        .redis_url
+        .expose()
+        .into_connection_info()
+        .map_err(|e| ClusterError(format!("redis_url: {e}")))?;
+    // No `CLIENT SETINFO`: an ACL user need not be allowed it (the list
+    // in docs/cluster.md is every command sluice sends).
+    let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
+    if let Some(password) = &settings.password {
+        redis = redis.set_password(password.expose());
+    }
+    info = info.set_redis_settings(redis);
+    if settings.ca_file.is_none() && settings.client_cert.is_none() {
+        return redis::Client::open(info).map_err(|e| ClusterError(e.to_string()));
+    }
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| ClusterError(format!("{}: {e}", path.display())))
+    };
+    let certs = redis::TlsCertificates {
+        client_tls: match &settings.client_cert {
+            Some((cert, key)) => Some(redis::ClientTlsConfig {
+                client_cert: read(cert)?,
+                client_key: read(key)?,
+            }),
+            None => None,
+        },
+        root_cert: settings.ca_file.as_deref().map(read).transpose()?,
+    };
+    redis::Client::build_with_tls(info, certs).map_err(|e| ClusterError(e.to_string()))
+}
+
 impl Cluster {
     /// Connects (lazily: a Redis that is down at start is retried) and
     /// starts the heartbeat and health check; they stop with `stop`.
     pub async fn start(
-        url: &str,
+        settings: &ClusterSettings,
         replica: u32,
         metrics: Arc<Metrics>,
         stop: CancellationToken,
     ) -> Result<Arc<Cluster>, ClusterError> {
-        let client = redis::Client::open(url).map_err(|e| ClusterError(e.to_string()))?;
+        let client = client(settings)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(COMMAND_TIMEOUT))
             .set_response_timeout(Some(COMMAND_TIMEOUT))

@@ -156,6 +156,11 @@ fn secret_vars(file: &File, syntax: Syntax) -> SecretVars {
     sources.extend(auth.map(|v| (v.to_owned(), "auth.bearer_tokens_env".to_owned())));
     let metrics = named(&file.metrics.token_env);
     sources.extend(metrics.map(|v| (v.to_owned(), "metrics.token_env".to_owned())));
+    let redis = file
+        .cluster
+        .as_ref()
+        .and_then(|c| named(&c.redis_password_env));
+    sources.extend(redis.map(|v| (v.to_owned(), "cluster.redis_password_env".to_owned())));
     for (name, b) in &file.backends {
         let var = b.oauth.as_ref().and_then(|o| named(&o.client_secret_env));
         let key = || dotted(&[syntax.backends(), name, "oauth", "client_secret_env"]);

@@ -119,12 +119,23 @@ pub fn describe(loaded: &Loaded) -> String {
     // Set or not; the URL may hold a password.
     line(
         "cluster.redis_url",
-        if c.cluster.is_some() {
-            "set"
-        } else {
-            "none (one node)"
-        }
-        .to_owned(),
+        match &c.cluster {
+            None => "none (one node)".to_owned(),
+            Some(cl) => {
+                let tls = cl.redis_url.expose().starts_with("rediss://");
+                let mut v = String::from(if tls { "set, TLS" } else { "set" });
+                if cl.ca_file.is_some() {
+                    v.push_str(", own CA");
+                }
+                if cl.client_cert.is_some() {
+                    v.push_str(", client certificate");
+                }
+                if cl.password.is_some() {
+                    v.push_str(", password from redis_password_env");
+                }
+                v
+            }
+        },
     );
 
     match &c.tracing {

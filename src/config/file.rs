@@ -146,6 +146,10 @@ pub(super) struct FileOAuth {
 #[serde(deny_unknown_fields)]
 pub(super) struct FileCluster {
     pub(super) redis_url: Option<String>,
+    pub(super) redis_password_env: Option<String>,
+    pub(super) redis_ca_file: Option<PathBuf>,
+    pub(super) redis_client_cert_file: Option<PathBuf>,
+    pub(super) redis_client_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -67,7 +67,7 @@ pub struct Config {
     pub metrics: MetricsSettings,
     /// Cluster mode: where the replicas meet (a Redis URL, which may hold
     /// a password). None: one node.
-    pub cluster: Option<Secret>,
+    pub cluster: Option<ClusterSettings>,
     pub limits: LimitsSettings,
     /// OpenTelemetry traces over OTLP; None: off.
     pub tracing: Option<TracingSettings>,
@@ -156,6 +156,19 @@ pub struct LimitsSettings {
     pub rate: Option<Rate>,
     /// Requests in flight at once (per replica).
     pub max_concurrent_requests: Option<std::num::NonZeroUsize>,
+}
+
+/// `[cluster]`: the Redis replicas share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// `redis://` or `rediss://` (TLS); an ACL user and password may be in it.
+    pub redis_url: Secret,
+    /// From `redis_password_env` (or its `_FILE`): replaces the URL's.
+    pub password: Option<Secret>,
+    /// `rediss://` only. The CA to trust instead of the platform's store,
+    /// and a client certificate and key (PEM), read at start.
+    pub ca_file: Option<PathBuf>,
+    pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 /// `[tracing]`: a span per request and per backend call, exported over

@@ -472,3 +472,52 @@ fn every_problem_is_listed_at_once_in_line_order() {
         "{lines:#?}"
     );
 }
+
+/// `[cluster]` over TLS: the files only with `rediss://`, a certificate
+/// with its key, the password's variable set; the password a secret no
+/// child gets.
+#[test]
+fn redis_tls_settings_are_checked() {
+    let key = crate::vocab::generate_key();
+    let sealed = [("SLUICE_SESSION_KEY", key.as_str()), ("REDIS_PW", "pw")];
+    let with = |cluster: &str| {
+        format!("[server]\nsession_ids = \"sealed\"\n[cluster]\n{cluster}\n{MINIMAL}")
+    };
+    let ok_file = "/proc/self/status";
+    let loaded = ok(
+        &with(&format!(
+            "redis_url = \"rediss://u@127.0.0.1:1/\"\nredis_password_env = \"REDIS_PW\"\n\
+             redis_ca_file = \"{ok_file}\"\nredis_client_cert_file = \"{ok_file}\"\n\
+             redis_client_key_file = \"{ok_file}\""
+        )),
+        &sealed,
+    );
+    let c = loaded.config.cluster.as_ref().unwrap();
+    assert_eq!(c.password.as_ref().unwrap().expose(), "pw");
+    assert!(c.ca_file.is_some() && c.client_cert.is_some());
+    // The password's variable is the gateway's: no child may ask for it.
+    let asks = format!(
+        "{}[backends.fs]\ncommand = \"fs\"\ninherit_env = [\"REDIS_PW\"]\n",
+        with("redis_url = \"rediss://u@127.0.0.1:1/\"\nredis_password_env = \"REDIS_PW\"")
+    );
+    let e = err(&asks, &sealed).join("\n");
+    assert!(
+        e.contains("REDIS_PW") && e.contains("cluster.redis_password_env"),
+        "{e}"
+    );
+
+    let e = err(
+        &with(&format!(
+            "redis_url = \"redis://127.0.0.1:1/\"\nredis_ca_file = \"{ok_file}\"\n\
+             redis_client_cert_file = \"/nonexistent.pem\"\nredis_password_env = \"UNSET_PW\""
+        )),
+        &sealed,
+    );
+    let all = e.join("\n");
+    assert!(
+        all.contains("cluster.redis_ca_file`: only for a rediss://"),
+        "{all}"
+    );
+    assert!(all.contains("cluster.redis_client_cert_file"), "{all}");
+    assert!(all.contains("`UNSET_PW`"), "{all}");
+}

@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -933,22 +933,56 @@ impl Redis {
 
     /// On this port (a restart on the same address, as after a crash).
     pub fn on_port(port: u16) -> Redis {
+        let redis = Self::spawn(port, &["--port", &port.to_string()]);
+        wait_until(Duration::from_secs(10), || redis.ping());
+        redis
+    }
+
+    /// On a TLS port only (no plain one), clients holding a certificate
+    /// `ca` signed, with `directives` added (its ACL users).
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path, directives: &[&str]) -> Redis {
+        let port = free_port();
+        let path = |p: &Path| p.to_str().unwrap().to_owned();
+        let mut args = vec![
+            "--port".to_owned(),
+            "0".to_owned(),
+            "--tls-port".to_owned(),
+            port.to_string(),
+            "--tls-cert-file".to_owned(),
+            path(cert),
+            "--tls-key-file".to_owned(),
+            path(key),
+            "--tls-ca-cert-file".to_owned(),
+            path(ca),
+            "--tls-auth-clients".to_owned(),
+            "yes".to_owned(),
+        ];
+        args.extend(directives.iter().map(|d| (*d).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let redis = Self::spawn(port, &args);
+        // Listening is all a plain connection can see of a TLS port.
+        wait_until(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        redis
+    }
+
+    fn spawn(port: u16, args: &[&str]) -> Redis {
         // (An asynchronous list's stdin is /dev/null: the pipe goes by fd 3.)
         const WRAPPER: &str = r#"exec 3<&0
-redis-server --port "$1" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning 3<&- &
+redis-server "$@" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning 3<&- &
 r=$!
 (cat <&3 >/dev/null; kill "$r" 2>/dev/null) &
 wait "$r""#;
         let mut child = Command::new("sh")
-            .args(["-c", WRAPPER, "sh", &port.to_string()])
+            .args(["-c", WRAPPER, "sh"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server (scripts/test installs it)");
         let stdin = child.stdin.take();
-        let redis = Redis { child, port, stdin };
-        wait_until(Duration::from_secs(10), || redis.ping());
-        redis
+        Redis { child, port, stdin }
     }
 
     pub fn url(&self) -> String {

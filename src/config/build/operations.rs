@@ -1,10 +1,13 @@
 //! The tables the gateway is operated by: `[metrics]`, `[limits]`,
 //! `[cluster]` and `[tracing]`.
 
+use std::path::PathBuf;
+
 use super::super::duration::FileDuration;
 use super::super::file::{self, FileMetrics};
 use super::super::{
-    LimitsSettings, MetricsSettings, Rate, Secret, ServerSettings, SessionIdMode, TracingSettings,
+    ClusterSettings, LimitsSettings, MetricsSettings, Rate, Secret, ServerSettings, SessionIdMode,
+    TracingSettings,
 };
 use super::Builder;
 
@@ -74,7 +77,7 @@ impl Builder<'_> {
         &mut self,
         c: file::FileCluster,
         server: &ServerSettings,
-    ) -> Option<Secret> {
+    ) -> Option<ClusterSettings> {
         let url = c.redis_url.filter(|u| !u.trim().is_empty());
         let Some(url) = url else {
             self.setting("cluster.redis_url", "[cluster] needs a redis_url");
@@ -98,7 +101,49 @@ impl Builder<'_> {
             );
             return None;
         }
-        Some(Secret::new(url))
+        let tls = url.starts_with("rediss://");
+        let mut file = |key: &str, path: Option<PathBuf>| {
+            let path = path?;
+            if !tls {
+                self.setting(key, "only for a rediss:// (TLS) redis_url");
+            } else if let Err(e) = std::fs::File::open(&path) {
+                self.setting(key, format!("cannot read `{}`: {e}", path.display()));
+            }
+            Some(path)
+        };
+        let ca_file = file("cluster.redis_ca_file", c.redis_ca_file);
+        let cert = file("cluster.redis_client_cert_file", c.redis_client_cert_file);
+        let key = file("cluster.redis_client_key_file", c.redis_client_key_file);
+        let client_cert = match (cert, key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            _ => {
+                self.setting(
+                    "cluster.redis_client_cert_file",
+                    "a client certificate needs its key (redis_client_key_file), and a key its certificate",
+                );
+                None
+            }
+        };
+        let password = match c.redis_password_env.filter(|v| !v.trim().is_empty()) {
+            None => None,
+            Some(var) => match self.env.var(&var) {
+                Some(p) if !p.is_empty() => Some(Secret::new(p)),
+                _ => {
+                    self.setting(
+                        "cluster.redis_password_env",
+                        format!("environment variable `{var}` (or `{var}_FILE`) is not set"),
+                    );
+                    None
+                }
+            },
+        };
+        Some(ClusterSettings {
+            redis_url: Secret::new(url),
+            password,
+            ca_file,
+            client_cert,
+        })
     }
 
     pub(super) fn tracing(&mut self, t: file::FileTracing) -> Option<TracingSettings> {
