@@ -258,8 +258,15 @@ fn init_logging() -> Result<(), ExitCode> {
             return Err(ExitCode::from(CONFIG_ERROR));
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // The audit trail (a line per call) only when asked for by name, not
+    // with everything at a level (`SLUICE_LOG=info,sluice::audit=info`).
+    let directives = std::env::var("SLUICE_LOG").unwrap_or_else(|_| "info".to_owned());
+    let directives = match directives.contains("sluice::audit") {
+        true => directives,
+        false => format!("{directives},sluice::audit=off"),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sluice::audit=off"));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -459,10 +459,13 @@ async fn run(
         .flatten();
     let span = ctx.span(&call);
     // Pinned where it is made: wrapped for tracing, it is not moved again.
-    let handled = std::pin::pin!(
-        ctx.ns
-            .handle(&ctx.caller, &call.method, call.params, events)
-    );
+    let handled = std::pin::pin!(ctx.ns.handle(
+        &ctx.principal,
+        &ctx.caller,
+        &call.method,
+        call.params,
+        events
+    ));
     // One wait besides the work: a second on `aborting` would take its
     // lock, shared by every runtime, at each poll of every request.
     let outcome = tokio::select! {

@@ -1,6 +1,7 @@
 //! Router: namespaces, name mapping, list merging, and dispatch of a call to
 //! exactly one backend. No HTTP and no sessions in here.
 
+mod audit;
 mod cursor;
 mod index;
 mod kind;

@@ -24,7 +24,7 @@ use super::tasks::TaskIndex;
 use crate::config::{Prefix, ToolFilter, ToolScopes};
 use crate::jsonrpc::{self, METHOD_NOT_FOUND, Outcome};
 use crate::upstream::{Answered, Backend, Caller, EventSink};
-use crate::vocab::NamespaceName;
+use crate::vocab::{NamespaceName, Principal};
 
 pub use notices::ClientNotice;
 
@@ -129,6 +129,7 @@ impl Namespace {
     /// Serves one client request, always with a JSON-RPC outcome.
     pub async fn handle(
         &self,
+        who: &Principal,
         caller: &Caller,
         method: &str,
         params: Option<Box<RawValue>>,
@@ -143,15 +144,15 @@ impl Namespace {
             "ping" => ok(&json!({})),
             "logging/setLevel" => self.set_level(caller, params, events).await,
             "tools/call" => {
-                self.forward(caller, Kind::Tool, method, params, events)
+                self.forward(who, caller, Kind::Tool, method, params, events)
                     .await
             }
             "prompts/get" => {
-                self.forward(caller, Kind::Prompt, method, params, events)
+                self.forward(who, caller, Kind::Prompt, method, params, events)
                     .await
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                self.forward(caller, Kind::Resource, method, params, events)
+                self.forward(who, caller, Kind::Resource, method, params, events)
                     .await
             }
             "completion/complete" => Box::pin(self.complete(caller, params, events)).await,

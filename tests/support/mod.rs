@@ -143,7 +143,9 @@ impl Gateway {
             "127.0.0.1:0",
         ];
         let mut env = env.to_vec();
-        env.push(("SLUICE_LOG", "info"));
+        if !env.iter().any(|(k, _)| *k == "SLUICE_LOG") {
+            env.push(("SLUICE_LOG", "info"));
+        }
         let gw = Self::spawn_with(&args, &env, dir, Stdio::from(log));
         gw.wait_ready();
         gw

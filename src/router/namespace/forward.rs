@@ -10,21 +10,45 @@ use crate::config::Prefix;
 use crate::jsonrpc::{
     self, Fields, INVALID_PARAMS, Outcome, parse_fields, peek_string, string_field,
 };
+use crate::router::audit::Trail;
 use crate::router::kind::Kind;
 use crate::router::rounds;
 use crate::router::tasks;
 use crate::router::{links, names};
 use crate::upstream::{Caller, EventSink};
+use crate::vocab::Principal;
 
 impl Namespace {
-    /// tools/call, prompts/get, resources/*: rename, forward to one backend.
+    /// tools/call, prompts/get, resources/*, on the audit trail (`who`
+    /// asked) when it is read.
     pub(super) async fn forward(
+        &self,
+        who: &Principal,
+        caller: &Caller,
+        kind: Kind,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        events: &EventSink,
+    ) -> Outcome {
+        let mut trail = Trail::begin(who, &self.name, method);
+        let outcome = self
+            .route(caller, kind, method, params, events, &mut trail)
+            .await;
+        if let Some(trail) = trail {
+            trail.end(&outcome);
+        }
+        outcome
+    }
+
+    /// Renames, then forwards to one backend.
+    async fn route(
         &self,
         caller: &Caller,
         kind: Kind,
         method: &str,
         params: Option<Box<RawValue>>,
         events: &EventSink,
+        trail: &mut Option<Trail<'_>>,
     ) -> Outcome {
         let key = kind.id_key();
         let exposed = match peek_string(params.as_deref(), key) {
@@ -32,18 +56,30 @@ impl Namespace {
             Ok(None) => return error(INVALID_PARAMS, &format!("params.{key} is required")),
             Ok(Some(exposed)) => exposed,
         };
-        let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
-            return not_found(kind, &exposed);
+        if let Some(t) = trail {
+            t.name(&exposed);
+        }
+        let unlisted = |trail: &mut Option<Trail<'_>>| {
+            if let Some(t) = trail {
+                t.unlisted();
+            }
+            not_found(kind, &exposed)
         };
+        let Some((i, original)) = self.resolve(caller, kind, &exposed).await else {
+            return unlisted(trail);
+        };
+        if let Some(t) = trail {
+            t.backend(&self.members[i].backend.name);
+        }
         // A tool the caller's scopes do not reach is not there for it.
         if kind == Kind::Tool && !self.may_use(caller, &exposed) {
-            return not_found(kind, &exposed);
+            return unlisted(trail);
         }
         if !self.lists_now(caller, i, kind, original) {
             // Boxed: rare, and its future would make every call's large.
             match Box::pin(self.lists(caller, i, kind, original)).await {
                 Ok(true) => {}
-                Ok(false) => return not_found(kind, &exposed),
+                Ok(false) => return unlisted(trail),
                 Err(failed) => return failed,
             }
         }

@@ -1,0 +1,109 @@
+//! The audit trail: one line per tool call, prompt get and resource read,
+//! under the log target `sluice::audit` (JSON with
+//! `SLUICE_LOG_FORMAT=json`): who (the principal), where (namespace and
+//! backend), what (the method and the name the client used), how it ended
+//! and how long it took. Never the arguments, the result, a token or a
+//! session id. Off unless `SLUICE_LOG` turns the target on; then a call
+//! costs one check of the target's interest.
+
+use std::time::Instant;
+
+use crate::jsonrpc::Outcome;
+use crate::vocab::{BackendName, NamespaceName, Principal};
+
+pub(crate) const TARGET: &str = "sluice::audit";
+
+/// One audited request, filled in as it is routed.
+pub(super) struct Trail<'a> {
+    principal: &'a Principal,
+    namespace: &'a NamespaceName,
+    method: &'static str,
+    name: Option<String>,
+    backend: Option<BackendName>,
+    unlisted: bool,
+    started: Instant,
+}
+
+impl<'a> Trail<'a> {
+    /// None when nobody reads the trail.
+    pub(super) fn begin(
+        principal: &'a Principal,
+        namespace: &'a NamespaceName,
+        method: &str,
+    ) -> Option<Trail<'a>> {
+        if !tracing::enabled!(target: TARGET, tracing::Level::INFO) {
+            return None;
+        }
+        let method = match method {
+            "tools/call" => "tools/call",
+            "prompts/get" => "prompts/get",
+            "resources/read" => "resources/read",
+            _ => return None,
+        };
+        Some(Trail {
+            principal,
+            namespace,
+            method,
+            name: None,
+            backend: None,
+            unlisted: false,
+            started: Instant::now(),
+        })
+    }
+
+    pub(super) fn name(&mut self, name: &str) {
+        self.name = Some(name.to_owned());
+    }
+
+    pub(super) fn backend(&mut self, backend: &BackendName) {
+        self.backend = Some(backend.clone());
+    }
+
+    /// The name is not one the gateway lists to this caller.
+    pub(super) fn unlisted(&mut self) {
+        self.unlisted = true;
+    }
+
+    pub(super) fn end(self, outcome: &Outcome) {
+        let (outcome, code) = match outcome {
+            _ if self.unlisted => ("unlisted", None),
+            Outcome::Error(e) => ("error", code_of(e.get())),
+            // A tool's own failure is a result with `isError` set.
+            Outcome::Result(r) if self.method == "tools/call" && is_error(r.get()) => {
+                ("tool_error", None)
+            }
+            Outcome::Result(_) => ("ok", None),
+        };
+        tracing::info!(
+            target: TARGET,
+            principal = %self.principal,
+            namespace = %self.namespace,
+            backend = self.backend.as_ref().map(BackendName::as_str),
+            method = self.method,
+            name = self.name.as_deref(),
+            outcome,
+            code,
+            duration_ms = self.started.elapsed().as_secs_f64() * 1000.0,
+            "audit"
+        );
+    }
+}
+
+/// A JSON-RPC error object's code.
+fn code_of(error: &str) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_str::<Code>(error).ok().map(|c| c.code)
+}
+
+/// Whether a tool result says `"isError": true` at its top level.
+fn is_error(result: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Flag {
+        #[serde(rename = "isError", default)]
+        is_error: bool,
+    }
+    serde_json::from_str::<Flag>(result).is_ok_and(|f| f.is_error)
+}

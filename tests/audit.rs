@@ -1,0 +1,128 @@
+//! The audit trail (issue 42, part 4): one structured line per tool call,
+//! prompt get and resource read under the log target `sluice::audit`,
+//! saying who, where, what, how it ended and how long it took, and
+//! nothing a client sent (arguments), got (results) or holds (its token,
+//! its session id).
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_gets_and_reads_each_leave_one_audit_line() {
+    let toml = format!(
+        "[auth]\nbearer_tokens_env = \"TEST_TOKENS\"\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_logged(
+        &toml,
+        &[
+            ("TEST_TOKENS", "alpha-token,beta-token"),
+            ("SLUICE_LOG", "warn,sluice::audit=info"),
+            ("SLUICE_LOG_FORMAT", "json"),
+        ],
+    );
+    let url = gw.url("/mcp");
+    let init = post_as(url.clone(), "beta-token", None, &init_request(1)).await;
+    let sid = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let send = |id: u64, method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let (url, sid) = (url.clone(), sid.clone());
+        async move { post_as(url, "beta-token", Some(sid), &body).await }
+    };
+    let requests = [
+        (
+            "tools/call",
+            json!({"name": "demo__echo", "arguments": {"text": "secret-arg"}}),
+        ),
+        ("tools/call", json!({"name": "demo__echo", "arguments": {}})),
+        (
+            "tools/call",
+            json!({"name": "demo__ECHO", "arguments": {"text": "x"}}),
+        ),
+        (
+            "prompts/get",
+            json!({"name": "demo__greeting", "arguments": {"name": "Ada"}}),
+        ),
+        (
+            "resources/read",
+            json!({"uri": "sluice://demo/demo://readme"}),
+        ),
+        // Not on the trail: a list names nothing the client acts on.
+        ("tools/list", json!({})),
+    ];
+    for (i, (method, params)) in requests.into_iter().enumerate() {
+        let r = send(10 + i as u64, method, params).await;
+        assert_eq!(r.status(), 200, "{method}");
+        r.text().await.unwrap();
+    }
+
+    let audit = || -> Vec<Value> {
+        gw.log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["target"] == "sluice::audit")
+            .collect()
+    };
+    wait_until(Duration::from_secs(10), || audit().len() >= 5);
+    let lines = audit();
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    let field = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
+    let seen: Vec<(String, String, String, String)> = lines
+        .iter()
+        .map(|v| {
+            (
+                field(v, "method"),
+                field(v, "name"),
+                field(v, "backend"),
+                field(v, "outcome"),
+            )
+        })
+        .collect();
+    let want = |m: &str, n: &str, b: &str, o: &str| (m.into(), n.into(), b.into(), o.into());
+    assert_eq!(
+        seen,
+        [
+            want("tools/call", "demo__echo", "demo", "ok"),
+            want("tools/call", "demo__echo", "demo", "tool_error"),
+            want("tools/call", "demo__ECHO", "demo", "unlisted"),
+            want("prompts/get", "demo__greeting", "demo", "ok"),
+            want(
+                "resources/read",
+                "sluice://demo/demo://readme",
+                "demo",
+                "ok"
+            ),
+        ]
+    );
+    for v in &lines {
+        assert_eq!(v["principal"], "token#1", "{v}");
+        assert_eq!(v["namespace"], "default", "{v}");
+        assert!(v["duration_ms"].as_f64().is_some_and(|d| d >= 0.0), "{v}");
+        assert!(v["timestamp"].is_string(), "{v}");
+    }
+    let text = lines.iter().map(Value::to_string).collect::<String>();
+    for never in [sid.as_str(), "beta-token", "secret-arg", "Ada"] {
+        assert!(!text.contains(never), "{never} in the trail: {text}");
+    }
+}
+
+/// Off unless asked for by name: at `SLUICE_LOG=info` no line is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trail_is_off_by_default() {
+    let gw = Gateway::start_logged(&demo_backend("demo"), &[("SLUICE_LOG_FORMAT", "json")]);
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let r = http
+        .tool(&sid, 2, "demo__echo", json!({"text": "hi"}))
+        .await;
+    assert_eq!(text_of(&r), "hi");
+    // The call's own answer came after its trail line would have.
+    assert!(!gw.log().contains("sluice::audit"), "{}", gw.log());
+}
