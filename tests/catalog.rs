@@ -186,3 +186,84 @@ async fn the_catalog_is_read_once_not_per_call() {
         after - before
     );
 }
+
+/// `[auth] token_scopes` gives static tokens scopes, as OAuth tokens have:
+/// `tool_scopes` then hides and refuses a tool to a token without them,
+/// and a namespace's `require_scopes` keeps such a token out (403).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_tokens_with_scopes_see_only_their_tools() {
+    let toml = format!(
+        "[auth]\nbearer_tokens_env = \"TEST_TOKENS\"\n\
+         token_scopes = {{ \"token#0\" = [\"admin\"], \"token#1\" = [\"read\"] }}\n{}\
+         [namespaces.default]\nbackends = [\"demo\"]\ntool_scopes = {{ \"demo__add\" = [\"admin\"] }}\n\
+         [namespaces.ops]\nbackends = [\"demo\"]\nrequire_scopes = [\"admin\"]\n",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_with_env(&toml, &[("TEST_TOKENS", "admin-token,reader-token")]);
+    let url = gw.url("/mcp");
+    let open = |token: &'static str| {
+        let url = url.clone();
+        async move {
+            let r = post_as(url, token, None, &init_request(1)).await;
+            assert_eq!(r.status(), 200);
+            r.headers()["mcp-session-id"].to_str().unwrap().to_owned()
+        }
+    };
+    let ask = |token: &'static str, sid: String, method: &'static str, params: Value| {
+        let url = url.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
+            let r = post_as(url, token, Some(sid), &body).await;
+            let text = r.text().await.unwrap();
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap_or(&text)
+                .to_owned();
+            serde_json::from_str::<Value>(&line).unwrap()
+        }
+    };
+    let tools = |v: &Value| -> Vec<String> {
+        v["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let add = json!({"name": "demo__add", "arguments": {"a": 2, "b": 3}});
+
+    let admin = open("admin-token").await;
+    let listed = ask("admin-token", admin.clone(), "tools/list", json!({})).await;
+    assert!(tools(&listed).contains(&"demo__add".to_owned()), "{listed}");
+    let r = ask("admin-token", admin, "tools/call", add.clone()).await;
+    assert_eq!(r["result"]["content"][0]["text"], "5", "{r}");
+
+    let reader = open("reader-token").await;
+    let listed = ask("reader-token", reader.clone(), "tools/list", json!({})).await;
+    assert!(
+        !tools(&listed).contains(&"demo__add".to_owned()),
+        "{listed}"
+    );
+    assert!(
+        tools(&listed).contains(&"demo__echo".to_owned()),
+        "{listed}"
+    );
+    let r = ask("reader-token", reader, "tools/call", add).await;
+    refused(&r, "Unknown tool: demo__add");
+
+    // The namespace that requires `admin` lets in only the token that has it.
+    let ops = gw.url("/ns/ops/mcp");
+    assert_eq!(
+        post_as(ops.clone(), "admin-token", None, &init_request(1))
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        post_as(ops, "reader-token", None, &init_request(1))
+            .await
+            .status(),
+        403
+    );
+}

@@ -36,6 +36,10 @@ const VERIFIED_FOR: Duration = Duration::from_secs(300);
 /// The configured ways in, built once per config.
 pub(crate) struct Authenticator {
     tokens: Vec<Secret>,
+    /// By token: its scopes, when `token_scopes` gives static tokens some.
+    token_scopes: Option<Vec<Arc<[String]>>>,
+    /// Namespaces whose endpoint needs scopes of a scoped static token.
+    static_namespace_scopes: FastMap<String, Vec<String>>,
     oauth: Option<OAuth>,
 }
 
@@ -70,6 +74,8 @@ struct Verified {
 pub(crate) struct Identity {
     pub(crate) principal: Principal,
     pub(crate) token: Option<Arc<AccessToken>>,
+    /// A static token's scopes (`[auth] token_scopes`; None: unscoped).
+    pub(crate) scopes: Option<Arc<[String]>>,
 }
 
 impl Identity {
@@ -77,6 +83,7 @@ impl Identity {
         Identity {
             principal,
             token: None,
+            scopes: None,
         }
     }
 }
@@ -115,8 +122,22 @@ impl Authenticator {
                 })
             }
         };
+        let token_scopes: Option<Vec<Arc<[String]>>> = settings
+            .token_scopes
+            .as_ref()
+            .map(|by| by.iter().map(|s| Arc::from(s.as_slice())).collect());
+        let static_namespace_scopes = match token_scopes {
+            None => FastMap::default(),
+            Some(_) => namespaces
+                .iter()
+                .filter(|n| !n.require_scopes.is_empty())
+                .map(|n| (n.name.to_string(), n.require_scopes.clone()))
+                .collect(),
+        };
         Ok(Arc::new(Authenticator {
             tokens: settings.tokens.clone(),
+            token_scopes,
+            static_namespace_scopes,
             oauth,
         }))
     }
@@ -131,7 +152,7 @@ impl Authenticator {
             return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
         };
         if let Some(i) = self.tokens.iter().position(|t| t.matches(presented)) {
-            return Ok(Identity::unscoped(Principal::Token(i)));
+            return self.static_identity(i, namespace);
         }
         let Some(oauth) = &self.oauth else {
             return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
@@ -148,6 +169,27 @@ impl Authenticator {
             )),
             Err(Failure::Unavailable) => Err(Refusal::IssuerUnreachable),
         }
+    }
+
+    /// Static token `i`'s identity: its scopes when `token_scopes` gives
+    /// static tokens some, held to a namespace's `require_scopes` as an
+    /// OAuth token's are.
+    fn static_identity(&self, i: usize, namespace: &str) -> Result<Identity, Refusal> {
+        let Some(by) = &self.token_scopes else {
+            return Ok(Identity::unscoped(Principal::Token(i)));
+        };
+        let held = by.get(i).cloned().unwrap_or_else(|| Arc::from(Vec::new()));
+        let needed = self.static_namespace_scopes.get(namespace);
+        if needed.is_some_and(|n| !n.iter().all(|s| held.contains(s))) {
+            return Err(Refusal::InsufficientScope(
+                self.challenge(namespace, Some("insufficient_scope")),
+            ));
+        }
+        Ok(Identity {
+            principal: Principal::Token(i),
+            token: None,
+            scopes: Some(held),
+        })
     }
 
     /// The static token a principal presented (for sealing its ids).
@@ -359,6 +401,7 @@ impl OAuth {
         Ok(Identity {
             principal: v.principal.clone(),
             token: Some(v.token.clone()),
+            scopes: None,
         })
     }
 }

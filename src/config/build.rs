@@ -90,15 +90,16 @@ pub(super) fn build(
     let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
 
     let oauth = auth.as_ref().is_some_and(|a| a.oauth.is_some());
+    let scoped = oauth || auth.as_ref().is_some_and(|a| a.token_scopes.is_some());
     for ns in &namespaces {
         for (key, used) in [
             ("require_scopes", !ns.require_scopes.is_empty()),
             ("tool_scopes", !ns.tool_scopes.is_empty()),
         ] {
-            if used && !oauth {
+            if used && !scoped {
                 b.setting(
                     &format!("namespaces.{}.{key}", ns.name),
-                    "scopes need [auth] oauth (static tokens carry none)",
+                    "scopes need [auth] oauth or token_scopes (static tokens carry none otherwise)",
                 );
             }
         }

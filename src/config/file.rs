@@ -130,6 +130,8 @@ pub(super) struct FileServer {
 pub(super) struct FileAuth {
     pub(super) bearer_tokens_env: Option<String>,
     pub(super) oauth: Option<FileOAuth>,
+    /// A static token's principal (`token#N`) -> its scopes.
+    pub(super) token_scopes: Option<IndexMap<String, Vec<String>>>,
 }
 
 /// `[auth] oauth = { ... }`: the gateway as an OAuth 2.1 resource server.

@@ -129,6 +129,9 @@ pub enum SessionIdMode {
 pub struct AuthSettings {
     /// Static bearer tokens, each one principal (empty with `oauth` alone).
     pub tokens: Vec<Secret>,
+    /// `token_scopes`: each static token's scopes, by its index (None:
+    /// static tokens are unscoped and see every tool).
+    pub token_scopes: Option<Vec<Vec<String>>>,
     /// OAuth 2.1 access tokens (JWTs) from one issuer.
     pub oauth: Option<OAuthSettings>,
 }

@@ -21,6 +21,8 @@ pub struct Caller {
     pub(super) caps: ClientCaps,
     /// Its request's verified OAuth token (None: not scoped).
     pub(super) token: Option<Arc<AccessToken>>,
+    /// A static token's scopes (`[auth] token_scopes`).
+    pub(super) scopes: Option<Arc<[String]>>,
 }
 
 impl Caller {
@@ -31,6 +33,7 @@ impl Caller {
             era: Era::Legacy,
             caps,
             token: None,
+            scopes: None,
         }
     }
 
@@ -43,6 +46,7 @@ impl Caller {
             era: Era::Legacy,
             caps: ClientCaps::ALL,
             token: None,
+            scopes: None,
         }
     }
 
@@ -80,6 +84,7 @@ impl Caller {
             era: Era::Legacy,
             caps: ClientCaps::default(),
             token: None,
+            scopes: None,
         }
     }
 
@@ -97,6 +102,7 @@ impl Caller {
             era: Era::Modern,
             caps,
             token: None,
+            scopes: None,
         }
     }
 
@@ -106,8 +112,17 @@ impl Caller {
         self
     }
 
+    /// The same caller, with its static token's scopes.
+    pub(crate) fn with_scopes(mut self, scopes: Option<Arc<[String]>>) -> Caller {
+        self.scopes = scopes;
+        self
+    }
+
     /// The scopes it holds; None when scopes do not restrict it.
     pub fn scopes(&self) -> Option<&[String]> {
-        self.token.as_deref().map(|t| &t.scopes[..])
+        match &self.token {
+            Some(t) => Some(&t.scopes[..]),
+            None => self.scopes.as_deref(),
+        }
     }
 }

@@ -17,8 +17,15 @@ impl Builder<'_> {
                 );
                 return None;
             }
+            if a.token_scopes.is_some() {
+                self.setting(
+                    "auth.token_scopes",
+                    "scopes for static tokens need bearer_tokens_env",
+                );
+            }
             return Some(AuthSettings {
                 tokens: Vec::new(),
+                token_scopes: None,
                 oauth,
             });
         };
@@ -42,7 +49,42 @@ impl Builder<'_> {
             );
             return None;
         }
-        Some(AuthSettings { tokens, oauth })
+        let token_scopes = a.token_scopes.map(|by| self.token_scopes(by, tokens.len()));
+        Some(AuthSettings {
+            tokens,
+            token_scopes,
+            oauth,
+        })
+    }
+
+    /// `token_scopes`, by token index: each key a static token's principal
+    /// (`token#N`, N from 0 in `bearer_tokens_env`'s order), each token not
+    /// named holding no scope.
+    fn token_scopes(
+        &mut self,
+        by: indexmap::IndexMap<String, Vec<String>>,
+        tokens: usize,
+    ) -> Vec<Vec<String>> {
+        let mut scopes = vec![Vec::new(); tokens];
+        for (principal, held) in by {
+            let key = format!("auth.token_scopes.{principal}");
+            let held = self.scopes(&key, held);
+            match principal
+                .strip_prefix("token#")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n < tokens)
+            {
+                Some(i) => scopes[i] = held,
+                None => self.setting(
+                    &key,
+                    format!(
+                        "not a static token's principal: token#0 to token#{} (their order in bearer_tokens_env)",
+                        tokens.saturating_sub(1)
+                    ),
+                ),
+            }
+        }
+        scopes
     }
 
     /// Scope names as OAuth spells them (RFC 6749 section 3.3: no spaces,

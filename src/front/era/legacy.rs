@@ -78,7 +78,11 @@ pub(super) async fn serve(
         layout,
         ns,
         headers,
-        who: Identity { principal, token },
+        who: Identity {
+            principal,
+            token,
+            scopes,
+        },
         admitted,
         started,
     } = posted;
@@ -106,7 +110,7 @@ pub(super) async fn serve(
         active,
         principal,
         rules: &Legacy,
-        caller: caller.with_token(token),
+        caller: caller.with_token(token).with_scopes(scopes),
         admitted,
         trace: front.traces.parent(|name| headers.get_str(name)),
     };

@@ -109,7 +109,11 @@ fn park(reply: &Reply, running: Running, asked: Vec<Event>) -> Outcome {
 /// A 2026-07-28 request, answered alone.
 pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, Reject> {
     let (front, ns, started) = (posted.front, posted.ns, posted.started);
-    let Identity { principal, token } = posted.who;
+    let Identity {
+        principal,
+        token,
+        scopes,
+    } = posted.who;
     let headers = &posted.headers.map();
     let refuse = |error| Reject::Modern {
         id: req.id.clone(),
@@ -139,7 +143,9 @@ pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, 
         m if ROUTED.contains(&m)
             && let Some(state) = bridge::retry_state(&fields) =>
         {
-            let caller = Caller::modern(principal.clone(), client_caps(&fields)).with_token(token);
+            let caller = Caller::modern(principal.clone(), client_caps(&fields))
+                .with_token(token)
+                .with_scopes(scopes);
             let outcome = match front
                 .bridge
                 .resume(&ns, &caller, &principal, &state, &fields)
@@ -163,7 +169,9 @@ pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, 
             Ok(json_response(jsonrpc::response(&req.id, &outcome), None))
         }
         m if ROUTED.contains(&m) => {
-            let caller = Caller::modern(principal.clone(), client_caps(&fields)).with_token(token);
+            let caller = Caller::modern(principal.clone(), client_caps(&fields))
+                .with_token(token)
+                .with_scopes(scopes);
             let ctx = Ctx {
                 front: front.clone(),
                 ns,
