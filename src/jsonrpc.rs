@@ -11,11 +11,13 @@ use serde_json::value::RawValue;
 
 mod needle;
 mod object;
+mod outcome;
 mod params;
 mod repeated;
 pub(crate) use needle::Needle;
 pub(crate) use object::Value;
 use object::{Keys, Unwatched};
+pub(crate) use outcome::{error_code, is_tool_error};
 pub(crate) use params::{Fields, parse_fields, peek_string, peek_string_with_serde, string_field};
 use repeated::{Repeated, Repeats};
 

@@ -248,6 +248,10 @@ async fn a_trace_continues_through_the_gateway_to_the_backend() {
         ("sluice.backend", "web"),
         ("sluice.session.kind", "session"),
         ("sluice.namespace", "default"),
+        // OpenTelemetry's MCP conventions.
+        ("jsonrpc.request.id", "2"),
+        ("mcp.protocol.version", "2025-06-18"),
+        ("network.transport", "tcp"),
     ] {
         assert_eq!(
             server.attributes.get(key).map(String::as_str),
@@ -255,11 +259,25 @@ async fn a_trace_continues_through_the_gateway_to_the_backend() {
             "{key}: {server:#?}"
         );
     }
+    // A session id is a credential here: no `mcp.session.id` at all.
+    assert!(!server.attributes.contains_key("mcp.session.id"));
     assert!(!server.error);
     assert_eq!(client.parent, server.span_id);
     assert_eq!(client.span_id, backend_parent);
     assert_eq!(client.attributes["sluice.backend"], "web");
     assert_eq!(client.attributes["sluice.backend.transport"], "http");
+    let port = backend
+        .url()
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(client.attributes["server.address"], "127.0.0.1");
+    assert_eq!(client.attributes["server.port"], port);
+    assert_eq!(client.attributes["network.transport"], "tcp");
     // No span says which session it ran in, nor carries a credential.
     for span in &spans {
         for value in span.attributes.values() {
@@ -302,6 +320,8 @@ async fn meta_trace_context_wins_and_reaches_stdio_backends() {
     assert_eq!(server.parent, CLIENT_SPAN);
     assert_eq!(client.span_id, backend_parent);
     assert_eq!(client.attributes["sluice.backend.transport"], "stdio");
+    assert_eq!(client.attributes["network.transport"], "pipe");
+    assert!(!client.attributes.contains_key("server.address"));
 
     // 2026-07-28: no session; `_meta` carries the context as well.
     let modern_trace = "33333333333333333333333333333333";
@@ -320,6 +340,7 @@ async fn meta_trace_context_wins_and_reaches_stdio_backends() {
     let spans = collector.trace(modern_trace, 2).await;
     let server = spans.iter().find(|s| s.kind == SpanKind::Server).unwrap();
     assert_eq!(server.attributes["sluice.session.kind"], "modern");
+    assert_eq!(server.attributes["mcp.protocol.version"], "2026-07-28");
 
     // An unknown tool: the request span is an error with its code.
     let failing = "44444444444444444444444444444444";
@@ -333,6 +354,7 @@ async fn meta_trace_context_wins_and_reaches_stdio_backends() {
     let spans = collector.trace(failing, 1).await;
     assert!(spans[0].error, "{spans:#?}");
     assert_eq!(spans[0].attributes["error.type"], "-32602");
+    assert_eq!(spans[0].attributes["rpc.response.status_code"], "-32602");
     drop(gw);
 }
 

@@ -527,14 +527,19 @@ fn redis_tls_settings_are_checked() {
 #[test]
 fn token_scopes_name_static_tokens() {
     let tokens = [("T", "a,b")];
-    let ns = "[namespaces.default]\nbackends = [\"web\"]\ntool_scopes = { \"web__x\" = [\"admin\"] }\n";
+    let ns =
+        "[namespaces.default]\nbackends = [\"web\"]\ntool_scopes = { \"web__x\" = [\"admin\"] }\n";
     let auth = |scopes: &str| {
         format!("[auth]\nbearer_tokens_env = \"T\"\ntoken_scopes = {{ {scopes} }}\n{MINIMAL}{ns}")
     };
     let c = ok(&auth("\"token#1\" = [\"admin\"]"), &tokens).config;
     let scopes = c.auth.unwrap().token_scopes.unwrap();
     assert_eq!(scopes, [vec![], vec!["admin".to_owned()]]);
-    let e = err(&auth("\"token#2\" = [\"admin\"], \"alice\" = [\"x\"]"), &tokens).join("\n");
+    let e = err(
+        &auth("\"token#2\" = [\"admin\"], \"alice\" = [\"x\"]"),
+        &tokens,
+    )
+    .join("\n");
     assert!(e.contains("auth.token_scopes.\"token#2\""), "{e}");
     assert!(e.contains("auth.token_scopes.alice"), "{e}");
     assert!(e.contains("token#0 to token#1"), "{e}");

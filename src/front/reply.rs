@@ -82,14 +82,22 @@ pub(super) struct Ctx {
 
 impl Ctx {
     /// The span of one of this context's requests (None: tracing off).
-    fn span(&self, call: &Call) -> Option<traces::RequestSpan> {
+    fn span(&self, id: &RawId, call: &Call) -> Option<traces::RequestSpan> {
+        let parent = self.trace.as_ref()?;
+        let version = match (&self.active, self.rules.era()) {
+            (Some(a), _) => Some(a.session().version.as_str()),
+            (None, Era::Modern) => Some(crate::protocol::MODERN_FIRST),
+            (None, Era::Legacy) => None,
+        };
         let about = traces::About {
             method: &call.method,
             params: call.params.as_deref(),
+            id,
+            version,
             session: self.rules.span_kind(self.active.is_some()),
             namespace: self.ns.name.as_str(),
         };
-        Some(self.trace.as_ref()?.request(about))
+        Some(parent.request(about))
     }
 
     /// The request's cancellation: the client's, its session's end, or
@@ -197,7 +205,9 @@ impl Running {
         // request's entry in its session) drop with it: the session is busy,
         // and the request reachable there, until the request ends, however
         // it ends.
-        let work = Box::pin(async move { run(&ctx, call, &events_tx, &cancel, started).await });
+        let span = ctx.span(id, &call);
+        let work =
+            Box::pin(async move { run(&ctx, call, span, &events_tx, &cancel, started).await });
         Running {
             events,
             work: Work::Inline(work),
@@ -442,6 +452,7 @@ enum Step {
 async fn run(
     ctx: &Ctx,
     call: Call,
+    span: Option<traces::RequestSpan>,
     events: &EventSink,
     cancel: &Cancel,
     started: Instant,
@@ -457,7 +468,6 @@ async fn run(
                 .and_then(|p| LogLevel::of_params(p.get()))
         })
         .flatten();
-    let span = ctx.span(&call);
     // Pinned where it is made: wrapped for tracing, it is not moved again.
     let handled = std::pin::pin!(ctx.ns.handle(
         &ctx.principal,
@@ -529,7 +539,8 @@ pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
     let (tx, _rx) = events::channel(1);
     let (id, call) = Call::of(req);
     let cancel = ctx.track(&id);
-    let outcome = run(ctx, call, &tx, &cancel, Instant::now()).await?;
+    let span = ctx.span(&id, &call);
+    let outcome = run(ctx, call, span, &tx, &cancel, Instant::now()).await?;
     Some(jsonrpc::response(&id, &outcome))
 }
 
@@ -578,7 +589,7 @@ mod tests {
         // namespace's name, 1,896 while `post::answer` was an `async fn`
         // over `handle`, 1,848 while the common legacy call's future was
         // held inline (boxed now: `front::era::serve`).
-        let run = future_size(|| run(todo!(), todo!(), todo!(), todo!(), todo!()));
+        let run = future_size(|| run(todo!(), todo!(), todo!(), todo!(), todo!(), todo!()));
         assert!(run <= 2 * 1024 + 256, "reply::run: {run} bytes");
         // What a connection holds while a POST runs (`front::conn`).
         let post = future_size(|| {

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::jsonrpc::Outcome;
+use crate::jsonrpc::{self, Outcome};
 use crate::vocab::{BackendName, NamespaceName, Principal};
 
 pub(crate) const TARGET: &str = "sluice::audit";
@@ -67,9 +67,9 @@ impl<'a> Trail<'a> {
     pub(super) fn end(self, outcome: &Outcome) {
         let (outcome, code) = match outcome {
             _ if self.unlisted => ("unlisted", None),
-            Outcome::Error(e) => ("error", code_of(e.get())),
+            Outcome::Error(e) => ("error", jsonrpc::error_code(e)),
             // A tool's own failure is a result with `isError` set.
-            Outcome::Result(r) if self.method == "tools/call" && is_error(r.get()) => {
+            Outcome::Result(r) if self.method == "tools/call" && jsonrpc::is_tool_error(r) => {
                 ("tool_error", None)
             }
             Outcome::Result(_) => ("ok", None),
@@ -87,23 +87,4 @@ impl<'a> Trail<'a> {
             "audit"
         );
     }
-}
-
-/// A JSON-RPC error object's code.
-fn code_of(error: &str) -> Option<i64> {
-    #[derive(serde::Deserialize)]
-    struct Code {
-        code: i64,
-    }
-    serde_json::from_str::<Code>(error).ok().map(|c| c.code)
-}
-
-/// Whether a tool result says `"isError": true` at its top level.
-fn is_error(result: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Flag {
-        #[serde(rename = "isError", default)]
-        is_error: bool,
-    }
-    serde_json::from_str::<Flag>(result).is_ok_and(|f| f.is_error)
 }

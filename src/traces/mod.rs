@@ -109,6 +109,11 @@ impl SessionKind {
 pub(crate) struct About<'a> {
     pub(crate) method: &'a str,
     pub(crate) params: Option<&'a RawValue>,
+    /// Its JSON-RPC id as the client wrote it.
+    pub(crate) id: &'a RawValue,
+    /// The protocol revision it speaks, when known (a session's, or
+    /// 2026-07-28's).
+    pub(crate) version: Option<&'a str>,
     pub(crate) session: SessionKind,
     pub(crate) namespace: &'a str,
 }
@@ -128,11 +133,19 @@ impl Parent {
             Some((_, t)) => format!("{} {t}", about.method),
             None => about.method.to_owned(),
         };
+        // The id as text: a string's quotes off, a number's digits.
+        let id = serde_json::from_str::<String>(about.id.get())
+            .unwrap_or_else(|_| about.id.get().to_owned());
         let mut attributes = vec![
             KeyValue::new("mcp.method.name", about.method.to_owned()),
+            KeyValue::new("jsonrpc.request.id", id),
+            KeyValue::new("network.transport", "tcp"),
             KeyValue::new("sluice.session.kind", about.session.as_str()),
             KeyValue::new("sluice.namespace", about.namespace.to_owned()),
         ];
+        if let Some(v) = about.version {
+            attributes.push(KeyValue::new("mcp.protocol.version", v.to_owned()));
+        }
         if let Some((key, t)) = target {
             attributes.push(KeyValue::new(key, t));
         }
@@ -150,20 +163,22 @@ impl Parent {
     }
 }
 
-/// The tool or prompt a request names (`gen_ai.*` as OpenTelemetry's MCP
-/// conventions have it); resource URIs may hold anything and are left out.
+/// The tool, prompt or resource a request names, under the attribute
+/// OpenTelemetry's MCP conventions give it; the span is named after it
+/// too (`{mcp.method.name} {target}`).
 fn target_of(method: &str, params: Option<&RawValue>) -> Option<(&'static str, String)> {
-    let key = match method {
-        "tools/call" => "gen_ai.tool.name",
-        "prompts/get" => "gen_ai.prompt.name",
+    let (key, field) = match method {
+        "tools/call" => ("gen_ai.tool.name", "name"),
+        "prompts/get" => ("gen_ai.prompt.name", "name"),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            ("mcp.resource.uri", "uri")
+        }
         _ => return None,
     };
-    #[derive(serde::Deserialize)]
-    struct Named {
-        name: String,
-    }
-    let named: Named = serde_json::from_str(params?.get()).ok()?;
-    Some((key, named.name))
+    let fields: std::collections::HashMap<&str, &RawValue> =
+        serde_json::from_str(params?.get()).ok()?;
+    let target: String = serde_json::from_str(fields.get(field)?.get()).ok()?;
+    Some((key, target))
 }
 
 /// One MCP request's span; ended by [`RequestSpan::end`] (or when dropped).
@@ -196,23 +211,35 @@ pub(crate) struct BackendSpan {
 
 impl BackendSpan {
     /// None unless a request span is current (so always None when off).
+    /// `peer`: the HTTP backend's host and port (None for stdio), asked
+    /// only when the span is made.
     pub(crate) fn start(
         backend: &BackendName,
         transport: &'static str,
         method: &str,
+        peer: impl FnOnce() -> Option<(String, u16)>,
     ) -> Option<BackendSpan> {
         let cx = Context::map_current(|cx| cx.get::<Carried>().map(|_| cx.clone()))?;
         let tracer = &cx.get::<Carried>()?.0;
         cx.span()
             .set_attribute(KeyValue::new("sluice.backend", backend.as_str().to_owned()));
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", method.to_owned()),
+            KeyValue::new("sluice.backend", backend.as_str().to_owned()),
+            KeyValue::new("sluice.backend.transport", transport),
+        ];
+        match peer() {
+            Some((host, port)) => attributes.extend([
+                KeyValue::new("network.transport", "tcp"),
+                KeyValue::new("server.address", host),
+                KeyValue::new("server.port", i64::from(port)),
+            ]),
+            None => attributes.push(KeyValue::new("network.transport", "pipe")),
+        }
         let span = tracer
             .span_builder(format!("{method} {backend}"))
             .with_kind(SpanKind::Client)
-            .with_attributes([
-                KeyValue::new("mcp.method.name", method.to_owned()),
-                KeyValue::new("sluice.backend", backend.as_str().to_owned()),
-                KeyValue::new("sluice.backend.transport", transport),
-            ])
+            .with_attributes(attributes)
             .start_with_context(tracer, &cx);
         Some(BackendSpan {
             cx: cx.with_span(span),
@@ -244,9 +271,10 @@ fn finish(cx: &Context, outcome: Option<Result<&Outcome, String>>) {
         Some(Err(why)) => Some(("sluice.backend_error".to_owned(), why)),
         Some(Ok(Outcome::Error(e))) => {
             let code = code_of(e);
+            span.set_attribute(KeyValue::new("rpc.response.status_code", code.clone()));
             Some((code.clone(), format!("JSON-RPC error {code}")))
         }
-        Some(Ok(Outcome::Result(r))) if is_tool_error(r) => Some((
+        Some(Ok(Outcome::Result(r))) if crate::jsonrpc::is_tool_error(r) => Some((
             "tool_error".to_owned(),
             "the tool reported an error".to_owned(),
         )),
@@ -260,23 +288,5 @@ fn finish(cx: &Context, outcome: Option<Result<&Outcome, String>>) {
 }
 
 fn code_of(error: &RawValue) -> String {
-    #[derive(serde::Deserialize)]
-    struct Coded {
-        code: i64,
-    }
-    serde_json::from_str::<Coded>(error.get())
-        .map_or_else(|_| "unknown".to_owned(), |c| c.code.to_string())
-}
-
-fn is_tool_error(result: &RawValue) -> bool {
-    static IS_ERROR: crate::jsonrpc::Needle = crate::jsonrpc::Needle::new("isError");
-    if !IS_ERROR.in_text(result.get()) {
-        return false;
-    }
-    #[derive(serde::Deserialize)]
-    struct Flagged {
-        #[serde(rename = "isError", default)]
-        is_error: bool,
-    }
-    serde_json::from_str::<Flagged>(result.get()).is_ok_and(|f| f.is_error)
+    crate::jsonrpc::error_code(error).map_or_else(|| "unknown".to_owned(), |c| c.to_string())
 }

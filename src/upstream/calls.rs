@@ -31,7 +31,7 @@ impl Backend {
             caps: caller.caps,
         });
         // Traced: the backend continues the trace from the gateway's span.
-        let span = traces::BackendSpan::start(&self.name, self.transport(), method);
+        let span = traces::BackendSpan::start(&self.name, self.transport(), method, || self.peer());
         let trace = span.as_ref().map(traces::BackendSpan::fields);
         let params = match &trace {
             Some(fields) => meta::with_trace(params.as_deref(), fields).or(params),

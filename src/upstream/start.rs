@@ -96,6 +96,17 @@ impl Backend {
     }
 
     /// How the backend is reached: `stdio`, `http` or `sse`.
+    /// An HTTP backend's host and port (None for stdio).
+    pub(super) fn peer(&self) -> Option<(String, u16)> {
+        match &self.transport {
+            TransportSpec::Stdio(_) => None,
+            TransportSpec::Http(spec) | TransportSpec::Sse(spec) => Some((
+                spec.url.host_str()?.to_owned(),
+                spec.url.port_or_known_default()?,
+            )),
+        }
+    }
+
     pub fn transport(&self) -> &'static str {
         match self.transport {
             TransportSpec::Stdio(_) => "stdio",
