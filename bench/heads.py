@@ -88,7 +88,9 @@ def main():
             'args = ["demo-server"]\n'
         )
     env = dict(os.environ, SLUICE_LOG="warn")
-    gw = subprocess.Popen([args.bin, "serve", "--config", config], env=env)
+    gw = subprocess.Popen(
+        [args.bin, "serve", "--config", config], env=env, stdout=subprocess.DEVNULL
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         for _ in range(200):
