@@ -19,13 +19,11 @@ import json
 import os
 import resource
 import selectors
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
+
+import gateway
 
 
 def rss_kib(pid):
@@ -34,14 +32,6 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def settle(pid, quiet=1.0, limit=30.0):
@@ -73,34 +63,18 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     conns = min(args.conns, soft - 128)
 
-    port = free_port()
-    work = tempfile.mkdtemp(prefix="sluice-heads-")
-    config = os.path.join(work, "sluice.toml")
-    with open(config, "w") as f:
-        f.write(
-            "[server]\n"
-            f'listen = "127.0.0.1:{port}"\n'
-            f"max_connections = {conns + 64}\n"
-            'header_read_timeout = "10m"\n'
-            "[backends.demo]\n"
-            'transport = "stdio"\n'
-            f'command = "{os.path.abspath(args.bin)}"\n'
-            'args = ["demo-server"]\n'
-        )
-    env = dict(os.environ, SLUICE_LOG="warn")
-    gw = subprocess.Popen(
-        [args.bin, "serve", "--config", config], env=env, stdout=subprocess.DEVNULL
+    gw, base = gateway.start(
+        args.bin,
+        "[server]\n"
+        f"max_connections = {conns + 64}\n"
+        'header_read_timeout = "10m"\n'
+        "[backends.demo]\n"
+        'transport = "stdio"\n'
+        f'command = "{os.path.abspath(args.bin)}"\n'
+        'args = ["demo-server"]\n',
     )
+    port = int(base.rsplit(":", 1)[1])
     try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(base + "/readyz", timeout=1).read()
-                break
-            except Exception:
-                time.sleep(0.1)
-        else:
-            raise SystemExit("the gateway did not get ready")
         before = settle(gw.pid)
 
         prefix = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: "
@@ -173,12 +147,7 @@ def main():
             )
         )
     finally:
-        gw.send_signal(signal.SIGTERM)
-        try:
-            gw.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            gw.kill()
-            gw.wait()
+        gateway.stop(gw)
 
 
 if __name__ == "__main__":

@@ -189,8 +189,8 @@ static RELEASE_DUE: [std::sync::atomic::AtomicBool; 64] =
 /// unfinished head). The binary's allocator (mimalloc, `src/allocator.rs`)
 /// returns a freed page to the OS only after a delay, at that thread's
 /// later allocator work: a worker that goes quiet after a burst of closes
-/// kept them (`bench/heads.py`: 2,000 connections that had held 64 KiB
-/// heads each left 67 MiB behind after they closed; 1 MiB with this).
+/// kept them (bench/HEADS.md: 8,192 connections that had held 64 KiB heads
+/// each left 107 MiB behind after they closed; 2 MiB with this).
 pub(crate) fn release_memory_soon() {
     let due = &RELEASE_DUE[shard() % RELEASE_DUE.len()];
     if due.swap(true, Ordering::Relaxed) {
@@ -203,9 +203,16 @@ pub(crate) fn release_memory_soon() {
     runtime.spawn(async move {
         tokio::time::sleep(RELEASE_AFTER).await;
         due.store(false, Ordering::Relaxed);
-        // SAFETY: mi_collect frees and returns the calling thread's unused
-        // pages; it touches no live block.
-        unsafe { libmimalloc_sys::mi_collect(true) }
+        // Twice: a forced collection purges (returns to the OS) the free
+        // spans of each segment it visits before it frees that segment's
+        // empty pages, whose spans it only schedules for a purge; the
+        // second purges those where the segment has pages still in use
+        // (a segment left wholly free went back at the first).
+        for _ in 0..2 {
+            // SAFETY: mi_collect frees and returns the calling thread's
+            // unused pages; it touches no live block.
+            unsafe { libmimalloc_sys::mi_collect(true) }
+        }
     });
 }
 
