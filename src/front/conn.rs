@@ -6,7 +6,11 @@
 //! chunked or `Expect`ed body, `Upgrade`, HTTP/1.0, a head the codec
 //! refuses) the connection is handed to hyper with every byte read so
 //! far, and hyper serves it to its end: whatever is unusual is answered
-//! exactly as it was before this path existed. The common request skips
+//! exactly as it was before this path existed. A head past the one head
+//! limit (`codec::MAX_HEAD` bytes, `MAX_HEADERS` headers), which hyper is
+//! given too (`hyper_builder`), is answered 431 here and the connection
+//! closed; while a head is incomplete no more than the limit is read, so
+//! a connection holding one costs at most that. The common request skips
 //! hyper's dispatcher, a `HeaderMap` (its headers are looked up where they
 //! lie, `headers::Head`), its body channel (a body that came with its head is
 //! one piece; only one still arriving is fed to the request as it is read,
@@ -28,7 +32,7 @@ use crate::cancel_flag::CancelFlag;
 use crate::http1::codec::{self as h1, Framing};
 use axum::body::{Body, HttpBody};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::Watcher;
@@ -73,15 +77,27 @@ const MAX_AHEAD: usize = 256 * 1024;
 const WRITE_CHUNK: usize = 64 * 1024;
 /// The most a connection keeps of its response buffer between responses.
 const KEEP_OUT: usize = 4 * 1024;
+/// The most read while a head is incomplete: a head unfinished at the
+/// limit is too large.
+const HEAD_BUF: usize = h1::MAX_HEAD;
+/// A read buffer this large, as its connection ends, is worth giving back
+/// to the OS (`Io::release`).
+const BIG_BUF: usize = 32 * 1024;
 
-/// hyper's server, as it serves the connections handed to it: with the
+/// hyper's server, as it serves the connections handed to it: the head
+/// limit of the own path (`codec::MAX_HEAD`, `MAX_HEADERS`; past it hyper
+/// answers 431 as the own path does, `Reject::HeadTooLarge`), its read
+/// buffer no larger (hyper's default is ~400 KiB a connection), and the
 /// header-read timeout on `crate::timers` (none in the fuzz target, which
 /// runs without them).
 pub(crate) fn hyper_builder(
     header_read_timeout: Option<std::time::Duration>,
 ) -> hyper::server::conn::http1::Builder {
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.keep_alive(true);
+    http.keep_alive(true)
+        .max_headers(h1::MAX_HEADERS)
+        .max_header_size(h1::MAX_HEAD)
+        .max_buf_size(HEAD_BUF);
     if let Some(timeout) = header_read_timeout {
         http.timer(crate::timers::HyperTimer)
             .header_read_timeout(timeout);
@@ -129,7 +145,17 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
         let request = match request {
             Next::Request(r) => r,
             Next::Other => break,
-            Next::Closed => return,
+            Next::Closed => {
+                io.release();
+                return;
+            }
+            Next::TooLarge => {
+                let refusal = Answer::Http(super::error::Reject::HeadTooLarge.into_response());
+                let _ = io.respond(refusal, true).await;
+                let _ = io.tcp.shutdown().await;
+                io.release();
+                return;
+            }
         };
         let headers = RequestHeaders::Own(request.head);
         let handler = pin!(Edge::post_mcp(
@@ -166,6 +192,9 @@ async fn hand_over(tcp: Socket, read: Bytes, serve: Serve) {
     if let Err(e) = conn.await {
         tracing::debug!(error = %e, "connection ended with an error");
     }
+    // hyper's buffers are out of sight: up to `HEAD_BUF` read, and what
+    // it wrote.
+    crate::workers::release_memory_soon();
 }
 
 /// What a connection waits for between requests.
@@ -177,6 +206,8 @@ enum Next {
     Request(Taken),
     /// Something for hyper.
     Other,
+    /// A head past the limit.
+    TooLarge,
     /// The client left, the socket failed, the header-read timeout
     /// passed, or the gateway is closing.
     Closed,
@@ -191,6 +222,14 @@ struct Io {
 }
 
 impl Io {
+    /// As the connection ends: a large read buffer (a head that grew it,
+    /// and was never finished or was refused) is given back to the OS.
+    fn release(&self) {
+        if self.buf.capacity() >= BIG_BUF {
+            crate::workers::release_memory_soon();
+        }
+    }
+
     /// The next request, reading as needed.
     fn poll_request(&mut self, cx: &mut Context<'_>, closing: &CancelFlag) -> Poll<Next> {
         loop {
@@ -198,6 +237,7 @@ impl Io {
                 match take(&mut self.buf) {
                     Take::Ready(t) => return Poll::Ready(Next::Request(t)),
                     Take::Other => return Poll::Ready(Next::Other),
+                    Take::TooLarge => return Poll::Ready(Next::TooLarge),
                     Take::Partial => {}
                 }
             }
@@ -206,7 +246,9 @@ impl Io {
             if self.buf.is_empty() && closing.is_cancelled() {
                 return Poll::Ready(Next::Closed);
             }
-            match self.poll_read(cx) {
+            // Nothing here is a whole head: never more than the limit
+            // and the byte that passes it.
+            match self.poll_read(cx, HEAD_BUF) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Read::Some) => {}
                 Poll::Ready(Read::Closed) => return Poll::Ready(Next::Closed),
@@ -214,14 +256,18 @@ impl Io {
         }
     }
 
-    /// One read into the buffer.
-    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Read> {
-        if self.buf.capacity() - self.buf.len() < 1024 {
+    /// One read into the buffer, which it leaves no longer than `most`
+    /// (more than it holds).
+    fn poll_read(&mut self, cx: &mut Context<'_>, most: usize) -> Poll<Read> {
+        let room = most - self.buf.len();
+        // Grown by doubling: 8 KiB to 64 KiB for a head at the limit.
+        if self.buf.capacity() - self.buf.len() < room.min(1024) {
             self.buf.reserve(READ_CHUNK);
         }
         // Through `AsyncRead`: a short read there takes the socket's
         // readiness with it, so no read that would block follows.
-        match tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut self.buf) {
+        let mut into = bytes::BufMut::limit(&mut self.buf, room);
+        match tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut into) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(0) | Err(_)) => Poll::Ready(Read::Closed),
             Poll::Ready(Ok(_)) => Poll::Ready(Read::Some),
@@ -265,7 +311,7 @@ impl Io {
             } else if self.buf.len() >= MAX_AHEAD {
                 return Poll::Pending;
             }
-            match self.poll_read(cx) {
+            match self.poll_read(cx, usize::MAX) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Read::Some) => {}
                 Poll::Ready(Read::Closed) => {
@@ -492,7 +538,10 @@ pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, 
                     taken.push(read);
                     feeding = t.feed.map(|f| (f, body));
                 }
-                Take::Other => return (taken, Some((arrived - buf.len(), buf.to_vec()))),
+                // Refused as hyper refuses it: not compared further.
+                Take::Other | Take::TooLarge => {
+                    return (taken, Some((arrived - buf.len(), buf.to_vec())));
+                }
                 Take::Partial => break,
             }
         }

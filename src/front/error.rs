@@ -41,6 +41,11 @@ pub enum Reject {
     NotAcceptable(&'static str),
     UnsupportedMediaType,
     PayloadTooLarge(usize),
+    /// A request head (its line and headers) past `http1::codec::MAX_HEAD`
+    /// bytes or `MAX_HEADERS` headers, refused by the front's own reader
+    /// (hyper's, under `SLUICE_HTTP=hyper` or after a hand-off, answers
+    /// the same status itself: `front::hyper_builder` gives it the bounds).
+    HeadTooLarge,
     BodyUnreadable,
     /// The body did not arrive within `body_read_timeout`.
     BodyTimeout,
@@ -130,6 +135,15 @@ impl Reject {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 jsonrpc::TRANSPORT_ERROR,
                 format!("Payload Too Large: the limit is {max} bytes"),
+            ),
+            HeadTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                jsonrpc::TRANSPORT_ERROR,
+                format!(
+                    "Request Header Fields Too Large: a request head is at most {} bytes and {} headers",
+                    crate::http1::codec::MAX_HEAD,
+                    crate::http1::codec::MAX_HEADERS
+                ),
             ),
             BodyUnreadable => (
                 StatusCode::BAD_REQUEST,
@@ -330,7 +344,7 @@ impl IntoResponse for Reject {
                 );
             }
             // The unread body is still on the wire: this connection is done.
-            Reject::PayloadTooLarge(_) | Reject::BodyTimeout => {
+            Reject::PayloadTooLarge(_) | Reject::BodyTimeout | Reject::HeadTooLarge => {
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}

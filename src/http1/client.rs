@@ -160,7 +160,9 @@ impl RequestBuilder {
 
     /// Sends on an idle connection to the same origin, or a new one. A
     /// request that an idle connection refused before taking a byte (it
-    /// had closed meanwhile) is sent again on the next.
+    /// had closed meanwhile) is sent again on the next; one that a reused
+    /// connection closed on before any byte of an answer, once more on a
+    /// new connection (`Client::send`).
     pub(crate) async fn send(mut self) -> Result<Response, SendError> {
         let body = std::mem::take(&mut self.body);
         self.send_lent(&body).await
@@ -200,6 +202,15 @@ impl Client {
     /// common call's path). On an idle connection to the same origin, or
     /// a new one; a request that an idle connection refused before taking
     /// a byte (it had closed meanwhile) is sent again on the next.
+    ///
+    /// A request written on a reused connection that the server closed (or
+    /// reset) before any byte of its answer arrived is sent once more, on
+    /// a new connection: the server closed an idle connection as the
+    /// request went out (uvicorn, every Python MCP server, does after 5 s
+    /// idle), and never read it; a server that read a request would have
+    /// answered it, or closed the connection with its answer (hyper-util
+    /// retries only requests not yet written, `twin`). Never on a new
+    /// connection, where the close is the server's answer to the request.
     pub(crate) async fn send<'h>(
         &self,
         method: &Method,
@@ -228,8 +239,15 @@ impl Client {
             headers,
             body.len(),
         );
+        // Once a reused connection closed on the request: a new one.
+        let mut fresh = false;
         loop {
-            let (mut conn, reused) = match shared.checkout(&target.origin) {
+            let pooled = if fresh {
+                None
+            } else {
+                shared.checkout(&target.origin)
+            };
+            let (mut conn, reused) = match pooled {
                 Some(conn) => (conn, true),
                 // Boxed: the rare arm would make every call's future as big as a
                 // TLS handshake's.
@@ -238,9 +256,21 @@ impl Client {
             match conn.write(&head, body).await {
                 Ok(()) => {}
                 Err(e) if reused && e.whole => continue,
+                Err(e) if reused && !fresh && conn::is_closed(&e.error) => {
+                    fresh = true;
+                    continue;
+                }
                 Err(e) => return Err(SendError::Io(e.error)),
             }
-            let head = conn.read_head(method).await?;
+            let head = match conn.read_head(method).await {
+                Ok(head) => head,
+                Err(e) if reused && !fresh && conn.closed_unanswered(&e) => {
+                    tracing::debug!(error = %e, "a reused connection closed on the request; sending it again on a new one");
+                    fresh = true;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             return Ok(Response {
                 status: head.status,
                 headers: Headers::Own(head.headers),

@@ -25,11 +25,15 @@ pub(crate) use response::{Framing, Head, Headers, read_head as read_response_hea
 pub(crate) use response::{read_whole, write_head as write_response_head};
 
 /// The largest head read, request or response (its first line and
-/// headers); a buffer holding more without a whole head is refused. A
-/// header's place in a head this long fits 16 bits (`Span`).
+/// headers); a buffer holding more without a whole head is refused (a
+/// request's already at this many bytes, as hyper reads it). A header's
+/// place in a head this long fits 16 bits (`Span`). The one head limit
+/// of both readers of a client's request: the front's own and hyper's
+/// (`front::hyper_builder`), each answering 431 past it
+/// (docs/operations.md).
 pub(crate) const MAX_HEAD: usize = u16::MAX as usize;
-/// Headers a head may have (hyper's limit too: a client's request with
-/// more goes to hyper, which answers 431).
+/// Headers a head may have (hyper's default too, given to it anyway: a
+/// client's request with more is answered 431 by either reader).
 pub(crate) const MAX_HEADERS: usize = 100;
 
 /// Where a header's name and value lie in its head: name start and end,

@@ -1,7 +1,9 @@
 //! Which requests the connection serves itself, and the request it takes:
 //! `POST` to a namespace's endpoint over HTTP/1.1 with no body or one of a
 //! single `Content-Length`, its head read by `http1::codec` in place, its
-//! body as far as it has come. Everything else is hyper's.
+//! body as far as it has come. A head past the one head limit
+//! (`http1::codec::MAX_HEAD`, `MAX_HEADERS`) is refused here, as hyper
+//! would refuse it; everything else is hyper's.
 
 use std::borrow::Cow;
 
@@ -34,6 +36,9 @@ pub(super) enum Take {
     Ready(Taken),
     Other,
     Partial,
+    /// A head past the limit, whole or not: answered 431, and the
+    /// connection closed.
+    TooLarge,
 }
 
 /// Takes the request at the front of `buf` once its head has arrived, if
@@ -44,6 +49,7 @@ pub(super) fn take(buf: &mut BytesMut) -> Take {
     let simple = match classify(buf, &mut spans) {
         Parsed::Partial => return Take::Partial,
         Parsed::Other => return Take::Other,
+        Parsed::TooLarge => return Take::TooLarge,
         Parsed::Simple(simple) => simple,
     };
     let head = Head::new(buf.split_to(simple.head_len).freeze(), spans);
@@ -69,6 +75,7 @@ enum Parsed {
     Simple(Simple),
     Other,
     Partial,
+    TooLarge,
 }
 
 /// A head this path serves.
@@ -96,13 +103,14 @@ fn namespace_of(path: &str) -> Option<Cow<'static, str>> {
 /// places into `spans`, and says whether this path serves it: `POST` to a
 /// namespace's endpoint over HTTP/1.1, with no body or one of a single
 /// `Content-Length`, and nothing more asked of the connection than
-/// `close` or `keep-alive`. Anything else (a head the codec refuses or
-/// finds too large included) is hyper's.
+/// `close` or `keep-alive`. Anything else (a head the codec refuses
+/// included) is hyper's, but for a head too large, which no reader takes.
 fn classify(buf: &[u8], spans: &mut Spans) -> Parsed {
     let head = match h1::read_request_head(buf, |name, span| spans.push(name, span)) {
         ReadRequest::Head(head) => head,
         ReadRequest::Partial => return Parsed::Partial,
-        ReadRequest::TooLarge | ReadRequest::Malformed => return Parsed::Other,
+        ReadRequest::TooLarge => return Parsed::TooLarge,
+        ReadRequest::Malformed => return Parsed::Other,
     };
     let plain = head.method == "POST"
         && head.http11

@@ -121,16 +121,30 @@ fn anything_unusual_goes_to_hyper_with_every_byte() {
 }
 
 #[test]
-fn too_many_headers_or_too_long_a_head_go_to_hyper() {
+fn too_many_headers_or_too_long_a_head_are_refused() {
     let mut many = b"POST /mcp HTTP/1.1\r\n".to_vec();
     for i in 0..=MAX_HEADERS {
         many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());
     }
     many.extend_from_slice(b"\r\n");
-    assert!(matches!(taken(&many).0, Take::Other));
+    assert!(matches!(taken(&many).0, Take::TooLarge));
     let mut long = b"POST /mcp HTTP/1.1\r\nX: ".to_vec();
-    long.resize(MAX_HEAD + 1, b'a');
-    assert!(matches!(taken(&long).0, Take::Other), "an endless head");
+    long.resize(MAX_HEAD, b'a');
+    assert!(matches!(taken(&long).0, Take::TooLarge), "an endless head");
+    // Whatever the request: no reader takes it.
+    let mut get = b"GET /healthz HTTP/1.1\r\nX: ".to_vec();
+    get.resize(MAX_HEAD + 1, b'a');
+    assert!(matches!(taken(&get).0, Take::TooLarge));
+    // A whole head one byte long at the limit is read.
+    let mut whole = b"POST /mcp HTTP/1.1\r\nX: ".to_vec();
+    whole.resize(MAX_HEAD - 4, b'a');
+    whole.extend_from_slice(b"\r\n\r\n");
+    assert!(
+        matches!(taken(&whole).0, Take::Ready(_)),
+        "a head at the limit"
+    );
+    whole.insert(20, b'a');
+    assert!(matches!(taken(&whole).0, Take::TooLarge), "one past");
     let mut fewer = b"POST /mcp HTTP/1.1\r\n".to_vec();
     for i in 0..MAX_HEADERS {
         fewer.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());

@@ -119,6 +119,29 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// `e`, from `read_head`, is the connection found closed or reset
+    /// before any byte of an answer.
+    pub(super) fn closed_unanswered(&self, e: &SendError) -> bool {
+        self.buf.is_empty()
+            && match e {
+                SendError::Response(h1::Error::Incomplete) => true,
+                SendError::Io(e) => is_closed(e),
+                _ => false,
+            }
+    }
+}
+
+/// A socket's error that says the peer closed or reset the connection
+/// (under TLS, closed without its `close_notify`).
+pub(super) fn is_closed(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+    )
+}
+
 /// A write that failed.
 pub(super) struct Unsent {
     pub(super) error: std::io::Error,

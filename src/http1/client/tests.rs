@@ -17,10 +17,7 @@ use super::{Client, Target};
 /// connections it accepted. `keep_alive: false` closes each one after its
 /// response (`Connection: close`).
 async fn server(body: &'static str, keep_alive: bool) -> (Target, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-        .parse()
-        .unwrap();
+    let (listener, uri) = listen().await;
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
     tokio::spawn(async move {
@@ -38,7 +35,16 @@ async fn server(body: &'static str, keep_alive: bool) -> (Target, Arc<AtomicUsiz
             );
         }
     });
-    (Target::new(&uri).unwrap(), accepted)
+    (uri, accepted)
+}
+
+/// A loopback listener, and the target of `/mcp` there.
+async fn listen() -> (TcpListener, Target) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    (listener, Target::new(&uri).unwrap())
 }
 
 /// A request's head (these requests have no body), read off a raw socket.
@@ -51,6 +57,12 @@ async fn read_head(tcp: &mut tokio::net::TcpStream) -> Vec<u8> {
         request.extend_from_slice(&buf[..n]);
     }
     request
+}
+
+/// Why a request to `uri` failed (it must).
+async fn failure(client: &Client, uri: &Target) -> super::SendError {
+    let sent = client.request(Method::POST, uri).send().await;
+    sent.err().expect("the request failed")
 }
 
 async fn get(client: &Client, uri: &Target) -> String {
@@ -126,11 +138,7 @@ async fn a_server_that_closes_after_each_response_is_served_anyway() {
 /// request unwritten), and a new one serves.
 #[tokio::test]
 async fn an_idle_connection_the_server_closed_costs_the_call_nothing() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-        .parse()
-        .unwrap();
-    let uri = Target::new(&uri).unwrap();
+    let (listener, uri) = listen().await;
     let (closed_tx, mut closed) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
         while let Ok((mut tcp, _)) = listener.accept().await {
@@ -263,16 +271,69 @@ async fn hyper_pools_and_fails_as_the_own_client_does() {
     drop(listener);
     let mut errors = Vec::new();
     for engine in [Engine::Own, Engine::Hyper] {
-        let client = Client::on(engine).unwrap();
-        let err = client
-            .request(Method::POST, &uri)
-            .send()
-            .await
-            .err()
-            .unwrap();
+        let err = failure(&Client::on(engine).unwrap(), &uri).await;
         assert!(err.is_connect(), "{engine:?}: {err}");
         assert!(!err.to_string().contains("/mcp"), "{err}");
         errors.push(err.to_string());
     }
     assert_eq!(errors[0], errors[1]);
+}
+
+/// A server that answers one request per connection, keeping it open in
+/// its answer, then closes it as the next request arrives, unread (a
+/// reset): what a server closing idle keep-alive connections does when
+/// the client reuses one at that moment (uvicorn after 5 s). Counts the
+/// connections it accepted. `answer: false` closes each connection on its
+/// first request instead, read and unanswered.
+async fn closing_server(answer: bool) -> (Target, Arc<AtomicUsize>) {
+    let (listener, uri) = listen().await;
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let request = read_head(&mut tcp).await;
+                if !answer {
+                    return;
+                }
+                // The body ("{}" at most) came with the head.
+                assert!(request.ends_with(b"\r\n\r\n{}") || request.ends_with(b"\r\n\r\n"));
+                tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await
+                    .unwrap();
+                // The next request is here: closed without reading it.
+                let _ = tcp.readable().await;
+                drop(tcp);
+            });
+        }
+    });
+    (uri, accepted)
+}
+
+/// Issue 38 item 5: a request a reused connection is closed on before any
+/// answer is sent again once, on a new connection, by either engine.
+#[tokio::test]
+async fn a_request_a_reused_connection_closed_on_is_sent_again_on_a_new_one() {
+    use super::super::Engine;
+    for engine in [Engine::Own, Engine::Hyper] {
+        let (uri, accepted) = closing_server(true).await;
+        let client = Client::on(engine).unwrap();
+        for _ in 0..5 {
+            assert_eq!(get(&client, &uri).await, "ok", "{engine:?}");
+        }
+        // Each request after the first: the reused connection, then a new one.
+        assert_eq!(accepted.load(Ordering::SeqCst), 5, "{engine:?}");
+    }
+}
+
+/// Never on a new connection: a server that closes it without answering
+/// may have acted on the request (the own client; hyper-util cannot say
+/// which connection was new, `twin`).
+#[tokio::test]
+async fn a_request_a_new_connection_closed_on_is_not_sent_again() {
+    let (uri, accepted) = closing_server(false).await;
+    let err = failure(&Client::new().unwrap(), &uri).await;
+    assert!(!err.is_connect(), "{err}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }

@@ -7,7 +7,12 @@
 //! connections per backend, closed after `IDLE_TIMEOUT`); the request
 //! head carries the same `Host`, the headers given less the framing ones,
 //! and its length as `codec` says it. A request a pooled connection
-//! refused before taking it is sent again, as here. What the gateway's
+//! refused before taking it is sent again, as here (hyper-util's own
+//! retry). One written and then closed on before any answer hyper-util
+//! does not send again: here it is, once, on a new connection (a client
+//! that pools none), as the own client does, though hyper-util does not
+//! say whether the connection was a reused one (the own client retries
+//! only then). What the gateway's
 //! own client is held equal to: CI runs the end-to-end suite both ways.
 
 use std::pin::Pin;
@@ -28,6 +33,8 @@ use crate::http1::codec as h1;
 /// hyper-util's client, one per worker shard (as the own pools are).
 pub(super) struct Twin {
     clients: Box<[legacy::Client<Connector, Full<Bytes>>]>,
+    /// Keeps no connection: every request it sends goes on a new one.
+    unpooled: legacy::Client<Connector, Full<Bytes>>,
 }
 
 impl Twin {
@@ -41,7 +48,10 @@ impl Twin {
                     .build(connector.clone())
             })
             .collect();
-        Twin { clients }
+        let unpooled = legacy::Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(connector.clone());
+        Twin { clients, unpooled }
     }
 
     /// `Client::send`, through hyper.
@@ -63,11 +73,20 @@ impl Twin {
         if h1::says_length(method, body.len()) {
             map.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
         }
+        let body = Bytes::copy_from_slice(body);
         let request = request
-            .body(Full::new(Bytes::copy_from_slice(body)))
+            .body(Full::new(body.clone()))
             .map_err(|_| SendError::Builder)?;
         let client = &self.clients[crate::workers::shard() % self.clients.len()];
-        let response = client.request(request).await.map_err(|e| {
+        let again = copy_of(&request, &body);
+        let response = match client.request(request).await {
+            Err(e) if closed_unanswered(&e) => {
+                tracing::debug!(error = %chain(&e), "a connection closed on the request; sending it again on a new one");
+                self.unpooled.request(again).await
+            }
+            sent => sent,
+        };
+        let response = response.map_err(|e| {
             if e.is_connect() {
                 // The connector's own error, as the own client reports it.
                 let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), chain);
@@ -85,6 +104,36 @@ impl Twin {
             .and_then(|v| h1::content_length(v.as_bytes()));
         Ok((parts.status, parts.headers, length, Body(body)))
     }
+}
+
+/// The request again, for `closed_unanswered`.
+fn copy_of(request: &http::Request<Full<Bytes>>, body: &Bytes) -> http::Request<Full<Bytes>> {
+    let mut again = http::Request::new(Full::new(body.clone()));
+    *again.method_mut() = request.method().clone();
+    *again.uri_mut() = request.uri().clone();
+    *again.headers_mut() = request.headers().clone();
+    again
+}
+
+/// hyper-util's error says the connection closed or was reset before the
+/// answer's head was whole (`Conn::closed_unanswered`'s twin).
+fn closed_unanswered(e: &legacy::Error) -> bool {
+    if e.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return true;
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return super::conn::is_closed(io);
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// A response's body as hyper reads it: its data, trailers skipped.

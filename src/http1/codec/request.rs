@@ -74,10 +74,11 @@ pub(crate) fn read_request_head<'b>(
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
     let len = match req.parse_with_uninit_headers(buf, &mut slots) {
-        // However it arrived: whole or in pieces, the same bound.
+        // However it arrived: whole or in pieces, the same bound. A head
+        // unfinished at `MAX_HEAD` bytes is longer (hyper's reading).
         Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => return ReadRequest::TooLarge,
         Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return ReadRequest::TooLarge,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => return ReadRequest::TooLarge,
         Ok(httparse::Status::Partial) => return ReadRequest::Partial,
         Err(httparse::Error::TooManyHeaders) => return ReadRequest::TooLarge,
         Err(_) => return ReadRequest::Malformed,
