@@ -246,8 +246,7 @@ impl Io {
             if self.buf.is_empty() && closing.is_cancelled() {
                 return Poll::Ready(Next::Closed);
             }
-            // Nothing here is a whole head: never more than the limit
-            // and the byte that passes it.
+            // Nothing here is a whole head: never more than the limit.
             match self.poll_read(cx, HEAD_BUF) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Read::Some) => {}

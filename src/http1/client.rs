@@ -208,9 +208,11 @@ impl Client {
     /// a new connection: the server closed an idle connection as the
     /// request went out (uvicorn, every Python MCP server, does after 5 s
     /// idle), and never read it; a server that read a request would have
-    /// answered it, or closed the connection with its answer (hyper-util
-    /// retries only requests not yet written, `twin`). Never on a new
-    /// connection, where the close is the server's answer to the request.
+    /// answered it, or closed the connection with its answer. (One that
+    /// read it and crashed before a byte of answer gets it twice: the
+    /// trade browsers make; hyper-util retries only requests not yet
+    /// written, `twin`.) Never on a new connection, where the close is the
+    /// server's answer to the request, so at most once.
     pub(crate) async fn send<'h>(
         &self,
         method: &Method,
@@ -239,7 +241,8 @@ impl Client {
             headers,
             body.len(),
         );
-        // Once a reused connection closed on the request: a new one.
+        // Once a reused connection closed on the request: a new one (which
+        // is not `reused`: no second retry).
         let mut fresh = false;
         loop {
             let pooled = if fresh {
@@ -256,7 +259,7 @@ impl Client {
             match conn.write(&head, body).await {
                 Ok(()) => {}
                 Err(e) if reused && e.whole => continue,
-                Err(e) if reused && !fresh && conn::is_closed(&e.error) => {
+                Err(e) if reused && conn::is_closed(&e.error) => {
                     fresh = true;
                     continue;
                 }
@@ -264,7 +267,7 @@ impl Client {
             }
             let head = match conn.read_head(method).await {
                 Ok(head) => head,
-                Err(e) if reused && !fresh && conn.closed_unanswered(&e) => {
+                Err(e) if reused && conn.closed_unanswered(&e) => {
                     tracing::debug!(error = %e, "a reused connection closed on the request; sending it again on a new one");
                     fresh = true;
                     continue;
