@@ -275,6 +275,7 @@ pub async fn serve(
 
     let limits = front::server::Limits {
         max_connections,
+        max_connections_per_peer: config.server.max_connections_per_peer,
         header_read_timeout: config.server.header_read_timeout,
         write_timeout: config.server.write_timeout,
     };

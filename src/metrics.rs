@@ -22,9 +22,11 @@ use prometheus_client::registry::Registry;
 
 use labels::{
     BackendLabel, BackendReasonLabel, CauseLabel, DroppedLabels, EntriesLabels, LimitLabel,
-    MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, ResultLabel,
+    MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, ResultLabel, ShedLabel,
 };
-pub use labels::{CloseReason, LimitReason, Method, Outcome, ResumeCause, method_label};
+pub use labels::{
+    CloseReason, LimitReason, Method, Outcome, ResumeCause, ShedReason, method_label,
+};
 pub use requests::{Counts, LATENCY_BOUNDS_US};
 use requests::{Recent, RequestSeries};
 use summary::Window;
@@ -48,6 +50,8 @@ pub struct Metrics {
     reloads: Family<ResultLabel, Counter>,
     connections_open: Gauge,
     connections_refused: Counter,
+    connections_refused_per_peer: Counter,
+    connections_shed: Family<ShedLabel, Counter>,
     sessions_resumed: Family<CauseLabel, Counter>,
     revocations_dropped: Counter,
     cluster_up: Gauge,
@@ -104,6 +108,8 @@ impl Metrics {
         let reloads = Family::<ResultLabel, Counter>::default();
         let connections_open = Gauge::default();
         let connections_refused = Counter::default();
+        let connections_refused_per_peer = Counter::default();
+        let connections_shed = Family::<ShedLabel, Counter>::default();
         let sessions_resumed = Family::<CauseLabel, Counter>::default();
         let revocations_dropped = Counter::default();
         let cluster_up = Gauge::default();
@@ -240,8 +246,22 @@ impl Metrics {
             &mut registry,
             &mut names,
             "sluice_connections_refused",
-            "Client connections refused with 503 at max_connections",
+            "Client connections refused with 503 at max_connections, none of those open displaceable",
             &connections_refused,
+        );
+        register(
+            &mut registry,
+            &mut names,
+            "sluice_connections_refused_per_peer",
+            "Client connections refused with 503 at max_connections_per_peer, none of the address's own displaceable",
+            &connections_refused_per_peer,
+        );
+        register(
+            &mut registry,
+            &mut names,
+            "sluice_connections_shed",
+            "Client connections closed to make room for others, by reason",
+            &connections_shed,
         );
         register(
             &mut registry,
@@ -269,6 +289,8 @@ impl Metrics {
             reloads,
             connections_open,
             connections_refused,
+            connections_refused_per_peer,
+            connections_shed,
             sessions_resumed,
             revocations_dropped,
             cluster_up,

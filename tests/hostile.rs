@@ -449,26 +449,21 @@ async fn item05_slow_and_surplus_connections_are_bounded() {
     for i in 0..20 {
         call(&mut healthy, 100 + i, "still");
     }
-    // Those over the cap were answered 503 at once; the rest are closed
-    // by the header-read timeout.
-    let mut refused = 0;
-    let mut closed = 0;
+    // None was served. One address holds at most half the cap: past it
+    // the oldest that sent no complete head gave way to the next (issue 38;
+    // none was busy, so none was refused); the rest are closed by the
+    // header-read timeout.
     for mut s in held {
         let mut text = Vec::new();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let _ = s.read_to_end(&mut text);
-        if text.starts_with(b"HTTP/1.1 503") {
-            refused += 1;
-        } else {
-            closed += 1;
-        }
+        assert!(!text.starts_with(b"HTTP/1.1 503"), "refused, not displaced");
     }
-    assert!(refused >= 20, "{refused} refused, {closed} closed");
-    assert_eq!(refused + closed, 60);
     wait_until(Duration::from_secs(20), || {
         gw.metrics().get("sluice_connections_open") <= 2.0
     });
-    assert!(gw.metrics().get("sluice_connections_refused_total") >= 20.0);
+    let shed = "sluice_connections_shed_total{reason=\"no_request\"}";
+    assert!(gw.metrics().get(shed) >= 40.0);
 
     // A body that trickles in is cut off by its deadline: 408.
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
@@ -731,9 +726,9 @@ async fn item16_resource_updates_reach_subscribers() {
 }
 
 /// Item 5: under a low open-file limit the connection cap is lowered to fit
-/// it, so a flood of idle sockets is refused early instead of exhausting
-/// descriptors (and accept never spins on EMFILE); an open connection is
-/// served throughout.
+/// it, so a flood of idle sockets gives way or is refused early instead of
+/// exhausting descriptors (and accept never spins on EMFILE); an open
+/// connection is served throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item05_the_connection_cap_fits_the_fd_limit() {
     let gw = Gateway::start_with_fd_limit(&demo_backend("demo"), 256);
@@ -761,27 +756,31 @@ async fn item05_the_connection_cap_fits_the_fd_limit() {
         assert_eq!(status, 200, "{body}");
         assert!(body.contains("served"), "{body}");
     }
-    // Read over the connection already open: a new one would be refused.
-    let mut stream = healthy.stream.into_inner();
-    let mut text = String::new();
-    {
-        use std::io::{Read, Write};
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        stream.read_to_string(&mut text).unwrap();
-    }
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} missing"))
-    };
-    let open = value("sluice_connections_open ");
+    // Read over the connection already open: a new one would take a place.
+    // Every held socket is accepted in the end: refused, displaced (one
+    // address holds at most half the cap), or open.
+    let mut counted = (0.0, 0.0, 0.0);
+    wait_until(Duration::from_secs(20), || {
+        let r = healthy.response_to("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        let text = r.text();
+        let value = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        counted = (
+            value("sluice_connections_open "),
+            value("sluice_connections_refused_total "),
+            value("sluice_connections_shed_total{reason=\"no_request\"} "),
+        );
+        let (open, refused, shed) = counted;
+        refused + shed >= 300.0 - open
+    });
+    let (open, refused, shed) = counted;
     assert!(
         open < 256.0 - 64.0,
-        "{open} connections open under a limit of 256"
+        "{open} connections open under a limit of 256 ({refused} refused, {shed} shed)"
     );
-    assert!(value("sluice_connections_refused_total ") >= 300.0 - open);
     drop(held);
     let log = gw.log();
     assert!(log.contains("max_connections lowered"), "{log}");

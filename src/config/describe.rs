@@ -61,6 +61,14 @@ pub fn describe(loaded: &Loaded) -> String {
     line("server.list_page_size", s.list_page_size.to_string());
     line("server.max_batch_items", s.max_batch_items.to_string());
     line("server.max_connections", s.max_connections.to_string());
+    let per_peer = match s.max_connections_per_peer {
+        0 => format!(
+            "0 (half of max_connections: {})",
+            (s.max_connections / 2).max(1)
+        ),
+        n => n.to_string(),
+    };
+    line("server.max_connections_per_peer", per_peer);
     line("server.header_read_timeout", dur(s.header_read_timeout));
     line("server.body_read_timeout", dur(s.body_read_timeout));
     line("server.write_timeout", dur(s.write_timeout));

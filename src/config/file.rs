@@ -120,6 +120,7 @@ pub(super) struct FileServer {
     pub(super) list_page_size: Option<usize>,
     pub(super) max_batch_items: Option<usize>,
     pub(super) max_connections: Option<usize>,
+    pub(super) max_connections_per_peer: Option<usize>,
     pub(super) header_read_timeout: Option<FileDuration>,
     pub(super) body_read_timeout: Option<FileDuration>,
     pub(super) write_timeout: Option<FileDuration>,

@@ -105,6 +105,10 @@ pub struct ServerSettings {
     pub max_batch_items: usize,
     /// Client connections held at once (lowered to fit the fd limit).
     pub max_connections: usize,
+    /// Client connections one address may hold (0: half of
+    /// `max_connections`); past it one of its own gives way, or the new
+    /// one is refused.
+    pub max_connections_per_peer: usize,
     /// For a request's headers, and also how long a keep-alive connection
     /// may sit idle between requests.
     pub header_read_timeout: Duration,
@@ -371,6 +375,7 @@ impl Default for ServerSettings {
             list_page_size: file::DEFAULT_LIST_PAGE_SIZE,
             max_batch_items: file::DEFAULT_MAX_BATCH_ITEMS,
             max_connections: file::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: 0,
             header_read_timeout: file::DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: file::DEFAULT_BODY_READ_TIMEOUT,
             write_timeout: file::DEFAULT_WRITE_TIMEOUT,

@@ -17,7 +17,7 @@ use super::file::{File, FileAuth, FileLimits, FileMetrics, FileServer, FileTraci
 
 const PREFIX: &str = "SLUICE_";
 
-pub(super) const SERVER_KEYS: [&str; 18] = [
+pub(super) const SERVER_KEYS: [&str; 19] = [
     "listen",
     "sessions",
     "session_ids",
@@ -33,6 +33,7 @@ pub(super) const SERVER_KEYS: [&str; 18] = [
     "list_page_size",
     "max_batch_items",
     "max_connections",
+    "max_connections_per_peer",
     "header_read_timeout",
     "body_read_timeout",
     "write_timeout",
@@ -158,6 +159,7 @@ fn written(file: &File) -> Vec<String> {
         s.list_page_size.is_some(),
         s.max_batch_items.is_some(),
         s.max_connections.is_some(),
+        s.max_connections_per_peer.is_some(),
         s.header_read_timeout.is_some(),
         s.body_read_timeout.is_some(),
         s.write_timeout.is_some(),
@@ -213,6 +215,7 @@ fn set_server(s: &mut FileServer, key: &str, v: &str) -> Result<(), Rejected> {
         "list_page_size" => s.list_page_size = Some(count(v)?),
         "max_batch_items" => s.max_batch_items = Some(count(v)?),
         "max_connections" => s.max_connections = Some(count(v)?),
+        "max_connections_per_peer" => s.max_connections_per_peer = Some(count(v)?),
         "header_read_timeout" => s.header_read_timeout = Some(word(v)?),
         "body_read_timeout" => s.body_read_timeout = Some(word(v)?),
         "write_timeout" => s.write_timeout = Some(word(v)?),

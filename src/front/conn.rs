@@ -42,10 +42,13 @@ use tokio::net::TcpStream;
 use super::Edge;
 use super::answer::{self, Answer};
 use super::headers::RequestHeaders;
+use super::places::Place;
+use busy::Busy;
 use feed::Feed;
 use socket::Socket;
 use take::{Take, Taken, take};
 
+mod busy;
 mod feed;
 mod socket;
 mod take;
@@ -105,9 +108,9 @@ pub(crate) fn hyper_builder(
     http
 }
 
-/// Serves one client connection to its end.
-pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
-    let tcp = Socket::new(tcp, serve.write_timeout);
+/// Serves one client connection, which holds `place`, to its end.
+pub(super) async fn serve(tcp: TcpStream, serve: Serve, place: Place) {
+    let tcp = Socket::new(tcp, serve.write_timeout, Some(place));
     if serve.hyper_only {
         return hand_over(tcp, Bytes::new(), serve).await;
     }
@@ -143,12 +146,14 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
         })
         .await;
         let request = match request {
-            Next::Request(r) => r,
-            Next::Other => break,
-            Next::Closed => {
+            // Busy until answered: never displaced meanwhile. One that
+            // was displaced has had its socket shut: it serves no more.
+            Next::Request(r) if io.tcp.begin() => r,
+            Next::Request(_) | Next::Closed => {
                 io.release();
                 return;
             }
+            Next::Other => break,
             Next::TooLarge => {
                 let refusal = Answer::Http(super::error::Reject::HeadTooLarge.into_response());
                 let _ = io.respond(refusal, true).await;
@@ -177,6 +182,7 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
             let _ = io.tcp.shutdown().await;
             return;
         }
+        io.tcp.end();
     }
     // Something hyper answers: it reads the bytes already here first.
     hand_over(io.tcp, io.buf.freeze(), serve).await;
@@ -185,10 +191,11 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve) {
 /// Serves the rest of a connection with hyper, `read` (bytes already read
 /// from `tcp`) first.
 async fn hand_over(tcp: Socket, read: Bytes, serve: Serve) {
+    let service = Busy::new(serve.edge, tcp.phase());
     let io = TokioIo::new(tcp.replaying(read));
     let conn = serve
         .watcher
-        .watch(serve.hyper.serve_connection(io, serve.edge));
+        .watch(serve.hyper.serve_connection(io, service));
     if let Err(e) = conn.await {
         tracing::debug!(error = %e, "connection ended with an error");
     }

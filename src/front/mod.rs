@@ -14,6 +14,7 @@ mod headers;
 mod limits;
 mod listen;
 mod ops;
+mod places;
 mod post;
 mod replicas;
 mod reply;

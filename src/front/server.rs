@@ -1,14 +1,19 @@
 //! Connections: the accept loop, its bound and its timeouts.
 //!
-//! Every accepted socket holds a permit; at `max_connections` (kept below
-//! the file-descriptor limit) a new one is answered 503 and closed at once,
-//! so the connections already open keep being served and accept never
-//! spins on EMFILE. The header-read timeout (on `crate::timers`, in
-//! `conn` and in hyper) bounds a client that opens a connection and sends
-//! a partial request, or nothing at all, and also ends keep-alive
+//! Every accepted socket holds a permit and a place (`places`); at
+//! `max_connections` (kept below the file-descriptor limit) a connection
+//! that has sent no request, or else one idle between requests, gives way
+//! to the new one, and when every one is busy the new one is answered 503
+//! and closed at once, so the connections already open keep being served
+//! and accept never spins on EMFILE. One address holds at most
+//! `max_connections_per_peer`. The header-read timeout (on
+//! `crate::timers`, in `conn` and in hyper) bounds a client that opens a
+//! connection and sends a partial request, or nothing at all (shortened
+//! under pressure, `places::PRESSURE`), and also ends keep-alive
 //! connections that sit idle between requests.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,12 +22,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::places::{Entered, PeerFull, Places};
 use crate::metrics::Metrics;
 
 /// How the gateway treats client connections.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_connections: usize,
+    /// Connections one address may hold (0: half of `max_connections`).
+    pub max_connections_per_peer: usize,
     pub header_read_timeout: Duration,
     /// A write the client takes no bytes of for this long ends the connection.
     pub write_timeout: Duration,
@@ -32,6 +40,13 @@ pub struct Limits {
 /// one non-blocking write, and it says when to come back.
 const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 Retry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// How long a new connection at the cap waits for the one that gives way
+/// to close (its task, on some worker, sees its socket shut and ends).
+const GIVE_WAY: Duration = Duration::from_secs(1);
+/// How often connections that wait for their first head are looked at
+/// while the gateway is under pressure.
+const SWEEP: Duration = Duration::from_millis(250);
 
 /// File descriptors kept free of client connections for everything else:
 /// backend pipes and sockets, the listener, logs.
@@ -124,10 +139,23 @@ pub async fn accept(
     let http = super::conn::hyper_builder(Some(limits.header_read_timeout));
     // `SLUICE_HTTP=hyper`: every connection is hyper's from its first byte.
     let hyper_only = crate::http1::Engine::current() == crate::http1::Engine::Hyper;
+    let places = Places::new(
+        max as usize,
+        limits.max_connections_per_peer,
+        limits.header_read_timeout,
+        metrics.clone(),
+    );
+    let mut sweeps = tokio::time::interval(SWEEP);
+    sweeps.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pressed = false;
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
+            _ = sweeps.tick(), if pressed => {
+                pressed = places.sweep();
+                continue;
+            }
             accepted = listener.accept() => accepted,
         };
         let (tcp, peer) = match accepted {
@@ -144,8 +172,38 @@ pub async fn accept(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            refuse(tcp, peer, &metrics);
+        let Entered {
+            place,
+            gave_way,
+            pressed: now_pressed,
+        } = match places.enter(peer.ip(), tcp.as_raw_fd()) {
+            Ok(entered) => entered,
+            Err(PeerFull) => {
+                refuse(tcp, peer, "at max_connections_per_peer");
+                continue;
+            }
+        };
+        pressed |= now_pressed;
+        // At the cap, one that sends nothing gives way (the one of this
+        // address already did, if it was at its own cap); the new one
+        // waits for it to close. Every one busy: refused.
+        let gave_way = gave_way || (permits.available_permits() == 0 && places.make_room(&place));
+        let permit = if gave_way {
+            let freed = async {
+                places.settled().await;
+                permits.clone().acquire_owned().await
+            };
+            tokio::time::timeout(GIVE_WAY, freed)
+                .await
+                .ok()
+                .and_then(Result::ok)
+        } else {
+            permits.clone().try_acquire_owned().ok()
+        };
+        let Some(permit) = permit else {
+            drop(place);
+            metrics.connection_refused();
+            refuse(tcp, peer, "at max_connections, every connection busy");
             continue;
         };
         // SSE streams can be written faster without Nagle (a 30x difference).
@@ -162,7 +220,7 @@ pub async fn accept(
         let open = Open::new(metrics.clone(), permit);
         crate::workers::spawn_connection(tcp, move |tcp| {
             crate::clock::Polled::new(async move {
-                super::conn::serve(tcp, serve).await;
+                super::conn::serve(tcp, serve, place).await;
                 drop(open);
             })
         });
@@ -198,9 +256,8 @@ impl Drop for Open {
     }
 }
 
-/// Over the cap: a 503 if the socket takes it without waiting, then close.
-fn refuse(tcp: TcpStream, peer: SocketAddr, metrics: &Metrics) {
+/// Over a cap: a 503 if the socket takes it without waiting, then close.
+fn refuse(tcp: TcpStream, peer: SocketAddr, why: &'static str) {
     let _ = tcp.try_write(REFUSAL);
-    metrics.connection_refused();
-    tracing::debug!(%peer, "connection refused: at max_connections");
+    tracing::debug!(%peer, why, "connection refused");
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::Metrics;
-use super::labels::{CauseLabel, CloseReason, ReasonLabel, ResumeCause};
+use super::labels::{CauseLabel, CloseReason, ReasonLabel, ResumeCause, ShedLabel, ShedReason};
 
 impl Metrics {
     pub fn session_opened(&self) {
@@ -47,5 +47,16 @@ impl Metrics {
 
     pub fn connection_refused(&self) {
         self.connections_refused.inc();
+    }
+
+    pub fn connection_refused_per_peer(&self) {
+        self.connections_refused_per_peer.inc();
+    }
+
+    /// A connection closed to make room (`front/places.rs`).
+    pub fn connection_shed(&self, reason: ShedReason) {
+        self.connections_shed
+            .get_or_create(&ShedLabel { reason })
+            .inc();
     }
 }

@@ -26,6 +26,24 @@ impl CloseReason {
     }
 }
 
+/// Why a client connection was closed to make room (`front/places.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum ShedReason {
+    /// Displaced at the cap: it had sent no complete request head.
+    no_request,
+    /// Displaced at the cap: a keep-alive connection idle between requests.
+    idle,
+    /// Under pressure, it sent no request head within the shortened
+    /// header-read timeout.
+    head_timeout,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ShedLabel {
+    pub(super) reason: ShedReason,
+}
+
 /// Why a sealed session had to be rebuilt from its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
 #[allow(non_camel_case_types)]

@@ -167,7 +167,9 @@ fn is_method(label: &str, value: &str) -> bool {
 fn schema() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
-        use sluice::metrics::{CloseReason, LimitReason, Outcome, ResumeCause, method_label};
+        use sluice::metrics::{
+            CloseReason, LimitReason, Outcome, ResumeCause, ShedReason, method_label,
+        };
         use sluice::protocol::Era;
         use sluice::vocab::BackendName;
 
@@ -187,6 +189,13 @@ fn schema() -> &'static Schema {
             ResumeCause::replica,
         ] {
             m.session_resumed(cause);
+        }
+        for reason in [
+            ShedReason::no_request,
+            ShedReason::idle,
+            ShedReason::head_timeout,
+        ] {
+            m.connection_shed(reason);
         }
         m.limited(LimitReason::rate);
         m.limited(LimitReason::concurrency);

@@ -9,6 +9,7 @@
 //! loadgen soak      --url URL --pid PID --duration 10m --tools a__echo,b__echo --kill-every 5s..20s
 //! loadgen open      --url URL --count 20000 --ids-out FILE [--pid PID]
 //! loadgen resume    --url URL --ids FILE --concurrency 16 [--pid PID] [--metrics-url URL]
+//! loadgen flood     --url URL --sockets 1100 --from 127.0.0.2 --duration 20s
 //! ```
 //!
 //! Every command prints one JSON document on stdout (or `--out FILE`) and a
@@ -22,6 +23,7 @@
 mod abandon;
 mod churn;
 mod client;
+mod flood;
 mod forward;
 mod procs;
 mod sessions;
@@ -76,6 +78,32 @@ enum Cmd {
     /// Presents every session id of a file once (after a restart or an
     /// eviction): sessions resumed per second, and the server's count.
     Resume(ResumeArgs),
+    /// Silent sockets held and re-opened while healthy clients try: fresh
+    /// connections and a keep-alive one served out of tried.
+    Flood(FloodArgs),
+}
+
+#[derive(Args)]
+struct FloodArgs {
+    #[arg(long)]
+    url: String,
+    /// Flood connections held at once.
+    #[arg(long, default_value_t = 1100)]
+    sockets: usize,
+    /// The flood's loopback address.
+    #[arg(long, default_value = "127.0.0.2")]
+    from: std::net::IpAddr,
+    /// The healthy clients' loopback address.
+    #[arg(long, default_value = "127.0.0.1")]
+    client_from: std::net::IpAddr,
+    #[arg(long, value_parser = duration, default_value = "20s")]
+    duration: Duration,
+    /// Between healthy tries (a fresh connection and one on the kept one).
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    interval: Duration,
+    /// A healthy request answered 200 within this is served.
+    #[arg(long, value_parser = duration, default_value = "5s")]
+    deadline: Duration,
 }
 
 #[derive(Args)]
@@ -350,6 +378,41 @@ fn emit<T: Serialize>(cli: &Cli, out: &Output<T>) -> Result<u64, String> {
 
 async fn run(cli: &Cli) -> Result<u64, String> {
     match &cli.cmd {
+        Cmd::Flood(a) => {
+            let target = client::Target::parse(&a.url)?;
+            if !a.from.is_loopback() || !a.client_from.is_loopback() {
+                return Err("flood: --from and --client-from must be loopback".into());
+            }
+            let r = flood::run(&flood::Plan {
+                target,
+                sockets: a.sockets,
+                from: a.from,
+                client_from: a.client_from,
+                duration: a.duration,
+                interval: a.interval,
+                deadline: a.deadline,
+            })
+            .await?;
+            eprintln!(
+                "loadgen: flood from {}: fresh {}/{} served, keep-alive {}/{}; flood connects {}",
+                r.from,
+                r.fresh.served,
+                r.fresh.tried,
+                r.keep_alive.served,
+                r.keep_alive.tried,
+                r.flood_connects
+            );
+            // Not a request failure: the figures are the result.
+            emit(
+                cli,
+                &Output {
+                    kind: "flood",
+                    url: a.url.clone(),
+                    errors: 0,
+                    result: r,
+                },
+            )
+        }
         Cmd::Forward(a) => {
             let targets = a
                 .url

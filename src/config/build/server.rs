@@ -125,6 +125,9 @@ impl Builder<'_> {
                 s.max_connections,
                 d.max_connections,
             ),
+            max_connections_per_peer: s
+                .max_connections_per_peer
+                .unwrap_or(d.max_connections_per_peer),
             header_read_timeout: self.nonzero(
                 "server.header_read_timeout",
                 s.header_read_timeout,

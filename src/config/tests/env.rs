@@ -92,10 +92,16 @@ fn environment_overrides_record_their_source() {
                 "https://a.example, https://b.example:8443",
             ),
             ("SLUICE_METRICS__PATH", "/m"),
+            ("SLUICE_SERVER__MAX_CONNECTIONS_PER_PEER", "12"),
             ("SLUICE_TOKENS", "not an override"),
         ],
     );
     let s = &loaded.config.server;
+    assert_eq!(s.max_connections_per_peer, 12);
+    assert_eq!(
+        source(&loaded, "server.max_connections_per_peer"),
+        Source::Env("SLUICE_SERVER__MAX_CONNECTIONS_PER_PEER".into())
+    );
     assert_eq!(s.sessions, SessionMode::Stateless);
     assert_eq!(s.session_idle_ttl, Duration::from_secs(600));
     assert_eq!(
@@ -117,6 +123,11 @@ fn environment_overrides_record_their_source() {
 
     let shown = describe(&loaded);
     assert!(shown.contains("(env SLUICE_SERVER__SESSIONS)"), "{shown}");
+    assert!(
+        shown.contains("server.max_connections_per_peer")
+            && shown.contains("(env SLUICE_SERVER__MAX_CONNECTIONS_PER_PEER)"),
+        "{shown}"
+    );
     assert!(
         shown.contains("(file)") && shown.contains("(default)"),
         "{shown}"

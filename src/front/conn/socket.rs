@@ -1,8 +1,9 @@
-//! A client's socket: writes with a deadline, and reads that can give
-//! back bytes already read.
+//! A client's socket: writes with a deadline, reads that can give back
+//! bytes already read, and its place under `max_connections`.
 
 use std::io::IoSlice;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::front::places::{Phase, Place};
 use crate::timers::{self, Sleep};
 
 /// A client's TCP stream. A write the client takes no bytes of for
@@ -19,6 +21,9 @@ use crate::timers::{self, Sleep};
 /// on: a slow reader is served. A write that goes through at once, nearly
 /// every one, takes no timer.
 pub(super) struct Socket {
+    /// Given back before `tcp` is closed (fields drop in order): the
+    /// table never shuts down a descriptor that is no longer this one.
+    place: Option<Place>,
     tcp: TcpStream,
     /// Read before the connection went to hyper: its reads return these
     /// first.
@@ -31,8 +36,9 @@ pub(super) struct Socket {
 }
 
 impl Socket {
-    pub(super) fn new(tcp: TcpStream, limit: Duration) -> Socket {
+    pub(super) fn new(tcp: TcpStream, limit: Duration, place: Option<Place>) -> Socket {
         Socket {
+            place,
             tcp,
             replay: Bytes::new(),
             limit,
@@ -47,6 +53,24 @@ impl Socket {
             replay: read,
             ..self
         }
+    }
+
+    /// A request head was taken: false if the connection was displaced
+    /// (it is closing and serves nothing more).
+    pub(super) fn begin(&self) -> bool {
+        self.place.as_ref().is_none_or(|p| p.phase().begin())
+    }
+
+    /// The request's response has been written: idle.
+    pub(super) fn end(&self) {
+        if let Some(place) = &self.place {
+            place.phase().end(crate::clock::now());
+        }
+    }
+
+    /// What hyper's requests mark, once the connection is handed to it.
+    pub(super) fn phase(&self) -> Option<Arc<Phase>> {
+        self.place.as_ref().map(|p| p.phase().clone())
     }
 
     /// `polled`, a write's poll, or its deadline's end.
@@ -149,7 +173,10 @@ mod tests {
             writer.connect(listener.local_addr().unwrap()),
             listener.accept()
         );
-        (Socket::new(writer.unwrap(), limit), accepted.unwrap().0)
+        (
+            Socket::new(writer.unwrap(), limit, None),
+            accepted.unwrap().0,
+        )
     }
 
     #[tokio::test]

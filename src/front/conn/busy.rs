@@ -1,0 +1,108 @@
+//! A connection that hyper serves marks each request busy in its
+//! `Phase`, from the call until its response body has ended or been
+//! dropped (an SSE stream's whole life), so the connection is never
+//! displaced with a request in progress; idle between requests.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, HttpBody};
+use axum::http::{Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+
+use super::super::Edge;
+use crate::front::places::Phase;
+
+/// `Edge` as hyper's service, marking its connection's phase.
+#[derive(Clone)]
+pub(super) struct Busy {
+    edge: Edge,
+    phase: Option<Arc<Phase>>,
+}
+
+impl Busy {
+    pub(super) fn new(edge: Edge, phase: Option<Arc<Phase>>) -> Busy {
+        Busy { edge, phase }
+    }
+}
+
+impl hyper::service::Service<Request<hyper::body::Incoming>> for Busy {
+    type Response = Response<Marked>;
+    type Error = std::convert::Infallible;
+    type Future = Call;
+
+    fn call(&self, req: Request<hyper::body::Incoming>) -> Call {
+        let held = match &self.phase {
+            // Displaced as its head arrived: its socket is shut, so
+            // nothing reaches the client; answer without serving it.
+            Some(phase) if !phase.begin() => {
+                let refused = StatusCode::SERVICE_UNAVAILABLE.into_response();
+                return Call {
+                    fut: Box::pin(std::future::ready(Ok(refused))),
+                    held: None,
+                };
+            }
+            Some(phase) => Some(Held(phase.clone())),
+            None => None,
+        };
+        Call {
+            fut: hyper::service::Service::call(&self.edge, req),
+            held,
+        }
+    }
+}
+
+/// The request's busy mark, ended when dropped.
+struct Held(Arc<Phase>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.end(crate::clock::now());
+    }
+}
+
+/// A request being served: its response's body takes the mark along.
+pub(super) struct Call {
+    fut: BoxFuture<'static, Result<Response, std::convert::Infallible>>,
+    held: Option<Held>,
+}
+
+impl Future for Call {
+    type Output = Result<Response<Marked>, std::convert::Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Ok(response) = std::task::ready!(self.fut.as_mut().poll(cx));
+        let held = self.held.take();
+        Poll::Ready(Ok(response.map(|body| Marked { body, _held: held })))
+    }
+}
+
+/// A response body holding its request's busy mark.
+pub(super) struct Marked {
+    body: Body,
+    _held: Option<Held>,
+}
+
+impl HttpBody for Marked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
