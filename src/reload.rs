@@ -211,10 +211,10 @@ impl Gateway {
                 ..current.policy.clone()
             },
             router: current.router.rebuild(&new, &backends),
-            limits: if new.limits == old.limits {
+            limits: if new.limits == old.limits && new.auth.is_some() == old.auth.is_some() {
                 current.limits.clone()
             } else {
-                front::Limits::new(new.limits)
+                front::Limits::new(new.limits, new.auth.is_some(), current.limits.connections())
             },
             backends,
         };

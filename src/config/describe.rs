@@ -116,6 +116,15 @@ pub fn describe(loaded: &Loaded) -> String {
             .max_concurrent_requests
             .map_or_else(|| "off".to_owned(), |n| n.to_string()),
     );
+    line(
+        "limits.max_streams_per_principal",
+        match limits.max_streams_per_principal {
+            Some(0) => "off".to_owned(),
+            Some(n) => n.to_string(),
+            None if c.auth.is_some() => "a quarter of the connection cap".to_owned(),
+            None => "off (no [auth]: one principal)".to_owned(),
+        },
+    );
     // Set or not; the URL may hold a password.
     line(
         "cluster.redis_url",

@@ -154,6 +154,7 @@ pub(super) struct FileLimits {
     pub(super) requests_per_second: Option<u32>,
     pub(super) burst: Option<u32>,
     pub(super) max_concurrent_requests: Option<usize>,
+    pub(super) max_streams_per_principal: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -154,6 +154,10 @@ pub struct LimitsSettings {
     pub rate: Option<Rate>,
     /// Requests in flight at once (per replica).
     pub max_concurrent_requests: Option<std::num::NonZeroUsize>,
+    /// GET streams open at once (per replica): None, the default (a
+    /// quarter of the connection cap with `[auth]`, else none); `Some(0)`,
+    /// none.
+    pub max_streams_per_principal: Option<usize>,
 }
 
 /// `[tracing]`: a span per request and per backend call, exported over

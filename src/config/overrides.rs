@@ -39,8 +39,12 @@ pub(super) const SERVER_KEYS: [&str; 18] = [
 ];
 pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
-pub(super) const LIMITS_KEYS: [&str; 3] =
-    ["requests_per_second", "burst", "max_concurrent_requests"];
+pub(super) const LIMITS_KEYS: [&str; 4] = [
+    "requests_per_second",
+    "burst",
+    "max_concurrent_requests",
+    "max_streams_per_principal",
+];
 
 enum Rejected {
     Section,
@@ -175,6 +179,7 @@ fn written(file: &File) -> Vec<String> {
         l.requests_per_second.is_some(),
         l.burst.is_some(),
         l.max_concurrent_requests.is_some(),
+        l.max_streams_per_principal.is_some(),
     ];
     let mut out = Vec::new();
     for (section, keys, present) in [
@@ -240,6 +245,7 @@ fn set_limits(l: &mut FileLimits, key: &str, v: &str) -> Result<(), Rejected> {
         "requests_per_second" => l.requests_per_second = Some(small(v)?),
         "burst" => l.burst = Some(small(v)?),
         "max_concurrent_requests" => l.max_concurrent_requests = Some(count(v)?),
+        "max_streams_per_principal" => l.max_streams_per_principal = Some(count(v)?),
         _ => return Err(Rejected::Key),
     }
     Ok(())
