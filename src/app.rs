@@ -227,6 +227,13 @@ pub async fn serve(
             "max_connections lowered to fit the open-file limit"
         );
     }
+    // The budget for large bodies in flight, process-wide (`budget`).
+    crate::budget::BODIES.set_limit(
+        config
+            .server
+            .max_inflight_body_bytes
+            .map_or_else(crate::budget::default_limit, std::num::NonZeroUsize::get),
+    );
     // front: HTTP in.
     let front = Arc::new(Front {
         layout: arc_swap::ArcSwap::from_pointee(Layout {

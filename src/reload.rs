@@ -203,6 +203,11 @@ impl Gateway {
         }
         let backends: Vec<Arc<Backend>> = started.iter().map(|s| s.backend.clone()).collect();
         let current = self.front.layout.load_full();
+        crate::budget::BODIES.set_limit(
+            new.server
+                .max_inflight_body_bytes
+                .map_or_else(crate::budget::default_limit, std::num::NonZeroUsize::get),
+        );
         let layout = Layout {
             policy: Policy {
                 auth,

@@ -64,6 +64,16 @@ pub fn describe(loaded: &Loaded) -> String {
     line("server.header_read_timeout", dur(s.header_read_timeout));
     line("server.body_read_timeout", dur(s.body_read_timeout));
     line("server.write_timeout", dur(s.write_timeout));
+    line(
+        "server.max_inflight_body_bytes",
+        match s.max_inflight_body_bytes {
+            Some(n) => n.to_string(),
+            None => format!(
+                "{} (a quarter of this machine's memory)",
+                crate::budget::default_limit()
+            ),
+        },
+    );
     if let Some(o) = c.auth.as_ref().and_then(|a| a.oauth.as_ref()) {
         let scopes = if o.required_scopes.is_empty() {
             String::new()

@@ -123,6 +123,7 @@ pub(super) struct FileServer {
     pub(super) header_read_timeout: Option<FileDuration>,
     pub(super) body_read_timeout: Option<FileDuration>,
     pub(super) write_timeout: Option<FileDuration>,
+    pub(super) max_inflight_body_bytes: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

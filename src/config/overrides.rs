@@ -17,7 +17,7 @@ use super::file::{File, FileAuth, FileLimits, FileMetrics, FileServer, FileTraci
 
 const PREFIX: &str = "SLUICE_";
 
-pub(super) const SERVER_KEYS: [&str; 18] = [
+pub(super) const SERVER_KEYS: [&str; 19] = [
     "listen",
     "sessions",
     "session_ids",
@@ -36,6 +36,7 @@ pub(super) const SERVER_KEYS: [&str; 18] = [
     "header_read_timeout",
     "body_read_timeout",
     "write_timeout",
+    "max_inflight_body_bytes",
 ];
 pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
@@ -163,6 +164,7 @@ fn written(file: &File) -> Vec<String> {
         s.header_read_timeout.is_some(),
         s.body_read_timeout.is_some(),
         s.write_timeout.is_some(),
+        s.max_inflight_body_bytes.is_some(),
     ];
     let auth = [file
         .auth
@@ -217,6 +219,7 @@ fn set_server(s: &mut FileServer, key: &str, v: &str) -> Result<(), Rejected> {
         "header_read_timeout" => s.header_read_timeout = Some(word(v)?),
         "body_read_timeout" => s.body_read_timeout = Some(word(v)?),
         "write_timeout" => s.write_timeout = Some(word(v)?),
+        "max_inflight_body_bytes" => s.max_inflight_body_bytes = Some(count(v)?),
         _ => return Err(Rejected::Key),
     }
     Ok(())
