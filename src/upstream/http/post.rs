@@ -204,6 +204,22 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
         let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(ev) = stream.next().await {
             match ev {
+                Ok(ev) if ev.data.len() >= OWN_BUFFER => {
+                    // Read already (an event is bounded), but held from
+                    // here under the budget, its result where it lies.
+                    match BODIES.take(ev.data.len()) {
+                        Ok(permit) => {
+                            let body = Body::Own(ev.data.into_bytes(), permit);
+                            answered |= dispatch_body(wire, conn, body, origin);
+                        }
+                        Err(refused) => {
+                            if let Some(id) = origin {
+                                conn.fail(id, UpstreamError::over_budget(&wire.ctx.name, refused));
+                            }
+                            return;
+                        }
+                    }
+                }
                 Ok(ev) if !ev.data.is_empty() => {
                     answered |= dispatch(wire, conn, ev.data.as_bytes(), origin);
                 }
@@ -217,17 +233,8 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
             }
         }
     } else {
-        let body = match json_body(resp).await {
-            Ok(Body::Shared(body)) => body,
-            // A large result stays where it lies, its budget held with it.
-            Ok(Body::Own(body, permit)) => match jsonrpc::take_result(body) {
-                Ok((id, result)) => {
-                    let outcome = Outcome::Result(Payload::held(result, permit));
-                    answered = conn.answer_read(&id, outcome, origin);
-                    Bytes::new()
-                }
-                Err(other) => Bytes::from(other),
-            },
+        match json_body(resp).await {
+            Ok(body) => answered = dispatch_body(wire, conn, body, origin),
             Err(Unread::OverBudget(refused)) => {
                 if let Some(id) = origin {
                     conn.fail(id, UpstreamError::over_budget(&wire.ctx.name, refused));
@@ -238,22 +245,7 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
                 if wire.ctx.warnings.admit().is_some() {
                     tracing::warn!(backend = %wire.ctx.name, error = %e, "response body refused");
                 }
-                Bytes::new()
             }
-        };
-        // One object is the common case: a batch only when it starts with '['.
-        match body.iter().find(|b| !b.is_ascii_whitespace()) {
-            None => {}
-            Some(b'[') => match serde_json::from_slice::<Vec<Box<RawValue>>>(&body) {
-                Ok(batch) => {
-                    for m in &batch {
-                        answered |= dispatch(wire, conn, m.get().as_bytes(), origin);
-                    }
-                }
-                Err(e) => tracing::warn!(backend = %wire.ctx.name, error = %e, "unparseable batch"),
-            },
-            // Not UTF-8 is not JSON: refused as unparseable, never mangled.
-            Some(_) => answered = dispatch(wire, conn, &body, origin),
         }
     }
     if let Some(id) = origin
@@ -345,6 +337,48 @@ async fn json_body(resp: Response) -> Result<Body, Unread> {
         (None, Some(buf)) => Body::Shared(Bytes::from(buf)),
         (None, None) => Body::Shared(first),
     })
+}
+
+/// Hands a body read whole to the connection: a large result stays where
+/// it lies, its budget held with it; anything else (a batch, an error, a
+/// notification) is read as `dispatch` reads it. True if it answered
+/// `origin`.
+fn dispatch_body(wire: &Endpoint, conn: &Conn, body: Body, origin: Option<u64>) -> bool {
+    match body {
+        Body::Shared(body) => dispatch_shared(wire, conn, &body, origin),
+        Body::Own(body, permit) => match jsonrpc::take_result(body) {
+            Ok((id, result)) => {
+                let outcome = Outcome::Result(Payload::held(result, permit));
+                conn.answer_read(&id, outcome, origin)
+            }
+            Err(other) => dispatch_shared(wire, conn, &other, origin),
+        },
+    }
+}
+
+/// One JSON message or a batch of them, to the connection; true if one
+/// answered `origin`.
+fn dispatch_shared(wire: &Endpoint, conn: &Conn, body: &[u8], origin: Option<u64>) -> bool {
+    // One object is the common case: a batch only when it starts with '['.
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        None => false,
+        Some(b'[') => match serde_json::from_slice::<Vec<Box<RawValue>>>(body) {
+            Ok(batch) => {
+                // Every message is handed over, answering or not.
+                let mut answered = false;
+                for m in &batch {
+                    answered |= dispatch(wire, conn, m.get().as_bytes(), origin);
+                }
+                answered
+            }
+            Err(e) => {
+                tracing::warn!(backend = %wire.ctx.name, error = %e, "unparseable batch");
+                false
+            }
+        },
+        // Not UTF-8 is not JSON: refused as unparseable, never mangled.
+        Some(_) => dispatch(wire, conn, body, origin),
+    }
 }
 
 /// Hands one message to the connection; true if it answered `origin`.
