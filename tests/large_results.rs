@@ -198,6 +198,9 @@ async fn bodies_in_flight_stay_within_the_budget() {
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("max_inflight_body_bytes"), "{message}");
     assert!(message.contains("retry later"), "{message}");
+    let m = gw.metrics();
+    assert_eq!(m.get("sluice_bodies_refused_total"), 1.0);
+    assert!(m.get("sluice_inflight_body_bytes") >= (8 * MIB) as f64);
 
     // The first, read whole, is the backend's answer.
     let mut body = got.split_off(head_end);
@@ -229,4 +232,8 @@ async fn bodies_in_flight_stay_within_the_budget() {
         assert!(Instant::now() < limit, "the budget was never given back");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Every body written: nothing is held.
+    wait_until(Duration::from_secs(10), || {
+        gw.metrics().get("sluice_inflight_body_bytes") == 0.0
+    });
 }

@@ -213,9 +213,7 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
                             answered |= dispatch_body(wire, conn, body, origin);
                         }
                         Err(refused) => {
-                            if let Some(id) = origin {
-                                conn.fail(id, UpstreamError::over_budget(&wire.ctx.name, refused));
-                            }
+                            over_budget(wire, conn, origin, refused);
                             return;
                         }
                     }
@@ -236,9 +234,7 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
         match json_body(resp).await {
             Ok(body) => answered = dispatch_body(wire, conn, body, origin),
             Err(Unread::OverBudget(refused)) => {
-                if let Some(id) = origin {
-                    conn.fail(id, UpstreamError::over_budget(&wire.ctx.name, refused));
-                }
+                over_budget(wire, conn, origin, refused);
                 return;
             }
             Err(Unread::Broken(e)) => {
@@ -337,6 +333,15 @@ async fn json_body(resp: Response) -> Result<Body, Unread> {
         (None, Some(buf)) => Body::Shared(Bytes::from(buf)),
         (None, None) => Body::Shared(first),
     })
+}
+
+/// A body the budget refused: its call fails with an error that says so
+/// (counted in `sluice_bodies_refused_total`).
+fn over_budget(wire: &Endpoint, conn: &Conn, origin: Option<u64>, refused: Refused) {
+    wire.ctx.metrics.body_refused();
+    if let Some(id) = origin {
+        conn.fail(id, UpstreamError::over_budget(&wire.ctx.name, refused));
+    }
 }
 
 /// Hands a body read whole to the connection: a large result stays where
