@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """A large tool result through the gateway: its memory (issue 38, item 3).
 
-    bench/large_result.py --sluice BIN --backend FAULTY_BACKEND [--mb 48] [--label NAME] [--json OUT]
+    bench/large_result.py --sluice BIN --backend FAULTY_BACKEND [--mb 48] [--mode huge-line|huge-sse]
+                          [--label NAME] [--json OUT]
 
 Starts the fault backend (examples/faulty_backend.rs, `huge-line`: `fault`
-answers a text of MB MiB as `application/json` with its length) and the
+answers a text of MB MiB as `application/json` with its length; `huge-sse`:
+as one event of an SSE response, as the Python SDK's servers answer) and the
 gateway in front of it, warms a session, then reads the gateway's memory
 from /proc/PID/status: RSS before, the peak (VmHWM, reset just before)
 while one result passes, RSS 20 s later; then 8 results at once, their
@@ -58,12 +60,12 @@ def call(url, session, id, name, args):
     return post(url, msg, session)[1]
 
 
-def run(sluice, backend, mb):
+def run(sluice, backend, mb, mode):
     procs = []
     try:
         b = subprocess.Popen(
             [backend, "--transport", "http", "--listen", "127.0.0.1:0",
-             "--mode", "huge-line", "--mb", str(mb), "--max-lifetime", "300"],
+             "--mode", mode, "--mb", str(mb), "--max-lifetime", "300"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "FIXTURE_LOG": "off"})
         procs.append(b)
         addr = b.stdout.readline().decode().strip().rsplit(" ", 1)[-1]
@@ -96,7 +98,10 @@ def run(sluice, backend, mb):
         with open(f"/proc/{pid}/clear_refs", "w") as f:
             f.write("5")
         body = call(url, session, 10, "big__fault", {})
-        whole = len(json.loads(body)["result"]["content"][0]["text"]) == mb * MIB
+        m = json.loads(body)
+        if "result" not in m:
+            raise RuntimeError(f"no result: {m['error']['message'][:200]}")
+        whole = len(m["result"]["content"][0]["text"]) == mb * MIB
         peak = status(pid, "VmHWM:")
         time.sleep(20)
         after = status(pid, "VmRSS:")
@@ -143,18 +148,20 @@ def main():
     ap.add_argument("--sluice", required=True)
     ap.add_argument("--backend", required=True)
     ap.add_argument("--mb", type=int, default=48)
+    ap.add_argument("--mode", default="huge-line", choices=["huge-line", "huge-sse"])
     ap.add_argument("--label", default="sluice")
     ap.add_argument("--json")
     a = ap.parse_args()
-    r = run(a.sluice, a.backend, a.mb)
+    r = run(a.sluice, a.backend, a.mb, a.mode)
     r["label"] = a.label
     r["mb"] = a.mb
+    r["mode"] = a.mode
     if a.json:
         with open(a.json, "w") as f:
             json.dump(r, f, indent=1)
     m = lambda n: f"{n / MIB:+.0f} MiB"
     whole8 = sum(o == "whole" for o in r["eight_outcomes"])
-    print(f"| {a.label} | {a.mb} MiB | {r['rss_before'] / MIB:.0f} MiB | {m(r['peak_rise'])} "
+    print(f"| {a.label} | {a.mode} | {a.mb} MiB | {r['rss_before'] / MIB:.0f} MiB | {m(r['peak_rise'])} "
           f"| {m(r['after_rise'])} | {m(r['eight_peak_rise'])}, {whole8}/8 whole |")
     json.dump(r, sys.stderr, indent=1)
 
