@@ -24,6 +24,8 @@
 //!   initialize answer; http: `fault` gets a 200 `application/json` body of
 //!   `--mb` MB of `x`.
 //! - `huge-line`: `fault`'s answer carries a text of `--mb` MB (default 80).
+//! - `huge-sse` (http only): as `huge-line`, the answer one event of an SSE
+//!   response (as the Python SDK's servers answer).
 //! - `close-stdout` (stdio only): `fault` closes stdout; stdin is still read.
 //! - `http-500` (http only): every `POST /mcp` answers 500 `boom`.
 //! - `never-answer`: `fault` is never answered (http: an SSE stream that sends
@@ -113,6 +115,7 @@ enum Mode {
     ExitMidCall,
     Garbage,
     HugeLine,
+    HugeSse,
     CloseStdout,
     Http500,
     NeverAnswer,
@@ -137,6 +140,7 @@ const MODES: &[(&str, Mode)] = &[
     ("exit-mid-call", Mode::ExitMidCall),
     ("garbage", Mode::Garbage),
     ("huge-line", Mode::HugeLine),
+    ("huge-sse", Mode::HugeSse),
     ("close-stdout", Mode::CloseStdout),
     ("http-500", Mode::Http500),
     ("never-answer", Mode::NeverAnswer),
@@ -1139,6 +1143,7 @@ fn http_fault(cfg: &Config, id: &RawValue) -> Response {
         Mode::ExitMidCall => exit_mid_call(),
         Mode::Garbage => http_not_json(cfg.bytes(1)),
         Mode::HugeLine => json_response(StatusCode::OK, huge_answer(id, cfg.bytes(80))),
+        Mode::HugeSse => sse_response(Body::from(sse_event(&huge_answer(id, cfg.bytes(80))))),
         Mode::NeverAnswer => http_silent_sse(),
         Mode::EndlessSse => http_endless_sse(),
         Mode::SlowDrip => http_slow_drip(fault_ok(id)),

@@ -207,6 +207,32 @@ pub async fn serve(
         crate::router::MAX_TAGS,
     );
     sessions.spawn_reaper(stopping.token().clone());
+    // Client connections stay below the fd limit, with room for backends.
+    let reserve = front::server::FD_RESERVE
+        + config
+            .backends
+            .iter()
+            .map(|b| match b.isolation {
+                crate::config::Isolation::Shared => 4,
+                crate::config::Isolation::PerSession => 4 * b.max_sessions,
+            })
+            .sum::<usize>();
+    let (max_connections, nofile) =
+        front::server::connection_cap(config.server.max_connections, reserve);
+    if max_connections < config.server.max_connections {
+        tracing::warn!(
+            max_connections,
+            nofile,
+            "max_connections lowered to fit the open-file limit"
+        );
+    }
+    // The budget for large bodies in flight, process-wide (`budget`).
+    crate::budget::BODIES.set_limit(
+        config
+            .server
+            .max_inflight_body_bytes
+            .map_or_else(crate::budget::default_limit, std::num::NonZeroUsize::get),
+    );
     // front: HTTP in.
     let front = Arc::new(Front {
         layout: arc_swap::ArcSwap::from_pointee(Layout {
@@ -219,7 +245,7 @@ pub async fn serve(
             },
             router,
             backends: backends.clone(),
-            limits: front::Limits::new(config.limits),
+            limits: front::Limits::new(config.limits, config.auth.is_some(), max_connections),
         }),
         sessions: sessions.clone(),
         metrics: metrics.clone(),
@@ -251,25 +277,6 @@ pub async fn serve(
         config.metrics.summary_interval,
         stopping.token().clone(),
     );
-    // Client connections stay below the fd limit, with room for backends.
-    let reserve = front::server::FD_RESERVE
-        + config
-            .backends
-            .iter()
-            .map(|b| match b.isolation {
-                crate::config::Isolation::Shared => 4,
-                crate::config::Isolation::PerSession => 4 * b.max_sessions,
-            })
-            .sum::<usize>();
-    let (max_connections, nofile) =
-        front::server::connection_cap(config.server.max_connections, reserve);
-    if max_connections < config.server.max_connections {
-        tracing::warn!(
-            max_connections,
-            nofile,
-            "max_connections lowered to fit the open-file limit"
-        );
-    }
     tracing::info!(%local, backends = backends.len(), max_connections, "sluice listening");
     on_listening(local);
 

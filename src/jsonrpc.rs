@@ -13,12 +13,14 @@ mod needle;
 mod object;
 mod outcome;
 mod params;
+mod payload;
 mod repeated;
 pub(crate) use needle::Needle;
 pub(crate) use object::Value;
 use object::{Keys, Unwatched};
 pub(crate) use outcome::{error_code, is_tool_error};
 pub(crate) use params::{Fields, parse_fields, peek_string, peek_string_with_serde, string_field};
+pub use payload::{FRAMED_FROM, Framed, Payload, response_or_framed, take_result};
 use repeated::{Repeated, Repeats};
 
 /// A JSON-RPC id exactly as the peer wrote it (number or string).
@@ -60,7 +62,7 @@ pub struct Response {
 /// A response's payload: the raw `result` or the raw `error` object.
 #[derive(Debug)]
 pub enum Outcome {
-    Result(Box<RawValue>),
+    Result(Payload),
     Error(Box<RawValue>),
 }
 
@@ -394,7 +396,7 @@ impl<'a> Incoming<'a> {
             })),
             (Some(id), None, Some(result), None) => Ok(Incoming::Response {
                 id,
-                outcome: Outcome::Result(result),
+                outcome: Outcome::Result(result.into()),
             }),
             (Some(id), None, None, Some(error)) => Ok(Incoming::Response {
                 id,

@@ -10,6 +10,7 @@
 
 pub mod app;
 pub(crate) mod auth;
+pub mod budget;
 pub(crate) mod cancel_flag;
 pub mod cli;
 pub(crate) mod clock;

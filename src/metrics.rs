@@ -56,6 +56,10 @@ pub struct Metrics {
     revocations_dropped: Counter,
     cluster_up: Gauge,
     rss: Gauge,
+    /// `crate::budget::BODIES`: bytes held (read at each scrape), and
+    /// bodies refused past it.
+    bodies_held: Gauge,
+    bodies_refused: Counter,
     /// Counters since the last summary line.
     window: Window,
     /// Every metric's name as scraped, in registration order.
@@ -114,6 +118,8 @@ impl Metrics {
         let revocations_dropped = Counter::default();
         let cluster_up = Gauge::default();
         let rss = Gauge::default();
+        let bodies_held = Gauge::default();
+        let bodies_refused = Counter::default();
 
         register(
             &mut registry,
@@ -270,6 +276,20 @@ impl Metrics {
             "Resident set size of the gateway process",
             &rss,
         );
+        register(
+            &mut registry,
+            &mut names,
+            "sluice_inflight_body_bytes",
+            "Bytes of large backend bodies held now, under max_inflight_body_bytes",
+            &bodies_held,
+        );
+        register(
+            &mut registry,
+            &mut names,
+            "sluice_bodies_refused",
+            "Backend bodies not read because they would take max_inflight_body_bytes past its limit",
+            &bodies_refused,
+        );
         Metrics {
             registry,
             sessions_live,
@@ -295,10 +315,17 @@ impl Metrics {
             revocations_dropped,
             cluster_up,
             rss,
+            bodies_held,
+            bodies_refused,
             window: Window::default(),
             names,
             recent: Recent::default(),
         }
+    }
+
+    /// A backend body refused by the body budget (`crate::budget`).
+    pub fn body_refused(&self) {
+        self.bodies_refused.inc();
     }
 
     /// Every metric this gateway exports, by the name scrapers see.
@@ -309,6 +336,8 @@ impl Metrics {
     /// Prometheus text exposition.
     pub fn render(&self) -> String {
         self.rss.set(resident_bytes() as i64);
+        self.bodies_held
+            .set(i64::try_from(crate::budget::BODIES.held()).unwrap_or(i64::MAX));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

@@ -218,6 +218,11 @@ impl Gateway {
         }
         let backends: Vec<Arc<Backend>> = started.iter().map(|s| s.backend.clone()).collect();
         let current = self.front.layout.load_full();
+        crate::budget::BODIES.set_limit(
+            new.server
+                .max_inflight_body_bytes
+                .map_or_else(crate::budget::default_limit, std::num::NonZeroUsize::get),
+        );
         let layout = Layout {
             policy: Policy {
                 auth,
@@ -226,10 +231,10 @@ impl Gateway {
                 ..current.policy.clone()
             },
             router: current.router.rebuild(&new, &backends),
-            limits: if new.limits == old.limits {
+            limits: if new.limits == old.limits && new.auth.is_some() == old.auth.is_some() {
                 current.limits.clone()
             } else {
-                front::Limits::new(new.limits)
+                front::Limits::new(new.limits, new.auth.is_some(), current.limits.connections())
             },
             backends,
         };

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "vocab",
             "allocator",
+            "budget",
             "cancel_flag",
             "clock",
             "fast_map",

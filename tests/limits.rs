@@ -58,6 +58,32 @@ impl As {
         r.session_id().unwrap()
     }
 
+    /// Opens the session's GET stream (the caller checks the status).
+    async fn stream(&self, session: &str) -> reqwest::Response {
+        self.http
+            .client
+            .get(&self.http.url)
+            .header("accept", "text/event-stream")
+            .header("authorization", &self.auth)
+            .header("mcp-session-id", session)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn delete(&self, session: &str) -> Reply {
+        let resp = self
+            .http
+            .client
+            .delete(&self.http.url)
+            .header("authorization", &self.auth)
+            .header("mcp-session-id", session)
+            .send()
+            .await
+            .unwrap();
+        Reply::read(resp).await
+    }
+
     async fn ping(&self, session: &str, id: u64) -> Reply {
         self.post(
             Some(session),
@@ -379,6 +405,121 @@ async fn a_batch_takes_from_the_rate_shared_across_replicas() {
         let beta = As::new(gw, "beta-token");
         assert_eq!(counter(&beta, &b, 100).await, ran[i] + 1, "replica {i}");
     }
+}
+
+/// Issue 38, item 4: `max_streams_per_principal = 2`. Alpha's third GET
+/// stream is refused with 429 (counted as `reason="streams"`) while its
+/// two stay open; beta still opens one and is served, and so are alpha's
+/// own POSTs (a stream holds no request slot, even under
+/// `max_concurrent_requests = 1`). A stream that ends gives its slot back:
+/// one ended with its session (DELETE), one whose client went away
+/// (noticed at the next keep-alive write, every 2 s under this idle TTL).
+/// Before, every stream opened and held a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_capped_per_principal_and_give_their_slot_back() {
+    let toml = format!(
+        "[server]\nsession_idle_ttl = \"6s\"\n{}",
+        config("max_streams_per_principal = 2\nmax_concurrent_requests = 1")
+    );
+    let gw = Gateway::start_with_env(&toml, &[("TEST_TOKENS", TOKENS)]);
+    let alpha = As::new(&gw, "alpha-token");
+    let beta = As::new(&gw, "beta-token");
+    let a = [
+        alpha.initialize().await,
+        alpha.initialize().await,
+        alpha.initialize().await,
+    ];
+    let b = beta.initialize().await;
+
+    let first = alpha.stream(&a[0]).await;
+    assert_eq!(first.status(), 200);
+    let second = alpha.stream(&a[1]).await;
+    assert_eq!(second.status(), 200);
+    let third = alpha.stream(&a[2]).await;
+    // Checked before its body is read: an open stream's never ends.
+    assert_eq!(third.status(), 429, "a third stream was let in");
+    let third = Reply::read(third).await;
+    assert_refusal(&third);
+    assert!(third.body.contains("GET streams"), "{}", third.body);
+    let theirs = beta.stream(&b).await;
+    assert_eq!(theirs.status(), 200, "beta's stream was refused");
+    assert_eq!(beta.ping(&b, 1).await.status, 200);
+    // Two streams open, and alpha's single request slot is still free.
+    assert_eq!(alpha.ping(&a[2], 2).await.status, 200);
+    let m = gw.metrics();
+    assert_eq!(
+        m.get(r#"sluice_requests_limited_total{reason="streams"}"#),
+        1.0
+    );
+
+    // Its session ended, the first stream ends and frees its slot.
+    assert_eq!(alpha.delete(&a[0]).await.status, 200);
+    let mut first = first;
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(_)) = first.chunk().await {}
+    });
+    assert!(ended.await.is_ok(), "the stream outlived its session");
+    let reopened = retry_stream(&alpha, &a[2]).await;
+
+    // A client that goes away frees its slot too.
+    drop(second);
+    let a3 = alpha.initialize().await;
+    let again = retry_stream(&alpha, &a3).await;
+    drop((reopened, again, theirs));
+}
+
+/// Opens the session's stream, retrying while its principal's slots are
+/// taken (each try refused with 429), for at most 15 s. The session is
+/// pinged at each try, so it stays alive meanwhile.
+async fn retry_stream(who: &As, session: &str) -> reqwest::Response {
+    let limit = Instant::now() + Duration::from_secs(15);
+    for id in 1000.. {
+        assert_eq!(who.ping(session, id).await.status, 200);
+        let resp = who.stream(session).await;
+        if resp.status() == 200 {
+            return resp;
+        }
+        assert_refusal(&Reply::read(resp).await);
+        assert!(
+            Instant::now() < limit,
+            "the stream's slot was never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unreachable!()
+}
+
+/// Issue 38, item 4: a DELETE is a request in flight, as a POST is: with
+/// alpha's one slot taken by a slow call, alpha's DELETE is refused with
+/// 429 (beta's is not), and served once the call is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_counts_as_a_request_in_flight() {
+    let gw = Gateway::start_with_env(
+        &config("max_concurrent_requests = 1"),
+        &[("TEST_TOKENS", TOKENS)],
+    );
+    let alpha = As::new(&gw, "alpha-token");
+    let beta = As::new(&gw, "beta-token");
+    let a = [alpha.initialize().await, alpha.initialize().await];
+    let b = beta.initialize().await;
+    let (slow_alpha, slow_a) = (alpha.clone(), a[0].clone());
+    let slow = tokio::spawn(async move {
+        slow_alpha
+            .post(Some(&slow_a), &call(1, "sleep_ms", json!({"ms": 2000})))
+            .await
+    });
+    let pending = r#"sluice_bounded_entries{map="pending_calls",owner="demo"}"#;
+    wait_until(Duration::from_secs(10), || gw.metrics().get(pending) == 1.0);
+    let r = alpha.delete(&a[1]).await;
+    assert_refusal(&r);
+    assert_eq!(beta.delete(&b).await.status, 200, "beta was refused");
+    assert_eq!(slow.await.unwrap().status, 200);
+    assert_eq!(alpha.delete(&a[1]).await.status, 200);
+    let m = gw.metrics();
+    assert_eq!(
+        m.get(r#"sluice_requests_limited_total{reason="concurrency"}"#),
+        1.0
+    );
 }
 
 /// A limit that is not a number, or a burst without a rate, is a config error.

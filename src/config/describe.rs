@@ -72,6 +72,16 @@ pub fn describe(loaded: &Loaded) -> String {
     line("server.header_read_timeout", dur(s.header_read_timeout));
     line("server.body_read_timeout", dur(s.body_read_timeout));
     line("server.write_timeout", dur(s.write_timeout));
+    line(
+        "server.max_inflight_body_bytes",
+        match s.max_inflight_body_bytes {
+            Some(n) => n.to_string(),
+            None => format!(
+                "{} (a quarter of this machine's memory)",
+                crate::budget::default_limit()
+            ),
+        },
+    );
     if let Some(o) = c.auth.as_ref().and_then(|a| a.oauth.as_ref()) {
         let scopes = if o.required_scopes.is_empty() {
             String::new()
@@ -123,6 +133,15 @@ pub fn describe(loaded: &Loaded) -> String {
         limits
             .max_concurrent_requests
             .map_or_else(|| "off".to_owned(), |n| n.to_string()),
+    );
+    line(
+        "limits.max_streams_per_principal",
+        match limits.max_streams_per_principal {
+            Some(0) => "off".to_owned(),
+            Some(n) => n.to_string(),
+            None if c.auth.is_some() => "a quarter of the connection cap".to_owned(),
+            None => "off (no [auth]: one principal)".to_owned(),
+        },
     );
     // Set or not; the URL may hold a password.
     line(

@@ -124,6 +124,7 @@ pub(super) struct FileServer {
     pub(super) header_read_timeout: Option<FileDuration>,
     pub(super) body_read_timeout: Option<FileDuration>,
     pub(super) write_timeout: Option<FileDuration>,
+    pub(super) max_inflight_body_bytes: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -161,6 +162,7 @@ pub(super) struct FileLimits {
     pub(super) requests_per_second: Option<u32>,
     pub(super) burst: Option<u32>,
     pub(super) max_concurrent_requests: Option<usize>,
+    pub(super) max_streams_per_principal: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -115,6 +115,9 @@ pub struct ServerSettings {
     pub body_read_timeout: Duration,
     /// How long a write to a client may wait for it to take any bytes.
     pub write_timeout: Duration,
+    /// The budget for large bodies in flight (`crate::budget`); None: a
+    /// quarter of the memory this process may use.
+    pub max_inflight_body_bytes: Option<std::num::NonZeroUsize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +166,10 @@ pub struct LimitsSettings {
     pub rate: Option<Rate>,
     /// Requests in flight at once (per replica).
     pub max_concurrent_requests: Option<std::num::NonZeroUsize>,
+    /// GET streams open at once (per replica): None, the default (a
+    /// quarter of the connection cap with `[auth]`, else none); `Some(0)`,
+    /// none.
+    pub max_streams_per_principal: Option<usize>,
 }
 
 /// `[cluster]`: the Redis replicas share.
@@ -379,6 +386,7 @@ impl Default for ServerSettings {
             header_read_timeout: file::DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: file::DEFAULT_BODY_READ_TIMEOUT,
             write_timeout: file::DEFAULT_WRITE_TIMEOUT,
+            max_inflight_body_bytes: None,
         }
     }
 }

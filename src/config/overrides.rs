@@ -17,7 +17,7 @@ use super::file::{File, FileAuth, FileLimits, FileMetrics, FileServer, FileTraci
 
 const PREFIX: &str = "SLUICE_";
 
-pub(super) const SERVER_KEYS: [&str; 19] = [
+pub(super) const SERVER_KEYS: [&str; 20] = [
     "listen",
     "sessions",
     "session_ids",
@@ -37,11 +37,16 @@ pub(super) const SERVER_KEYS: [&str; 19] = [
     "header_read_timeout",
     "body_read_timeout",
     "write_timeout",
+    "max_inflight_body_bytes",
 ];
 pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
-pub(super) const LIMITS_KEYS: [&str; 3] =
-    ["requests_per_second", "burst", "max_concurrent_requests"];
+pub(super) const LIMITS_KEYS: [&str; 4] = [
+    "requests_per_second",
+    "burst",
+    "max_concurrent_requests",
+    "max_streams_per_principal",
+];
 pub(super) const CLUSTER_KEYS: [&str; 1] = ["redis_url"];
 
 enum Rejected {
@@ -163,6 +168,7 @@ fn written(file: &File) -> Vec<String> {
         s.header_read_timeout.is_some(),
         s.body_read_timeout.is_some(),
         s.write_timeout.is_some(),
+        s.max_inflight_body_bytes.is_some(),
     ];
     let auth = [file
         .auth
@@ -179,6 +185,7 @@ fn written(file: &File) -> Vec<String> {
         l.requests_per_second.is_some(),
         l.burst.is_some(),
         l.max_concurrent_requests.is_some(),
+        l.max_streams_per_principal.is_some(),
     ];
     let cluster = [file.cluster.as_ref().is_some_and(|c| c.redis_url.is_some())];
     let mut out = Vec::new();
@@ -219,6 +226,7 @@ fn set_server(s: &mut FileServer, key: &str, v: &str) -> Result<(), Rejected> {
         "header_read_timeout" => s.header_read_timeout = Some(word(v)?),
         "body_read_timeout" => s.body_read_timeout = Some(word(v)?),
         "write_timeout" => s.write_timeout = Some(word(v)?),
+        "max_inflight_body_bytes" => s.max_inflight_body_bytes = Some(count(v)?),
         _ => return Err(Rejected::Key),
     }
     Ok(())
@@ -247,6 +255,7 @@ fn set_limits(l: &mut FileLimits, key: &str, v: &str) -> Result<(), Rejected> {
         "requests_per_second" => l.requests_per_second = Some(small(v)?),
         "burst" => l.burst = Some(small(v)?),
         "max_concurrent_requests" => l.max_concurrent_requests = Some(count(v)?),
+        "max_streams_per_principal" => l.max_streams_per_principal = Some(count(v)?),
         _ => return Err(Rejected::Key),
     }
     Ok(())

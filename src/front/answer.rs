@@ -8,11 +8,15 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures_util::stream::{Stream, StreamExt};
+use hyper::body::{Frame, SizeHint};
+
+use crate::jsonrpc::Framed;
 
 use crate::vocab::SessionId;
 
@@ -24,9 +28,42 @@ pub(crate) enum Answer {
 /// An `application/json` answer.
 pub(crate) struct Json {
     pub(crate) status: StatusCode,
-    pub(crate) body: String,
+    pub(crate) body: JsonBody,
     /// `Mcp-Session-Id`, on the answer to `initialize`.
     pub(crate) session: Option<SessionId>,
+}
+
+/// A JSON answer's bytes: one line, or a large result as it lies between
+/// the head and tail made for it (`jsonrpc::Framed`), so that it is never
+/// copied into a line; it holds its share of the body budget until the
+/// answer has been written.
+pub(crate) enum JsonBody {
+    Line(String),
+    Framed(Framed),
+}
+
+impl JsonBody {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            JsonBody::Line(line) => line.len(),
+            JsonBody::Framed(framed) => framed.len(),
+        }
+    }
+}
+
+impl From<String> for JsonBody {
+    fn from(line: String) -> JsonBody {
+        JsonBody::Line(line)
+    }
+}
+
+impl From<Result<Framed, String>> for JsonBody {
+    fn from(made: Result<Framed, String>) -> JsonBody {
+        match made {
+            Ok(framed) => JsonBody::Framed(framed),
+            Err(line) => JsonBody::Line(line),
+        }
+    }
 }
 
 impl Answer {
@@ -34,7 +71,7 @@ impl Answer {
     pub(crate) fn json(body: String) -> Answer {
         Answer::Json(Json {
             status: StatusCode::OK,
-            body,
+            body: body.into(),
             session: None,
         })
     }
@@ -63,14 +100,67 @@ impl IntoResponse for Answer {
 /// A JSON body as an HTTP response. Built by hand: axum's tuple form checks
 /// the header value again and inserts a `text/plain` content type before
 /// replacing it.
-pub(super) fn json_response(body: String, session_id: Option<&str>) -> Response {
-    let mut response = Response::new(Body::from(body));
+pub(super) fn json_response(body: impl Into<JsonBody>, session_id: Option<&str>) -> Response {
+    let body = match body.into() {
+        JsonBody::Line(line) => Body::from(line),
+        JsonBody::Framed(framed) => framed_body(framed),
+    };
+    let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, JSON);
     if let Some(id) = session_id.and_then(|id| HeaderValue::from_str(id).ok()) {
         headers.insert(crate::protocol::SESSION_HEADER, id);
     }
     response
+}
+
+/// A framed answer's pieces, none of them copied, under its length (so
+/// hyper frames it by `Content-Length` as the own path does); the budget
+/// its result holds is given back when the body has been sent (or dropped).
+fn framed_body(framed: Framed) -> Body {
+    let length = framed.len() as u64;
+    let (result, held) = framed.result.into_parts();
+    let result = Box::<str>::from(result).into_string();
+    Body::new(Pieces {
+        pieces: vec![
+            Bytes::from_static(Framed::TAIL.as_bytes()),
+            Bytes::from(result),
+            Bytes::from(framed.head),
+        ],
+        left: length,
+        _held: held,
+    })
+}
+
+/// A body of pieces known in advance (in reverse order), of `left` bytes.
+struct Pieces {
+    pieces: Vec<Bytes>,
+    left: u64,
+    _held: Option<crate::budget::Permit>,
+}
+
+impl HttpBody for Pieces {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let piece = self.pieces.pop();
+        if let Some(piece) = &piece {
+            self.left -= piece.len() as u64;
+        }
+        std::task::Poll::Ready(piece.map(|piece| Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.left)
+    }
 }
 
 pub(super) const JSON: HeaderValue = HeaderValue::from_static("application/json");

@@ -121,11 +121,14 @@ impl Bridge {
     fn ask(&self, principal: Principal, running: Running, asked: Vec<Question>) -> Outcome {
         let inputs = input_requests(&asked);
         match self.insert(principal, running, asked) {
-            Ok(token) => Outcome::Result(jsonrpc::raw(&json!({
-                "resultType": "input_required",
-                "inputRequests": inputs,
-                "requestState": token,
-            }))),
+            Ok(token) => Outcome::Result(
+                jsonrpc::raw(&json!({
+                    "resultType": "input_required",
+                    "inputRequests": inputs,
+                    "requestState": token,
+                }))
+                .into(),
+            ),
             Err(_running) => Outcome::Error(jsonrpc::error_object(
                 jsonrpc::INTERNAL_ERROR,
                 "sluice: too many requests are waiting for input; retry later",
@@ -155,7 +158,7 @@ impl Bridge {
             match responses.get(&q.id) {
                 Some(answer) => {
                     let id = jsonrpc::raw(&q.id);
-                    ns.answer(caller, &id, &Outcome::Result(answer.clone()));
+                    ns.answer(caller, &id, &Outcome::Result(answer.clone().into()));
                 }
                 None => unanswered.push(q),
             }

@@ -40,9 +40,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::Edge;
-use super::answer::{self, Answer};
+use super::answer::{self, Answer, JsonBody};
 use super::headers::RequestHeaders;
 use super::places::Place;
+use crate::jsonrpc::Framed;
 use busy::Busy;
 use feed::Feed;
 use socket::Socket;
@@ -350,7 +351,18 @@ impl Io {
             .chain(session.map(|id| (session_header.as_str(), id)));
         let framing = Framing::Length(json.body.len() as u64);
         let close = h1::write_response_head(&mut out, json.status, headers, framing, close);
-        let sent = self.write_two(&out, json.body.as_bytes()).await;
+        let sent = match &json.body {
+            JsonBody::Line(line) => self.write_two(&out, line.as_bytes()).await,
+            // A large result: its head behind the response's, the result
+            // as it lies, then its tail.
+            JsonBody::Framed(framed) => {
+                out.extend_from_slice(framed.head.as_bytes());
+                match self.write_two(&out, framed.result.get().as_bytes()).await {
+                    Ok(()) => self.tcp.write_all(Framed::TAIL.as_bytes()).await,
+                    failed => failed,
+                }
+            }
+        };
         if out.capacity() <= KEEP_OUT {
             self.out = out;
         }

@@ -77,6 +77,8 @@ pub enum Reject {
     RateLimited(std::time::Duration),
     /// `[limits]`: the principal has as many requests in flight as allowed.
     TooManyInFlight,
+    /// `[limits]`: the principal has as many GET streams open as allowed.
+    TooManyStreams,
 }
 
 impl Reject {
@@ -253,6 +255,11 @@ impl Reject {
                 jsonrpc::TRANSPORT_ERROR,
                 "Too Many Requests: this principal has as many requests in flight as allowed".into(),
             ),
+            TooManyStreams => (
+                StatusCode::TOO_MANY_REQUESTS,
+                jsonrpc::TRANSPORT_ERROR,
+                "Too Many Requests: this principal has as many GET streams open as allowed; close one first".into(),
+            ),
         }
     }
 }
@@ -334,6 +341,7 @@ impl IntoResponse for Reject {
             Reject::Busy
             | Reject::ShuttingDown
             | Reject::TooManyInFlight
+            | Reject::TooManyStreams
             | Reject::IssuerUnreachable => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }

@@ -1,6 +1,9 @@
-//! `[limits]`: how many requests one principal may have in flight, and how
-//! many it may send per second. Checked before a POST's body is read; a
-//! request over either is answered 429 with `Retry-After`. Each request
+//! `[limits]`: how many requests one principal may have in flight, how
+//! many it may send per second, and how many GET streams it may hold open.
+//! Checked before a POST's body is read (a DELETE counts as a POST does; a
+//! GET stream takes from the rate and holds a stream slot, never a request
+//! slot, so that open streams never lock out their principal's own POSTs);
+//! a request over any is answered 429 with `Retry-After`. Each request
 //! of a 2025-03-26 batch counts as if it had come alone: the POST let in
 //! is its first, the rest take from the rate in order (those past it are
 //! answered with the same refusal in the batch's reply, and never run),
@@ -35,6 +38,31 @@ pub(crate) struct Limits {
     /// Requests in flight, by principal (entries at zero are removed).
     in_flight: Mutex<HashMap<Principal, usize>>,
     checks: std::sync::atomic::AtomicU32,
+    /// GET streams one principal may hold open (None: no cap).
+    stream_cap: Option<usize>,
+    /// GET streams open, by principal (entries at zero are removed).
+    streams: Mutex<HashMap<Principal, usize>>,
+    /// The connection cap (as fitted to the open-file limit) the default
+    /// stream cap is a quarter of; kept for the `Limits` of a reload.
+    connections: usize,
+}
+
+/// A GET stream let in: it holds one of its principal's stream slots
+/// until this drops (with the stream's body).
+pub(super) struct StreamSlot(Option<(Arc<Limits>, Principal)>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        if let Some((limits, principal)) = self.0.take() {
+            let mut streams = limits.streams.lock();
+            if let Some(n) = streams.get_mut(&principal) {
+                *n -= 1;
+                if *n == 0 {
+                    streams.remove(&principal);
+                }
+            }
+        }
+    }
 }
 
 /// A request let in: it counts as in flight until this drops (with the
@@ -93,16 +121,67 @@ pub(super) struct Granted {
 }
 
 impl Limits {
-    pub(crate) fn new(settings: LimitsSettings) -> Arc<Limits> {
+    /// `authenticated`: `[auth]` is set (without it every client is one
+    /// principal, and streams have no default cap); `connections`: the
+    /// connection cap as fitted, the default stream cap a quarter of it.
+    pub(crate) fn new(
+        settings: LimitsSettings,
+        authenticated: bool,
+        connections: usize,
+    ) -> Arc<Limits> {
         let local = settings
             .rate
             .map(|r| RateLimiter::hashmap(Quota::per_second(r.per_second).allow_burst(r.burst)));
+        let stream_cap = match settings.max_streams_per_principal {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => authenticated.then_some((connections / 4).max(1)),
+        };
         Arc::new(Limits {
             settings,
             local,
             in_flight: Mutex::default(),
             checks: Default::default(),
+            stream_cap,
+            streams: Mutex::default(),
+            connections,
         })
+    }
+
+    /// The connection cap this was made for.
+    pub(crate) fn connections(&self) -> usize {
+        self.connections
+    }
+
+    /// Lets a GET stream open, or says why not (counted): one of the
+    /// principal's stream slots, and one request from its rate.
+    pub(super) async fn open_stream(
+        self: &Arc<Self>,
+        front: &Front,
+        principal: &Principal,
+    ) -> Result<StreamSlot, Reject> {
+        let slot = match self.stream_cap {
+            None => StreamSlot(None),
+            Some(max) => {
+                let mut streams = self.streams.lock();
+                let n = streams.entry(principal.clone()).or_default();
+                if *n >= max {
+                    drop(streams);
+                    front.metrics.limited(LimitReason::streams);
+                    return Err(Reject::TooManyStreams);
+                }
+                *n += 1;
+                StreamSlot(Some((self.clone(), principal.clone())))
+            }
+        };
+        if self.local.is_some() {
+            let granted = self.take_rate(front, principal, 1).await;
+            if granted.n == 0 {
+                front.metrics.limited(LimitReason::rate);
+                return Err(Reject::RateLimited(granted.wait));
+            }
+        }
+        Ok(slot)
     }
 
     /// Lets the request in, or says why not (counted).

@@ -72,7 +72,7 @@ pub(super) fn open(
     let farewell = stream::once(async move {
         stopping.cancelled().await;
         let result = jsonrpc::raw(&json!({ "resultType": "complete", "_meta": meta }));
-        jsonrpc::response(&id, &Outcome::Result(result))
+        jsonrpc::response(&id, &Outcome::Result(result.into()))
     });
     let lines =
         stream::once(async move { ack }).chain(stream::select(changes, farewell).take_while({

@@ -331,6 +331,8 @@ async fn delete(
     if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }
+    // `[limits]`: a DELETE is a request in flight, as a POST is.
+    let _admitted = layout.limits.admit(front, &principal).await?;
     let id = checks::session_id(headers).ok_or(Reject::MissingSession)?;
     let revoked = front
         .sessions

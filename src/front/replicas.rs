@@ -167,7 +167,7 @@ fn relayed_outcome(raw: &serde_json::value::RawValue) -> Option<Outcome> {
     match serde_json::from_str::<Wire>(raw.get()).ok()? {
         Wire {
             result: Some(r), ..
-        } => Some(Outcome::Result(r)),
+        } => Some(Outcome::Result(r.into())),
         Wire { error: Some(e), .. } => Some(Outcome::Error(e)),
         _ => None,
     }

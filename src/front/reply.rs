@@ -311,9 +311,10 @@ impl Reply {
         let stream = match first {
             First::Done(outcome) if running.events.is_empty() => {
                 running.finish();
+                // A large result is framed, not copied (`jsonrpc::Framed`).
                 return Answer::Json(Json {
                     status: self.rules.status(&outcome),
-                    body: jsonrpc::response(&self.id, &outcome),
+                    body: jsonrpc::response_or_framed(&self.id, outcome).into(),
                     session: None,
                 });
             }

@@ -16,6 +16,7 @@ use futures_util::stream::{self, StreamExt};
 use super::Front;
 use super::checks;
 use super::error::Reject;
+use super::limits::StreamSlot;
 use crate::router::ClientNotice;
 use crate::sessions::Session;
 use crate::upstream::Caller;
@@ -35,6 +36,8 @@ pub(super) async fn open(
     if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }
+    // `[limits]`: one of the principal's stream slots, for the stream's life.
+    let slot = layout.limits.open_stream(front, &principal).await?;
     let ns = layout
         .router
         .namespace(namespace)
@@ -44,7 +47,7 @@ pub(super) async fn open(
     if !session.claim_stream() {
         return Err(Reject::StreamConflict);
     }
-    let claim = StreamClaim(session.clone());
+    let claim = StreamClaim(session.clone(), slot);
     let caller = Caller::session(session.id.clone(), session.clone(), session.caps);
     let subscriber = session.clone();
     // Resource updates only for what this session subscribed to.
@@ -92,8 +95,9 @@ pub(super) async fn open(
     Ok(response)
 }
 
-/// Releases the session's one GET stream when the body is dropped.
-struct StreamClaim(Arc<Session>);
+/// Releases the session's one GET stream, and the principal's stream slot,
+/// when the body is dropped.
+struct StreamClaim(Arc<Session>, #[allow(dead_code)] StreamSlot);
 
 impl Drop for StreamClaim {
     fn drop(&mut self) {

@@ -136,7 +136,7 @@ fn lines_are_compact_and_keep_raw_values_byte_for_byte() {
     );
     let result = RawValue::from_string(r#"{"content":[]}"#.into()).unwrap();
     assert_eq!(
-        response(&raw(&"r-1"), &Outcome::Result(result)),
+        response(&raw(&"r-1"), &Outcome::Result(result.into())),
         r#"{"jsonrpc":"2.0","id":"r-1","result":{"content":[]}}"#
     );
     assert_eq!(
@@ -162,7 +162,7 @@ fn lines_are_allocated_at_their_exact_length() {
         request(&raw_u64(7), "tools/call", Some(&params)),
         request(&raw(&"a\"b"), "x", None),
         notification("notifications/initialized", None),
-        response(&raw(&"r-1"), &Outcome::Result(result)),
+        response(&raw(&"r-1"), &Outcome::Result(result.into())),
         response(&raw_u64(3), &Outcome::Error(error)),
     ] {
         assert_eq!(line.capacity(), line.len(), "{line}");

@@ -114,6 +114,7 @@ pub(super) struct DroppedLabels {
 pub enum LimitReason {
     rate,
     concurrency,
+    streams,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -243,6 +243,6 @@ impl Merged {
         if let Some(n) = next {
             page.insert("nextCursor".into(), jsonrpc::raw(&n.encode()));
         }
-        Outcome::Result(jsonrpc::raw(&page))
+        Outcome::Result(jsonrpc::raw(&page).into())
     }
 }

@@ -57,7 +57,7 @@ pub(super) fn error(code: i64, message: &str) -> Outcome {
 }
 
 fn ok(v: &impl serde::Serialize) -> Outcome {
-    Outcome::Result(jsonrpc::raw(v))
+    Outcome::Result(jsonrpc::raw(v).into())
 }
 
 impl Namespace {

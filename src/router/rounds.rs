@@ -145,7 +145,7 @@ impl Rounds {
             return Answered::Unknown;
         };
         let answer = match outcome {
-            Outcome::Result(r) => r.clone(),
+            Outcome::Result(r) => (**r).clone(),
             Outcome::Error(e) => jsonrpc::raw(&serde_json::json!({ "error": e })),
         };
         match tx.send(answer) {

@@ -33,6 +33,12 @@ enum ErrorKind {
     /// The call could not be given the credential the backend takes.
     #[error("cannot be called for this client: {0}")]
     Unauthorized(String),
+    /// Its answer would take the bodies in flight past the gateway's budget.
+    #[error(
+        "answered with a body too large for the gateway to hold now ({} bytes more, with {} of the {} bytes of `max_inflight_body_bytes` held by other bodies in flight); retry later",
+        .0.wanted, .0.held, .0.limit
+    )]
+    OverBudget(crate::budget::Refused),
 }
 
 impl UpstreamError {
@@ -69,6 +75,11 @@ impl UpstreamError {
         Self::new(b, ErrorKind::Protocol(why.into()))
     }
 
+    /// Its answer did not fit in the budget for bodies in flight.
+    pub(super) fn over_budget(b: &BackendName, refused: crate::budget::Refused) -> Self {
+        Self::new(b, ErrorKind::OverBudget(refused))
+    }
+
     /// No credential for this client's call (token exchange refused).
     pub(super) fn unauthorized(b: &BackendName, why: impl Into<String>) -> Self {
         Self::new(b, ErrorKind::Unauthorized(why.into()))
@@ -92,6 +103,7 @@ impl UpstreamError {
             ErrorKind::AtCapacity(_) => "at_capacity",
             ErrorKind::Protocol(_) => "protocol_error",
             ErrorKind::Unauthorized(_) => "unauthorized",
+            ErrorKind::OverBudget(_) => "over_budget",
         }
     }
 

@@ -30,26 +30,55 @@ pub(crate) enum EventError {
 
 /// Turns a byte stream into events. Comments and ids are skipped: the
 /// gateway does not resume backend streams.
+/// A line at least this long that starts an event's data becomes that
+/// data without a copy (`data_in_place`): a large result comes in one.
+const LARGE_LINE: usize = 1 << 20;
+
+/// The value of a `data:` line, made of the line's own buffer (its field
+/// name and one space dropped by moving the rest down, in place; bytes
+/// that are not UTF-8 replaced, as for any line).
+fn data_in_place(line: BytesMut) -> String {
+    let skip = if line.starts_with(b"data: ") { 6 } else { 5 };
+    let mut bytes = Vec::from(line);
+    bytes.drain(..skip);
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 pub(crate) fn events<S, E>(body: S) -> impl Stream<Item = Result<Event, EventError>>
 where
     S: Stream<Item = Result<bytes::Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
     futures_util::stream::unfold(
-        (body, BytesMut::new(), Event::default(), false),
-        |(mut body, mut buf, mut current, mut done)| async move {
+        (body, BytesMut::new(), Event::default(), false, 0),
+        |(mut body, mut buf, mut current, mut done, mut scanned)| async move {
             loop {
-                if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                // Bytes before `scanned` hold no line end: a long line is
+                // searched once, not again at each chunk of it.
+                let end = memchr::memchr(b'\n', &buf[scanned..]).map(|at| scanned + at);
+                scanned = if end.is_some() { 0 } else { buf.len() };
+                if let Some(pos) = end {
                     let mut line = buf.split_to(pos + 1);
                     line.truncate(pos);
                     if line.last() == Some(&b'\r') {
                         line.truncate(pos - 1);
                     }
+                    if line.len() >= LARGE_LINE
+                        && current.data.is_empty()
+                        && line.starts_with(b"data:")
+                    {
+                        // The rest is copied off (it is small), so that
+                        // the line holds its buffer alone and becomes the
+                        // event's data where it lies.
+                        buf = BytesMut::from(&buf[..]);
+                        current.data = data_in_place(line);
+                        continue;
+                    }
                     let line = String::from_utf8_lossy(&line).into_owned();
                     if line.is_empty() {
                         if !current.data.is_empty() || current.event.is_some() {
                             let ev = std::mem::take(&mut current);
-                            return Some((Ok(ev), (body, buf, current, done)));
+                            return Some((Ok(ev), (body, buf, current, done, scanned)));
                         }
                         continue;
                     }
@@ -66,7 +95,7 @@ where
                             if current.data.len() > MAX_EVENT {
                                 return Some((
                                     Err(EventError::TooLarge),
-                                    (body, BytesMut::new(), Event::default(), true),
+                                    (body, BytesMut::new(), Event::default(), true, 0),
                                 ));
                             }
                         }
@@ -81,7 +110,7 @@ where
                 if buf.len() > MAX_EVENT {
                     return Some((
                         Err(EventError::TooLarge),
-                        (body, BytesMut::new(), Event::default(), true),
+                        (body, BytesMut::new(), Event::default(), true, 0),
                     ));
                 }
                 match body.next().await {
@@ -89,7 +118,7 @@ where
                     Some(Err(e)) => {
                         return Some((
                             Err(EventError::Body(e.to_string())),
-                            (body, BytesMut::new(), Event::default(), true),
+                            (body, BytesMut::new(), Event::default(), true, 0),
                         ));
                     }
                     None => {

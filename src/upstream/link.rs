@@ -296,7 +296,7 @@ pub(super) async fn probe(
 ) -> Result<(&'static str, Box<serde_json::value::RawValue>), UpstreamError> {
     let method = link.info.health_probe();
     match link.conn.call(method, None, None, timeout).await? {
-        Outcome::Result(r) => Ok((method, r)),
+        Outcome::Result(r) => Ok((method, r.into_raw())),
         Outcome::Error(e) => Err(UpstreamError::protocol(
             &name_of(link),
             format!("{method} refused: {}", e.get()),

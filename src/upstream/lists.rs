@@ -39,7 +39,7 @@ impl Backend {
         self.check_health().await?;
         let profile = self.profile(caller.caps);
         if let Some(page) = self.cache.get(method, profile, cursor) {
-            return Ok(Outcome::Result(page));
+            return Ok(Outcome::Result(page.into()));
         }
         self.fetch_list(caller, method, cursor).await
     }

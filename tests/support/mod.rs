@@ -374,6 +374,18 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// A response read whole (never one whose body does not end).
+    pub async fn read(resp: ::reqwest::Response) -> Reply {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.text().await.unwrap();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
@@ -429,15 +441,7 @@ impl Http {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let resp = req.body(body).send().await.unwrap();
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let body = resp.text().await.unwrap();
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        Reply::read(req.body(body).send().await.unwrap()).await
     }
 
     /// POST a JSON-RPC message with correct headers (and the session, if any).

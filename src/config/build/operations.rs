@@ -70,6 +70,7 @@ impl Builder<'_> {
                 .zip(burst)
                 .map(|(per_second, burst)| Rate { per_second, burst }),
             max_concurrent_requests: l.max_concurrent_requests.and_then(NonZeroUsize::new),
+            max_streams_per_principal: l.max_streams_per_principal,
         }
     }
 

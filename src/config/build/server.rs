@@ -139,6 +139,9 @@ impl Builder<'_> {
                 d.body_read_timeout,
             ),
             write_timeout: self.nonzero("server.write_timeout", s.write_timeout, d.write_timeout),
+            max_inflight_body_bytes: s
+                .max_inflight_body_bytes
+                .and_then(std::num::NonZeroUsize::new),
         }
     }
 }

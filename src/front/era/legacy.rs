@@ -200,7 +200,7 @@ async fn initialize(
     if let Some(text) = ns.instructions() {
         result["instructions"] = json!(text);
     }
-    let body = jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result)));
+    let body = jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result).into()));
     // The session exists only once everything above has succeeded.
     let session = if front.layout.load().policy.stateless {
         None
@@ -235,7 +235,7 @@ async fn initialize(
     );
     Ok(Answer::Json(Json {
         status: StatusCode::OK,
-        body,
+        body: body.into(),
         session: session.map(|s| s.id.clone()),
     }))
 }

@@ -132,7 +132,7 @@ pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, 
             let result = discover(&ns);
             record(front, "server/discover", started);
             Ok(json_response(
-                jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result))),
+                jsonrpc::response(&req.id, &Outcome::Result(jsonrpc::raw(&result).into())),
                 None,
             ))
         }
@@ -378,7 +378,7 @@ fn decorate(method: &str, outcome: Outcome) -> Outcome {
         .unwrap_or_default();
     meta.insert(SERVER_INFO.into(), jsonrpc::raw(&server_info()));
     fields.insert("_meta".into(), jsonrpc::raw(&meta));
-    Outcome::Result(jsonrpc::raw(&fields))
+    Outcome::Result(jsonrpc::raw(&fields).into())
 }
 
 #[cfg(test)]
@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn results_are_decorated_and_backend_fields_kept() {
         let raw = RawValue::from_string(r#"{"tools":[],"ttlMs":5000,"x":1.50}"#.into()).unwrap();
-        let Outcome::Result(r) = decorate("tools/list", Outcome::Result(raw)) else {
+        let Outcome::Result(r) = decorate("tools/list", Outcome::Result(raw.into())) else {
             panic!()
         };
         let v: Value = serde_json::from_str(r.get()).unwrap();

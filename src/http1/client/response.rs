@@ -73,6 +73,11 @@ impl Response {
         &self.headers
     }
 
+    /// The body's length, when the head said it.
+    pub(crate) fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
     /// The body as it arrives (trailers skipped).
     pub(crate) fn bytes_stream(self) -> impl Stream<Item = Result<Bytes, String>> + Send {
         self.body

@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use super::{Member, Namespace, error, ok};
 use crate::config::Prefix;
 use crate::jsonrpc::{
-    self, Fields, INVALID_PARAMS, Outcome, parse_fields, peek_string, string_field,
+    self, Fields, INVALID_PARAMS, Outcome, Payload, parse_fields, peek_string, string_field,
 };
 use crate::router::audit::Trail;
 use crate::router::kind::Kind;
@@ -103,23 +103,21 @@ impl Namespace {
             return outcome;
         };
         // URIs in results take the form the client can follow back.
-        let r = match (self.prefix, method) {
-            (Prefix::Never, _) => r,
-            (Prefix::Always, "resources/read") => {
-                links::resource_contents(&r, &m.backend.name).unwrap_or(r)
-            }
-            (Prefix::Always, "tools/call") => links::tool_result(&r, &m.backend.name).unwrap_or(r),
-            (Prefix::Always, "prompts/get") => {
-                links::prompt_result(&r, &m.backend.name).unwrap_or(r)
-            }
-            (Prefix::Always, _) => r,
+        // A result left as it is stays the backend's (a large one with
+        // its share of the body budget).
+        let rewritten = match (self.prefix, method) {
+            (Prefix::Never, _) => None,
+            (Prefix::Always, "resources/read") => links::resource_contents(&r, &m.backend.name),
+            (Prefix::Always, "tools/call") => links::tool_result(&r, &m.backend.name),
+            (Prefix::Always, "prompts/get") => links::prompt_result(&r, &m.backend.name),
+            (Prefix::Always, _) => None,
         };
-        Outcome::Result(self.expose_task(i, r))
+        Outcome::Result(self.expose_task(i, rewritten.map_or(r, Payload::from)))
     }
 
     /// A result that names a task: the client sees the task id it will
     /// route back with (prefixed), or the index learns its backend.
-    fn expose_task(&self, member: usize, result: Box<RawValue>) -> Box<RawValue> {
+    fn expose_task(&self, member: usize, result: Payload) -> Payload {
         let Some(at) = tasks::task_id(&result) else {
             return result;
         };
@@ -146,7 +144,7 @@ impl Namespace {
                         })
                     }
                 }
-                .unwrap_or(result)
+                .map_or(result, Payload::from)
             }
         }
     }

@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use super::Conn;
-use crate::jsonrpc::{self, Incoming};
+use crate::jsonrpc::{self, Incoming, Outcome};
 use crate::upstream::events::Event;
 use crate::upstream::notice::Notice;
 use crate::workers::Handoff;
@@ -50,23 +50,40 @@ impl Conn {
             }
         };
         match msg {
-            Incoming::Response { id, outcome } => {
-                let id: Option<u64> = serde_json::from_str(id.get()).ok();
-                let call = id.and_then(|id| self.state.lock().calls.remove(&id));
-                match call {
-                    Some(call) => handoff.run_on(call.shard, move || {
-                        call.reply.send(Ok(outcome));
-                    }),
-                    None => {
-                        tracing::debug!(backend = %self.backend, "response for no pending request");
-                        return (None, None);
-                    }
-                }
-                (None, id)
-            }
+            Incoming::Response { id, outcome } => (None, self.answer_pending(id, outcome, handoff)),
             Incoming::Notification(n) => (self.on_notification(n, origin), None),
             Incoming::Request(r) => (self.on_server_request(r, origin), None),
         }
+    }
+
+    /// A response its transport already read (a large body's result, kept
+    /// where it lay: `jsonrpc::take_result`), to its caller, as `dispatch`
+    /// would hand it. True if it answered `origin`.
+    pub(crate) fn answer_read(&self, id: &RawValue, outcome: Outcome, origin: Option<u64>) -> bool {
+        let answered = self.answer_pending(id, outcome, &mut Handoff::new());
+        answered.is_some() && answered == origin
+    }
+
+    /// The response to the call `id` names, to its caller; the call it
+    /// answered, if any was pending.
+    fn answer_pending(
+        &self,
+        id: &RawValue,
+        outcome: Outcome,
+        handoff: &mut Handoff,
+    ) -> Option<u64> {
+        let id: Option<u64> = serde_json::from_str(id.get()).ok();
+        let call = id.and_then(|id| self.state.lock().calls.remove(&id));
+        match call {
+            Some(call) => handoff.run_on(call.shard, move || {
+                call.reply.send(Ok(outcome));
+            }),
+            None => {
+                tracing::debug!(backend = %self.backend, "response for no pending request");
+                return None;
+            }
+        }
+        id
     }
 
     fn on_notification(&self, n: jsonrpc::Notification, origin: Option<u64>) -> Option<Notice> {

@@ -28,7 +28,7 @@ impl Conn {
         origin: Option<u64>,
     ) -> Option<Notice> {
         if r.method == "ping" {
-            let pong = Outcome::Result(jsonrpc::raw(&serde_json::json!({})));
+            let pong = Outcome::Result(jsonrpc::raw(&serde_json::json!({})).into());
             self.send(jsonrpc::response(&r.id, &pong));
             return None;
         }
@@ -39,7 +39,8 @@ impl Conn {
                 .iter()
                 .map(|uri| serde_json::json!({ "uri": uri }))
                 .collect();
-            let result = Outcome::Result(jsonrpc::raw(&serde_json::json!({ "roots": list })));
+            let result =
+                Outcome::Result(jsonrpc::raw(&serde_json::json!({ "roots": list })).into());
             self.send(jsonrpc::response(&r.id, &result));
             return None;
         }

@@ -203,20 +203,24 @@ async fn a_server_request_is_routed_to_the_one_caller() {
         conn.answer(
             token,
             &intruder,
-            &Outcome::Result(raw(r#"{"forged":true}"#))
+            &Outcome::Result(raw(r#"{"forged":true}"#).into())
         ),
         Answered::NotYours
     );
     assert!(wire.try_recv().is_err(), "nothing reached the backend");
     assert_eq!(
-        conn.answer(token, &ev.client, &Outcome::Result(raw(r#"{"ok":true}"#))),
+        conn.answer(
+            token,
+            &ev.client,
+            &Outcome::Result(raw(r#"{"ok":true}"#).into())
+        ),
         Answered::Delivered
     );
     let back = next_json(&mut wire).await;
     assert_eq!(back["id"], "srv-7");
     assert_eq!(back["result"], serde_json::json!({"ok":true}));
     assert_eq!(
-        conn.answer(token, &ev.client, &Outcome::Result(raw("{}"))),
+        conn.answer(token, &ev.client, &Outcome::Result(raw("{}").into())),
         Answered::Unknown,
         "answered only once"
     );

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use ::http::header::CONTENT_TYPE;
 use ::http::{Method, StatusCode};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -17,8 +18,9 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use super::{Endpoint, MAX_BODY, MAX_POSTS, POSTING, Session, is_event_stream};
+use crate::budget::{BODIES, Permit, Refused};
 use crate::http1::client::{self as http_client, RequestBuilder, Response};
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc::{self, Message, Outcome, Payload};
 use crate::protocol::VERSION_HEADER;
 use crate::upstream::UpstreamError;
 use crate::upstream::conn::{Conn, Frame, Post};
@@ -202,6 +204,20 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
         let mut stream = std::pin::pin!(event_stream::of_response(resp));
         while let Some(ev) = stream.next().await {
             match ev {
+                Ok(ev) if ev.data.len() >= OWN_BUFFER => {
+                    // Read already (an event is bounded), but held from
+                    // here under the budget, its result where it lies.
+                    match BODIES.take(ev.data.len()) {
+                        Ok(permit) => {
+                            let body = Body::Own(ev.data.into_bytes(), permit);
+                            answered |= dispatch_body(wire, conn, body, origin);
+                        }
+                        Err(refused) => {
+                            over_budget(wire, conn, origin, refused);
+                            return;
+                        }
+                    }
+                }
                 Ok(ev) if !ev.data.is_empty() => {
                     answered |= dispatch(wire, conn, ev.data.as_bytes(), origin);
                 }
@@ -215,28 +231,17 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
             }
         }
     } else {
-        let body = match resp.bytes(MAX_BODY).await {
-            Ok(body) => body,
-            Err(e) => {
+        match json_body(resp).await {
+            Ok(body) => answered = dispatch_body(wire, conn, body, origin),
+            Err(Unread::OverBudget(refused)) => {
+                over_budget(wire, conn, origin, refused);
+                return;
+            }
+            Err(Unread::Broken(e)) => {
                 if wire.ctx.warnings.admit().is_some() {
                     tracing::warn!(backend = %wire.ctx.name, error = %e, "response body refused");
                 }
-                bytes::Bytes::new()
             }
-        };
-        // One object is the common case: a batch only when it starts with '['.
-        match body.iter().find(|b| !b.is_ascii_whitespace()) {
-            None => {}
-            Some(b'[') => match serde_json::from_slice::<Vec<Box<RawValue>>>(&body) {
-                Ok(batch) => {
-                    for m in &batch {
-                        answered |= dispatch(wire, conn, m.get().as_bytes(), origin);
-                    }
-                }
-                Err(e) => tracing::warn!(backend = %wire.ctx.name, error = %e, "unparseable batch"),
-            },
-            // Not UTF-8 is not JSON: refused as unparseable, never mangled.
-            Some(_) => answered = dispatch(wire, conn, &body, origin),
         }
     }
     if let Some(id) = origin
@@ -246,6 +251,138 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
         conn.fail_with(id, || {
             UpstreamError::protocol(&wire.ctx.name, "response ended without an answer")
         });
+    }
+}
+
+/// A JSON body at least this long (by its length, or as it arrives) is
+/// read into a buffer of its own under the body budget
+/// (`crate::budget`), and its result kept where it lies
+/// (`jsonrpc::take_result`): held once, from its first byte until its
+/// client has it. A shorter one is parsed where it lies in the
+/// connection's read buffer (joined first if it came in pieces).
+const OWN_BUFFER: usize = 256 * 1024;
+
+/// A JSON response's body, read whole.
+enum Body {
+    Shared(Bytes),
+    /// In a buffer of its own, and the budget it holds.
+    Own(Vec<u8>, Permit),
+}
+
+/// Why a body was not read whole.
+enum Unread {
+    Broken(String),
+    /// It would take the bodies in flight past the budget: not read on
+    /// (the connection is closed with the response, unread).
+    OverBudget(Refused),
+}
+
+/// Reads a JSON response's body, at most `MAX_BODY` bytes of it, taking
+/// from the body budget before reading a large one (by its length) or as
+/// one of no stated length grows past `OWN_BUFFER` (doubling what it holds).
+async fn json_body(resp: Response) -> Result<Body, Unread> {
+    let too_large = || Unread::Broken(format!("a body larger than {MAX_BODY} bytes"));
+    let length = resp.content_length();
+    if length.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let known = length.map_or(0, |n| n as usize);
+    let mut own = None;
+    if known >= OWN_BUFFER {
+        let permit = BODIES.take(known).map_err(Unread::OverBudget)?;
+        own = Some((Vec::with_capacity(known), permit));
+    }
+    // A body that arrives in one piece (the common case) is that piece.
+    let mut first = Bytes::new();
+    let mut joined: Option<Vec<u8>> = None;
+    let mut chunks = std::pin::pin!(resp.bytes_stream());
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(Unread::Broken)?;
+        if own.is_none() && joined.is_none() {
+            if first.is_empty() {
+                first = chunk;
+                continue;
+            }
+            joined = Some(std::mem::take(&mut first).to_vec());
+        }
+        let so_far = own.as_ref().map_or(0, |(b, _)| b.len()) + joined.as_ref().map_or(0, Vec::len);
+        let total = so_far + chunk.len();
+        if total > MAX_BODY {
+            return Err(too_large());
+        }
+        if total >= OWN_BUFFER
+            && let Some(buf) = joined.take()
+        {
+            let permit = BODIES.take(total).map_err(Unread::OverBudget)?;
+            own = Some((buf, permit));
+        }
+        match (&mut own, &mut joined) {
+            (Some((buf, permit)), _) => {
+                if total > permit.bytes() {
+                    let more = total.max(permit.bytes().saturating_mul(2)).min(MAX_BODY);
+                    permit.grow_to(more).map_err(Unread::OverBudget)?;
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            (None, Some(buf)) => buf.extend_from_slice(&chunk),
+            (None, None) => unreachable!("joined above"),
+        }
+    }
+    Ok(match (own, joined) {
+        (Some((buf, permit)), _) => Body::Own(buf, permit),
+        (None, Some(buf)) => Body::Shared(Bytes::from(buf)),
+        (None, None) => Body::Shared(first),
+    })
+}
+
+/// A body the budget refused: its call fails with an error that says so
+/// (counted in `sluice_bodies_refused_total`).
+fn over_budget(wire: &Endpoint, conn: &Conn, origin: Option<u64>, refused: Refused) {
+    wire.ctx.metrics.body_refused();
+    if let Some(id) = origin {
+        conn.fail(id, UpstreamError::over_budget(&wire.ctx.name, refused));
+    }
+}
+
+/// Hands a body read whole to the connection: a large result stays where
+/// it lies, its budget held with it; anything else (a batch, an error, a
+/// notification) is read as `dispatch` reads it. True if it answered
+/// `origin`.
+fn dispatch_body(wire: &Endpoint, conn: &Conn, body: Body, origin: Option<u64>) -> bool {
+    match body {
+        Body::Shared(body) => dispatch_shared(wire, conn, &body, origin),
+        Body::Own(body, permit) => match jsonrpc::take_result(body) {
+            Ok((id, result)) => {
+                let outcome = Outcome::Result(Payload::held(result, permit));
+                conn.answer_read(&id, outcome, origin)
+            }
+            Err(other) => dispatch_shared(wire, conn, &other, origin),
+        },
+    }
+}
+
+/// One JSON message or a batch of them, to the connection; true if one
+/// answered `origin`.
+fn dispatch_shared(wire: &Endpoint, conn: &Conn, body: &[u8], origin: Option<u64>) -> bool {
+    // One object is the common case: a batch only when it starts with '['.
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        None => false,
+        Some(b'[') => match serde_json::from_slice::<Vec<Box<RawValue>>>(body) {
+            Ok(batch) => {
+                // Every message is handed over, answering or not.
+                let mut answered = false;
+                for m in &batch {
+                    answered |= dispatch(wire, conn, m.get().as_bytes(), origin);
+                }
+                answered
+            }
+            Err(e) => {
+                tracing::warn!(backend = %wire.ctx.name, error = %e, "unparseable batch");
+                false
+            }
+        },
+        // Not UTF-8 is not JSON: refused as unparseable, never mangled.
+        Some(_) => dispatch(wire, conn, body, origin),
     }
 }
 
