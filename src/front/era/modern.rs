@@ -75,7 +75,7 @@ impl Rules for Modern {
     fn status(&self, outcome: &Outcome) -> StatusCode {
         match outcome {
             Outcome::Result(_) => StatusCode::OK,
-            Outcome::Error(e) => error::modern_status(code_of(e)),
+            Outcome::Error(e) => error::modern_status(jsonrpc::error_code(e)),
         }
     }
 
@@ -83,17 +83,6 @@ impl Rules for Modern {
     fn questions(&self) -> Questions {
         Questions::Parked(park)
     }
-}
-
-/// The `code` of a JSON-RPC error object (None: it has no integer one).
-fn code_of(error: &RawValue) -> Option<i64> {
-    #[derive(serde::Deserialize)]
-    struct Error {
-        code: i64,
-    }
-    serde_json::from_str::<Error>(error.get())
-        .ok()
-        .map(|e| e.code)
 }
 
 /// The running request waits in the bridge for the client's retry; its
