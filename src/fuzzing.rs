@@ -25,11 +25,28 @@ pub fn envelope(bytes: &[u8]) {
             "`name` read two ways"
         );
     }
+    let client = Message::parse_client(bytes);
     assert_eq!(
-        format!("{:?}", Message::parse_client(bytes)),
+        format!("{client:?}"),
         format!("{:?}", Message::parse_client_with_serde(bytes)),
         "a client's message (a key repeated in its params) read two ways"
     );
+    // What the router routes on, where the one pass found it, is what
+    // serde reads there.
+    if let Ok(Message::Request(r)) = &client {
+        let params = r.params.as_deref();
+        for key in ["name", "uri"] {
+            if let Some(found) = r.routed.get(params)
+                && crate::jsonrpc::Routed::key_of(&r.method) == Some(key)
+            {
+                assert_eq!(
+                    Ok(Some(found.to_owned())),
+                    crate::jsonrpc::peek_string_with_serde(params, key),
+                    "`{key}` where the one pass found it"
+                );
+            }
+        }
+    }
 }
 
 const MAX_BATCH: usize = 256;

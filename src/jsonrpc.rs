@@ -19,6 +19,8 @@ pub(crate) use needle::Needle;
 pub(crate) use object::Value;
 use object::{Keys, Unwatched};
 pub(crate) use outcome::{error_code, is_tool_error};
+pub use params::Routed;
+pub(crate) use params::routed_string;
 pub(crate) use params::{Fields, parse_fields, peek_string, peek_string_with_serde, string_field};
 pub use payload::{FRAMED_FROM, Framed, Payload, response_or_framed, take_result};
 use repeated::{Repeated, Repeats};
@@ -45,6 +47,9 @@ pub struct Request {
     pub id: RawId,
     pub method: String,
     pub params: Option<Box<RawValue>>,
+    /// Where the one pass of a client's message found what the router
+    /// routes on in `params` (empty for any other reading).
+    pub routed: Routed,
 }
 
 #[derive(Debug)]
@@ -78,6 +83,9 @@ struct Envelope<'a> {
     method: Option<Cow<'a, str>>,
     #[serde(default)]
     params: Option<Box<RawValue>>,
+    /// Where `params` starts in the text the one pass read (not serde's).
+    #[serde(skip)]
+    params_at: usize,
     #[serde(default)]
     result: Option<Box<RawValue>>,
     #[serde(default)]
@@ -241,6 +249,7 @@ impl<'a> Envelope<'a> {
                     4
                 }
                 "params" => {
+                    w.params_at = value.raw().get().as_ptr() as usize;
                     w.params = raw();
                     8
                 }
@@ -313,13 +322,27 @@ impl Message {
     pub(crate) fn parse_client(bytes: &[u8]) -> Result<Message, ParseError> {
         let mut repeats = Repeats::new();
         let (envelope, one_pass) = Envelope::of(bytes, &mut repeats)?;
+        let params_at = envelope.params_at;
+        let routed = repeats.routed();
         let repeated = match one_pass {
             true => repeats.finish(),
             false => Repeated::Unknown,
         };
-        let message = Incoming::sort(envelope)?.owned();
+        let mut message = Incoming::sort(envelope)?.owned();
         let key = match repeated {
-            Repeated::None => return Ok(message),
+            Repeated::None => {
+                if let Message::Request(r) = &mut message
+                    && let Some(params) = &r.params
+                    && let Some(key) = match Routed::key_of(&r.method) {
+                        Some("name") => routed[0],
+                        Some(_) => routed[1],
+                        None => None,
+                    }
+                {
+                    r.routed = Routed::of(params.get(), params_at, key);
+                }
+                return Ok(message);
+            }
             Repeated::Key(key) => Some(String::from_utf8_lossy(key).into_owned()),
             Repeated::Unknown => message.params().and_then(repeated::repeated_key_with_serde),
         };
@@ -389,6 +412,7 @@ impl<'a> Incoming<'a> {
                 id: id.to_owned(),
                 method: method.into_owned(),
                 params: w.params,
+                routed: Routed::default(),
             })),
             (None, Some(method), None, None) => Ok(Incoming::Notification(Notification {
                 method: method.into_owned(),

@@ -285,12 +285,25 @@ pub(super) async fn serve(ctx: Ctx, req: Request, started: Instant) -> Answer {
 pub(super) struct Call {
     method: String,
     params: Option<Box<serde_json::value::RawValue>>,
+    routed: jsonrpc::Routed,
 }
 
 impl Call {
     fn of(req: Request) -> (RawId, Call) {
-        let Request { id, method, params } = req;
-        (id, Call { method, params })
+        let Request {
+            id,
+            method,
+            params,
+            routed,
+        } = req;
+        (
+            id,
+            Call {
+                method,
+                params,
+                routed,
+            },
+        )
     }
 }
 
@@ -475,6 +488,7 @@ async fn run(
         &ctx.caller,
         &call.method,
         call.params,
+        call.routed,
         events
     ));
     // One wait besides the work: a second on `aborting` would take its

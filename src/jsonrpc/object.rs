@@ -127,7 +127,7 @@ pub(crate) fn members_watching<'a, W: Keys<'a>>(
 /// The string starting at `at` if it has no escapes and no control
 /// characters (then it is valid JSON: `text` is UTF-8), and the offset just
 /// past it.
-fn plain_string(text: &str, at: usize) -> Option<(&str, usize)> {
+pub(super) fn plain_string(text: &str, at: usize) -> Option<(&str, usize)> {
     let past = plain_string_end(text.as_bytes(), at)?;
     Some((text.get(at + 1..past - 1)?, past))
 }
@@ -315,7 +315,7 @@ fn raw_value(json: &str) -> &RawValue {
 }
 
 /// JSON's whitespace (RFC 8259: space, tab, line feed, carriage return).
-fn whitespace(bytes: &[u8], mut at: usize) -> usize {
+pub(super) fn whitespace(bytes: &[u8], mut at: usize) -> usize {
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
         at += 1;
     }

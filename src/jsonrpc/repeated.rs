@@ -88,6 +88,10 @@ pub(crate) struct Repeats<'a> {
     last: &'a [u8],
     found: Option<&'a [u8]>,
     walked: bool,
+    /// `name` and `uri` at the top, as the walk passed them: what the
+    /// router routes on, found here so that it need not walk the params
+    /// again (`params::Routed`).
+    routed: [Option<&'a [u8]>; 2],
 }
 
 impl<'a> Repeats<'a> {
@@ -98,7 +102,14 @@ impl<'a> Repeats<'a> {
             last: b"",
             found: None,
             walked: true,
+            routed: [None; 2],
         }
+    }
+
+    /// The keys `name` and `uri` at the top of `params`, as slices of the
+    /// text walked (see `params::Routed`).
+    pub(crate) fn routed(&self) -> [Option<&'a [u8]>; 2] {
+        self.routed
     }
 
     pub(crate) fn finish(self) -> Repeated<'a> {
@@ -116,6 +127,13 @@ impl<'a> Keys<'a> for Repeats<'a> {
         let seen = match (depth, &mut self.inner) {
             (1, _) => {
                 self.last = key;
+                // Compared as bytes: a slice comparison here called
+                // `memcmp` for every key at the top.
+                match *key {
+                    [b'n', b'a', b'm', b'e'] => self.routed[0] = Some(key),
+                    [b'u', b'r', b'i'] => self.routed[1] = Some(key),
+                    _ => {}
+                }
                 &mut self.top
             }
             (2, Some(inner)) => inner,

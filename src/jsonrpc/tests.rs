@@ -222,3 +222,54 @@ fn the_one_pass_reading_agrees_with_serde() {
         assert!(Envelope::read(text, &mut Unwatched).is_some(), "{text}");
     }
 }
+
+/// The name a call routes on is found in the one pass wherever it is
+/// plainly written, and is exactly what a full reading finds; anything
+/// else is left to the router's own reading (`peek_string`).
+#[test]
+fn the_routed_name_is_found_in_the_one_pass() {
+    let routed = |method: &str, params: &str| {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#);
+        let Ok(Message::Request(r)) = Message::parse_client(text.as_bytes()) else {
+            panic!("{text}");
+        };
+        r.routed.get(r.params.as_deref()).map(String::from)
+    };
+    let some = |s: &str| Some(s.to_owned());
+    let call = |params| routed("tools/call", params);
+    assert_eq!(
+        call(r#"{"name":"echo","arguments":{"name":"x"}}"#),
+        some("echo")
+    );
+    assert_eq!(
+        call(r#"{"arguments":{"name":"x"},"name":"echo"}"#),
+        some("echo")
+    );
+    assert_eq!(call(r#" { "uri" :	"file:///a" , "name" : "" } "#), some(""));
+    assert_eq!(routed("prompts/get", r#"{"name":"p"}"#), some("p"));
+    assert_eq!(
+        routed("resources/read", r#"{"name":"n","uri":"u"}"#),
+        some("u")
+    );
+    assert_eq!(routed("resources/subscribe", r#"{"uri":"u"}"#), some("u"));
+    // Only where the method routes.
+    assert_eq!(routed("tools/list", r#"{"name":"echo"}"#), None);
+    assert_eq!(call(r#"{"_meta":{"name":"x"},"uri":"u"}"#), None);
+    // Escaped, or not a string: not found here.
+    assert_eq!(call(r#"{"name":"a\"b"}"#), None);
+    assert_eq!(call(r#"{"name":7}"#), None);
+    assert_eq!(call(r#"{"arguments":{}}"#), None);
+    // Other params text (a params rewritten since) is not read by it.
+    let text = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#;
+    let Ok(Message::Request(r)) = Message::parse_client(text) else {
+        panic!()
+    };
+    assert_eq!(r.routed.get(r.params.as_deref()), Some("echo"));
+    let other: Box<RawValue> = serde_json::from_str(r#"{"name":"other","x":1}"#).unwrap();
+    assert_eq!(r.routed.get(Some(&other)), None);
+    // A backend's message (not a client's) carries none.
+    let Ok(Message::Request(r)) = Message::parse(text) else {
+        panic!()
+    };
+    assert_eq!(r.routed.get(r.params.as_deref()), None);
+}

@@ -22,9 +22,10 @@ use super::kind::Kind;
 use super::rounds::{self, Rounds};
 use super::tasks::TaskIndex;
 use crate::config::{Prefix, ToolFilter, ToolScopes};
-use crate::jsonrpc::{self, METHOD_NOT_FOUND, Outcome};
+use crate::jsonrpc::{self, METHOD_NOT_FOUND, Outcome, Routed};
 use crate::upstream::{Answered, Backend, Caller, EventSink};
 use crate::vocab::{NamespaceName, Principal};
+use forward::Called;
 
 pub use notices::ClientNotice;
 
@@ -126,13 +127,15 @@ impl Namespace {
         )
     }
 
-    /// Serves one client request, always with a JSON-RPC outcome.
+    /// Serves one client request, always with a JSON-RPC outcome. `routed`:
+    /// where the name it routes on lies in `params`, if its parse found it.
     pub async fn handle(
         &self,
         who: &Principal,
         caller: &Caller,
         method: &str,
         params: Option<Box<RawValue>>,
+        routed: Routed,
         events: &EventSink,
     ) -> Outcome {
         // Every arm but the forwarded calls is boxed: a future is as big as
@@ -144,15 +147,18 @@ impl Namespace {
             "ping" => ok(&json!({})),
             "logging/setLevel" => self.set_level(caller, params, events).await,
             "tools/call" => {
-                self.forward(who, caller, Kind::Tool, method, params, events)
+                let called = Called::new(Kind::Tool, routed);
+                self.forward(who, caller, called, method, params, events)
                     .await
             }
             "prompts/get" => {
-                self.forward(who, caller, Kind::Prompt, method, params, events)
+                let called = Called::new(Kind::Prompt, routed);
+                self.forward(who, caller, called, method, params, events)
                     .await
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                self.forward(who, caller, Kind::Resource, method, params, events)
+                let called = Called::new(Kind::Resource, routed);
+                self.forward(who, caller, called, method, params, events)
                     .await
             }
             "completion/complete" => Box::pin(self.complete(caller, params, events)).await,

@@ -46,7 +46,8 @@ pub(super) enum TaskAt {
 /// The task a result names, located without parsing results that cannot
 /// have one.
 pub(super) fn task_id(result: &serde_json::value::RawValue) -> Option<TaskAt> {
-    if !result.get().contains("\"taskId\"") {
+    static TASK_ID: crate::jsonrpc::Needle = crate::jsonrpc::Needle::new("\"taskId\"");
+    if !TASK_ID.in_text(result.get()) {
         return None;
     }
     #[derive(serde::Deserialize)]

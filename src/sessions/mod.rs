@@ -185,29 +185,27 @@ impl Sessions {
         loop {
             {
                 let mut table = self.table.lock();
-                match table.get(id) {
-                    // Another principal's id (or one bound elsewhere) must
-                    // not even refresh the session.
-                    Some(s) if s.principal != *principal || s.binding != digest(bound) => {
+                // Another principal's id (or one bound elsewhere) must not
+                // even refresh the session.
+                let entered = table
+                    .enter_if(id, |s| {
+                        s.principal == *principal && s.binding == digest(bound)
+                    })
+                    .map_err(|()| NotFound)?;
+                if let Some(session) = entered {
+                    drop(table);
+                    if session.is_past_its_end() {
+                        drop(Active {
+                            sessions: self.clone(),
+                            session: session.clone(),
+                        });
+                        self.end(&session, CloseReason::idle);
                         return Err(NotFound);
                     }
-                    Some(_) => {
-                        let session = table.enter(id).ok_or(NotFound)?;
-                        drop(table);
-                        if session.is_past_its_end() {
-                            drop(Active {
-                                sessions: self.clone(),
-                                session: session.clone(),
-                            });
-                            self.end(&session, CloseReason::idle);
-                            return Err(NotFound);
-                        }
-                        return Ok(Active {
-                            sessions: self.clone(),
-                            session,
-                        });
-                    }
-                    None => {}
+                    return Ok(Active {
+                        sessions: self.clone(),
+                        session,
+                    });
                 }
             }
             // Not in memory: only a sealed id can come back, and in cluster

@@ -212,11 +212,21 @@ impl Table {
     /// Marks a request in flight on a session. A busy session is neither
     /// evicted nor expired, wherever it stands in `by_use`, so neither its
     /// place nor its last use change until the request ends (`leave`): no
-    /// clock is read for it.
-    pub(super) fn enter(&mut self, id: &str) -> Option<Arc<Session>> {
-        let entry = self.map.get_mut(id)?;
+    /// clock is read for it. Only if `may` holds of the session (one
+    /// lookup for both): `Err` when it does not, and then nothing is marked.
+    pub(super) fn enter_if(
+        &mut self,
+        id: &str,
+        may: impl FnOnce(&Session) -> bool,
+    ) -> Result<Option<Arc<Session>>, ()> {
+        let Some(entry) = self.map.get_mut(id) else {
+            return Ok(None);
+        };
+        if !may(&entry.session) {
+            return Err(());
+        }
         entry.in_flight = entry.in_flight.saturating_add(1);
-        Some(entry.session.clone())
+        Ok(Some(entry.session.clone()))
     }
 
     /// Ends a request that `enter` began: the session was used at `now`.
@@ -452,7 +462,7 @@ mod tests {
                     }
                     2 => {
                         if let Some(id) = pick(roll(64)) {
-                            table.enter(&format!("s{id}")).unwrap();
+                            table.enter_if(&format!("s{id}"), |_| true).unwrap();
                             model.get_mut(&id).unwrap().2 += 1;
                         }
                     }

@@ -8,7 +8,8 @@ use serde_json::value::RawValue;
 use super::{Member, Namespace, error, ok};
 use crate::config::Prefix;
 use crate::jsonrpc::{
-    self, Fields, INVALID_PARAMS, Outcome, Payload, parse_fields, peek_string, string_field,
+    self, Fields, INVALID_PARAMS, Outcome, Payload, Routed, parse_fields, routed_string,
+    string_field,
 };
 use crate::router::audit::Trail;
 use crate::router::kind::Kind;
@@ -18,6 +19,20 @@ use crate::router::{links, names};
 use crate::upstream::{Caller, EventSink};
 use crate::vocab::Principal;
 
+/// What a forwarded call names (a tool, a prompt, a resource), and where
+/// its parse found the name in its params.
+#[derive(Clone, Copy)]
+pub(in crate::router) struct Called {
+    kind: Kind,
+    routed: Routed,
+}
+
+impl Called {
+    pub(in crate::router) fn new(kind: Kind, routed: Routed) -> Called {
+        Called { kind, routed }
+    }
+}
+
 impl Namespace {
     /// tools/call, prompts/get, resources/*, on the audit trail (`who`
     /// asked) when it is read.
@@ -25,14 +40,14 @@ impl Namespace {
         &self,
         who: &Principal,
         caller: &Caller,
-        kind: Kind,
+        called: Called,
         method: &str,
         params: Option<Box<RawValue>>,
         events: &EventSink,
     ) -> Outcome {
         let mut trail = Trail::begin(who, &self.name, method);
         let outcome = self
-            .route(caller, kind, method, params, events, &mut trail)
+            .route(caller, called, method, params, events, &mut trail)
             .await;
         if let Some(trail) = trail {
             trail.end(&outcome);
@@ -44,14 +59,14 @@ impl Namespace {
     async fn route(
         &self,
         caller: &Caller,
-        kind: Kind,
+        Called { kind, routed }: Called,
         method: &str,
         params: Option<Box<RawValue>>,
         events: &EventSink,
         trail: &mut Option<Trail<'_>>,
     ) -> Outcome {
         let key = kind.id_key();
-        let exposed = match peek_string(params.as_deref(), key) {
+        let exposed = match routed_string(params.as_deref(), key, routed) {
             Err(()) => return error(INVALID_PARAMS, "params must be an object"),
             Ok(None) => return error(INVALID_PARAMS, &format!("params.{key} is required")),
             Ok(Some(exposed)) => exposed,
