@@ -230,6 +230,21 @@ async fn a_refused_tunnel_is_the_proxys_error() {
     assert!(!gw.log().contains("nope"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_that_never_answers_connect_is_given_up_on() {
+    let (_backend, tls, _) = behind_tls();
+    // Takes connections, and says nothing on them.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let held = std::thread::spawn(move || silent.incoming().take(4).collect::<Vec<_>>());
+    let url = format!("https://{}/mcp", tls.addr);
+    let toml = http_backend("b", &url, &format!("proxy = \"http://{addr}\""));
+    let gw = Gateway::start_in_env_logged(&toml, &[]);
+    let wanted = format!("proxy http://{addr}: no answer within 5s");
+    wait_until(Duration::from_secs(20), || gw.log().contains(&wanted));
+    drop((gw, held));
+}
+
 #[test]
 fn a_bad_proxy_is_a_config_error() {
     let dir = tempdir::Dir::new();
