@@ -245,6 +245,46 @@ async fn a_proxy_that_never_answers_connect_is_given_up_on() {
     drop((gw, held));
 }
 
+/// The OAuth issuer's metadata and the OTLP collector are reached through
+/// the environment's proxy too (both down here: the proxy counts the
+/// requests it was asked to forward, and answers 502).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_issuer_and_the_collector_go_through_the_environments_proxy() {
+    let proxy = CountingProxy::open();
+    let nothing = || {
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        gone.local_addr().unwrap().to_string()
+    };
+    let (issuer, collector) = (nothing(), nothing());
+    let env = [
+        ("HTTP_PROXY", proxy.url()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let oauth = format!(
+        "[auth]\noauth = {{ issuer = \"http://{issuer}\", audience = \"http://127.0.0.1/mcp\" }}\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_in_env_logged(&oauth, &env);
+    // An RS256 token: judging it needs the issuer's keys, fetched now.
+    let token = "Bearer eyJhbGciOiJSUzI1NiIsImtpZCI6ImsifQ.eyJzdWIiOiJ4In0.c2ln";
+    let post = reqwest::Client::new().post(gw.url("/mcp"));
+    let _ = post.header("authorization", token).body("{}").send().await;
+    let fetched = |to: &str| proxy.seen().forwarded.contains_key(to);
+    wait_until(Duration::from_secs(20), || fetched(&issuer));
+
+    let tracing = format!(
+        "[tracing]\notlp_endpoint = \"http://{collector}\"\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_in_env_logged(&tracing, &env);
+    gw.wait_ready();
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    http.call(&sid, 2, "tools/list", json!({})).await;
+    wait_until(Duration::from_secs(20), || fetched(&collector));
+}
+
 #[test]
 fn a_bad_proxy_is_a_config_error() {
     let dir = tempdir::Dir::new();
