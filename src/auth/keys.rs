@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::config::OAuthSettings;
-use crate::http1::client::{Client, Target};
+use crate::http1::client::Client;
 
 /// An unknown key id fetches the keys again at most this often.
 const MIN_REFETCH: Duration = Duration::from_secs(5);
@@ -193,7 +193,7 @@ impl Keys {
     }
 
     async fn get_json(&self, url: &Uri) -> Result<serde_json::Value, String> {
-        let target = Target::new(url)?;
+        let target = self.client.target(url)?;
         let response = self
             .client
             .request(Method::GET, &target)

@@ -108,7 +108,7 @@ impl Authenticator {
         let oauth = match &settings.oauth {
             None => None,
             Some(o) => {
-                let client = Client::new()?;
+                let client = Client::new(o.proxy.clone())?;
                 Some(OAuth {
                     keys: keys::Keys::new(o, client),
                     origin: metadata::origin(&o.audience),

@@ -60,6 +60,7 @@ pub(super) fn build(
         provenance,
         issues,
         secrets: secret_vars(&file, syntax),
+        proxy_reported: false,
     };
     let has_auth = file.auth.is_some();
     let server = b.server(file.server, has_auth);
@@ -144,6 +145,8 @@ struct Builder<'a> {
     /// The variables that hold the gateway's own secrets: never passed to a
     /// child or interpolated into what a backend gets.
     secrets: SecretVars,
+    /// A bad proxy variable has been reported (once, however many use it).
+    proxy_reported: bool,
 }
 
 /// Every variable the config names as a secret's source, with its key.
@@ -201,6 +204,24 @@ impl Builder<'_> {
                 message: format!("`{key}` (set by environment variable `{var}`): {message}"),
             }),
             None => self.at_key(&key.split('.').collect::<Vec<_>>(), message),
+        }
+    }
+
+    /// The environment's proxies (`http1::proxy`), for what reaches out
+    /// over HTTP. A variable that cannot be used is a problem only then: a
+    /// gateway of stdio backends starts whatever `http_proxy` holds.
+    fn env_proxy(&mut self) -> super::Proxy {
+        match super::Proxy::from_vars(|name| self.env.var(name)) {
+            Ok(proxy) => proxy,
+            Err(bad) => {
+                if !std::mem::replace(&mut self.proxy_reported, true) {
+                    self.issues.push(Issue {
+                        at: At::Nowhere,
+                        message: format!("environment variable `{}`: {}", bad.var, bad.why),
+                    });
+                }
+                super::Proxy::none()
+            }
         }
     }
 

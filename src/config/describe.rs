@@ -207,6 +207,15 @@ pub fn describe(loaded: &Loaded) -> String {
             let _ = write!(tools, ", {from} -> {to}");
         }
         let _ = writeln!(text, "{tools}");
+        if let Transport::Http { url, .. } | Transport::Sse { url, .. } = &b.transport {
+            // The route its URL takes; the proxy's credentials left out.
+            let via = b.proxy.shown_for(url);
+            let _ = writeln!(
+                text,
+                "    proxy: {}",
+                via.as_deref().unwrap_or("none (direct)")
+            );
+        }
         if let Some(o) = &b.credentials {
             let _ = writeln!(
                 text,

@@ -202,6 +202,8 @@ pub(super) struct FileBackend {
     pub(super) tools: Option<FileTools>,
     pub(super) roots: Option<Vec<String>>,
     pub(super) oauth: Option<FileBackendOAuth>,
+    /// A proxy URL, or "none"; unset: the environment's.
+    pub(super) proxy: Option<String>,
 }
 
 /// `[backends.NAME] oauth = { ... }`: the gateway's own token for an HTTP

@@ -45,6 +45,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use crate::http1::proxy::Proxy;
 use crate::vocab::{BackendName, NamespaceName};
 
 pub use describe::describe;
@@ -155,6 +156,9 @@ pub struct OAuthSettings {
     pub jwks_url: Option<http::Uri>,
     /// Scopes every token must hold.
     pub required_scopes: Vec<String>,
+    /// How the issuer's metadata and keys are fetched: the environment's
+    /// proxies.
+    pub proxy: Proxy,
 }
 
 /// What one principal may ask of the gateway (`[limits]`; all off by
@@ -195,6 +199,8 @@ pub struct TracingSettings {
     /// recorded (0 to 1); a client's own sampling decision is followed.
     pub sampling_ratio: f64,
     pub service_name: String,
+    /// How the collector is reached: the environment's proxies.
+    pub proxy: Proxy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,6 +266,9 @@ pub struct BackendConfig {
     pub roots: Vec<String>,
     /// http/sse: the gateway's own OAuth token for this backend.
     pub credentials: Option<ClientCredentials>,
+    /// http/sse: the proxies its requests (its token's included) go
+    /// through: its `proxy` key, else the environment's. Direct for stdio.
+    pub proxy: Proxy,
 }
 
 /// `[backends.NAME] oauth`: a token the gateway fetches for itself (the

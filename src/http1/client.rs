@@ -19,6 +19,7 @@
 //! pooled client instead (`twin`), the library this is held equal to.
 
 mod conn;
+mod dial;
 mod pool;
 mod response;
 mod target;
@@ -27,12 +28,10 @@ mod twin;
 use super::codec as h1;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use hyper_util::client::legacy::connect::HttpConnector;
 use parking_lot::Mutex;
 
 use pool::{Connector, IDLE_TIMEOUT, MAX_IDLE, Shared};
@@ -40,6 +39,8 @@ use response::{Body, ResponseBody};
 pub(crate) use response::{Headers, Response};
 use target::Prepared;
 pub(crate) use target::Target;
+
+use crate::http1::proxy::Proxy;
 
 /// One per backend: its pooled connections.
 #[derive(Clone)]
@@ -56,26 +57,24 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// A client on the HTTP code in force (`http1::Engine`).
-    pub(crate) fn new() -> Result<Client, String> {
-        Client::on(super::Engine::current())
+    /// A client on the HTTP code in force (`http1::Engine`), its targets
+    /// reached through the proxies `proxy` picks.
+    pub(crate) fn new(proxy: Proxy) -> Result<Client, String> {
+        Client::on(super::Engine::current(), proxy)
     }
 
     /// A client on `engine`'s code: its own, or hyper's.
-    fn on(engine: super::Engine) -> Result<Client, String> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(Duration::from_secs(5)));
+    fn on(engine: super::Engine, proxy: Proxy) -> Result<Client, String> {
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .try_with_platform_verifier()
             .map_err(|e| format!("TLS: {e}"))?
             .https_or_http()
             .enable_http1()
-            .wrap_connector(http);
+            .wrap_connector(dial::Dialer::new(proxy.clone()));
         let hyper = engine == super::Engine::Hyper;
         Ok(Client {
             shared: Arc::new(Shared {
+                proxy,
                 twin: hyper.then(|| twin::Twin::new(&connector)),
                 connector,
                 idle: (0..crate::workers::shards())
@@ -83,6 +82,12 @@ impl Client {
                     .collect(),
             }),
         })
+    }
+
+    /// `uri` prepared for this client's requests: whether it goes through
+    /// a proxy is decided here, once.
+    pub(crate) fn target(&self, uri: &http::Uri) -> Result<Target, String> {
+        Target::new(uri, &self.shared.proxy)
     }
 
     pub(crate) fn request(&self, method: Method, target: &Target) -> RequestBuilder {
@@ -225,6 +230,7 @@ impl Client {
             // Boxed: the twin's future stays out of every call's own.
             let (status, headers, content_length, body) =
                 Box::pin(twin.send(method, target, headers, body)).await?;
+            refused_by_proxy(target, status)?;
             return Ok(Response {
                 status,
                 headers: Headers::Hyper(headers),
@@ -233,12 +239,13 @@ impl Client {
             });
         }
         let mut head = Vec::with_capacity(192 + 64 * headers.size_hint().0);
+        let proxy_auth = target.forward.as_ref().and_then(|f| f.auth.as_ref());
         h1::write_request_head(
             &mut head,
             method,
-            target.path.as_str(),
+            target.request_target(),
             &target.host,
-            headers,
+            headers.map(shorter).chain(proxy_auth.map(|(k, v)| (k, v))),
             body.len(),
         );
         // Once a reused connection closed on the request: a new one (which
@@ -274,6 +281,7 @@ impl Client {
                 }
                 Err(e) => return Err(e),
             };
+            refused_by_proxy(target, head.status)?;
             return Ok(Response {
                 status: head.status,
                 headers: Headers::Own(head.headers),
@@ -286,6 +294,21 @@ impl Client {
                 }),
             });
         }
+    }
+}
+
+/// A 407 to a request a proxy forwards is the proxy's own answer: its
+/// failure, named as such (a `https` target's tunnel is refused in `dial`).
+fn refused_by_proxy(target: &Prepared, status: http::StatusCode) -> Result<(), SendError> {
+    match &target.forward {
+        Some(f) if status == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED => {
+            Err(SendError::Proxy(format!(
+                "proxy {} answered {}",
+                f.proxy.shown,
+                dial::status(status)
+            )))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -308,6 +331,10 @@ pub(crate) enum SendError {
     Io(std::io::Error),
     #[error("{0}")]
     Response(h1::Error),
+    /// The proxy answered for the target (names the proxy, never its
+    /// credentials).
+    #[error("{0}")]
+    Proxy(String),
     /// hyper-util's client failed (`SLUICE_HTTP=hyper`), the cause chained.
     #[error("{0}")]
     Library(String),

@@ -3,13 +3,14 @@
 //! read and written, a body's framing, the limits; the front's connection
 //! and the client both use it), and the client that backends, the OAuth
 //! issuer and the OTLP collector are reached with (`client`), beside it
-//! so that no caller reaches into `upstream` for it; a header value as
-//! text (`header_text`). It imports nothing above the runtime's own
+//! so that no caller reaches into `upstream` for it, and the proxies it
+//! goes through (`proxy`); a header value as text (`header_text`). It imports nothing above the runtime's own
 //! utilities.
 
 pub(crate) mod client;
 pub(crate) mod codec;
 pub(crate) mod header_text;
+pub mod proxy;
 
 use std::sync::OnceLock;
 

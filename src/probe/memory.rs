@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use http::{Method, Uri};
 
-use crate::http1::client::{Client, Target};
+use crate::http1::client::Client;
 
 pub(super) enum Memory {
     Tree(u32),
@@ -19,7 +19,8 @@ pub(super) enum Memory {
 impl Memory {
     pub(super) fn metrics(url: &str) -> Result<Memory, String> {
         let uri: Uri = url.parse().map_err(|_| format!("not a URL: {url}"))?;
-        Ok(Memory::Metrics(Client::new()?, uri))
+        let proxy = crate::http1::proxy::Proxy::from_process()?;
+        Ok(Memory::Metrics(Client::new(proxy)?, uri))
     }
 
     /// Bytes resident now (None: the process is gone, or no answer).
@@ -84,7 +85,7 @@ async fn scrape(client: &Client, uri: &Uri) -> Option<u64> {
 const SCRAPE: Duration = Duration::from_secs(5);
 
 async fn scrape_unbounded(client: &Client, uri: &Uri) -> Option<u64> {
-    let target = Target::new(uri).ok()?;
+    let target = client.target(uri).ok()?;
     let resp = client.request(Method::GET, &target).send().await.ok()?;
     let mut body = Vec::new();
     let mut chunks = std::pin::pin!(resp.bytes_stream());

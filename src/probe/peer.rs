@@ -77,9 +77,13 @@ impl Peer {
                 .map_err(|_| PeerError::Header(format!("the value of `{k}` is not valid")))?;
             map.append(k, v);
         }
+        let proxy = crate::http1::proxy::Proxy::from_process().map_err(PeerError::Send)?;
+        let client = Client::new(proxy).map_err(PeerError::Send)?;
         Ok(Peer {
-            client: Client::new().map_err(PeerError::Send)?,
-            target: Target::new(&uri).map_err(|e| PeerError::Header(format!("{e}: {url}")))?,
+            target: client
+                .target(&uri)
+                .map_err(|e| PeerError::Header(format!("{e}: {url}")))?,
+            client,
             headers: map,
         })
     }

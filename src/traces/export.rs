@@ -13,7 +13,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracerProvider};
 
 use crate::config::TracingSettings;
-use crate::http1::client::{Client, Target};
+use crate::http1::client::Client;
 
 /// How long one export may take, retries included.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,7 +24,7 @@ pub(super) fn provider(settings: &TracingSettings) -> Result<SdkTracerProvider, 
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| "tracing needs the gateway's runtime".to_owned())?;
     let client = Exporter {
-        client: Client::new()?,
+        client: Client::new(settings.proxy.clone())?,
         runtime,
     };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -79,7 +79,7 @@ impl HttpClient for Exporter {
 
 async fn send(client: &Client, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
     let (parts, body) = request.into_parts();
-    let target = Target::new(&parts.uri)?;
+    let target = client.target(&parts.uri)?;
     let answer = client
         .request(parts.method, &target)
         .headers(&parts.headers)

@@ -88,11 +88,14 @@ impl Headers {
     pub(super) fn new(
         fixed: HeaderMap,
         credentials: Option<&ClientCredentials>,
+        client: &Client,
     ) -> Result<Headers, String> {
         let token = match credentials {
             None => None,
             Some(c) => Some(Token {
-                target: Target::new(&c.token_url).map_err(|e| format!("oauth token_url: {e}"))?,
+                target: client
+                    .target(&c.token_url)
+                    .map_err(|e| format!("oauth token_url: {e}"))?,
                 config: c.clone(),
                 ready: watch::channel(false).0,
                 exchanged: Mutex::default(),

@@ -47,7 +47,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &Arc<HttpSpec>) -> Result<Arc<Link
     let endpoint = match deadline.run(&ctx.name, stream.next()).await? {
         Some(Ok(ev)) if ev.event.as_deref() == Some("endpoint") => {
             endpoint(&spec.url, ev.data.trim())
-                .and_then(|uri| Target::new(&uri).map_err(|_| "bad endpoint"))
+                .and_then(|uri| spec.client.target(&uri).map_err(|_| "bad endpoint"))
                 .map_err(|why| UpstreamError::protocol(&ctx.name, why))?
         }
         _ => return Err(UpstreamError::protocol(&ctx.name, "no endpoint event")),

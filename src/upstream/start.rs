@@ -157,7 +157,7 @@ fn http_spec(
     }
     // Credentials in the URL (`http://user:pass@host/`) go as Basic auth,
     // as browsers and curl send them, and leave the URL.
-    let basic = basic_auth(&url);
+    let basic = crate::http1::proxy::basic_auth(&url);
     let _ = url.set_username("");
     let _ = url.set_password(None);
     let uri = url
@@ -181,32 +181,19 @@ fn http_spec(
     }
     // No redirects are followed: one would carry the configured secret
     // headers to wherever the backend points (a 3xx is an error, not a hop).
-    let client = crate::http1::client::Client::new().map_err(|e| format!("http client: {e}"))?;
-    let target = crate::http1::client::Target::new(&uri).map_err(|e| format!("bad url: {e}"))?;
+    // Its URL, its legacy endpoint and its token URL all go through the
+    // proxy its config names.
+    let client = crate::http1::client::Client::new(config.proxy.clone())
+        .map_err(|e| format!("http client: {e}"))?;
+    let target = client.target(&uri).map_err(|e| format!("bad url: {e}"))?;
     Ok(http::HttpSpec {
         url,
         target,
-        headers: Arc::new(headers::Headers::new(map, config.credentials.as_ref())?),
+        headers: Arc::new(headers::Headers::new(
+            map,
+            config.credentials.as_ref(),
+            &client,
+        )?),
         client,
     })
-}
-
-/// `Authorization: Basic` from a URL's user and password, if it has them.
-fn basic_auth(url: &url::Url) -> Option<::http::HeaderValue> {
-    use base64::Engine as _;
-    if url.username().is_empty() && url.password().is_none() {
-        return None;
-    }
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let pair = format!(
-        "{}:{}",
-        decode(url.username()),
-        decode(url.password().unwrap_or(""))
-    );
-    let token = base64::engine::general_purpose::STANDARD.encode(pair);
-    ::http::HeaderValue::from_str(&format!("Basic {token}")).ok()
 }

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 mod metrics;
 pub use metrics::Metrics;
+pub mod proxy;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
@@ -116,6 +117,24 @@ impl Gateway {
         let gw = Self::spawn_cmd(cmd, dir, Stdio::inherit());
         gw.wait_ready();
         gw
+    }
+
+    /// `start_in_env`, with the log kept (`log`, at `SLUICE_LOG=info`)
+    /// and without waiting for every backend to be healthy.
+    pub fn start_in_env_logged(toml: &str, env: &[(&str, &str)]) -> Gateway {
+        let dir = tempdir::Dir::new();
+        let config = tempdir::write(&dir, "sluice.toml", toml);
+        let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0"])
+            .env_clear()
+            .env("SLUICE_LOG", "info");
+        if let Some(http) = std::env::var_os("SLUICE_HTTP") {
+            cmd.env("SLUICE_HTTP", http);
+        }
+        cmd.envs(env.iter().copied());
+        Self::spawn_cmd(cmd, dir, Stdio::from(log))
     }
 
     /// The built-in default (no --config).

@@ -146,6 +146,7 @@ impl Builder<'_> {
             audience: audience.filter(|_| ok)?,
             jwks_url,
             required_scopes,
+            proxy: self.env_proxy(),
         })
     }
 }

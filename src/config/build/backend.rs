@@ -11,7 +11,7 @@ use super::super::error::dotted;
 use super::super::file::{self, FileBackend, FileNamespace, FileTransport};
 use super::super::{
     BackendConfig, BackendName, ClientCredentials, Inherit, Isolation, NamespaceConfig,
-    NamespaceName, Prefix, Secret, TokenExchange, ToolFilter, ToolScopes, Transport,
+    NamespaceName, Prefix, Proxy, Secret, TokenExchange, ToolFilter, ToolScopes, Transport,
 };
 use super::Builder;
 
@@ -113,6 +113,10 @@ impl Builder<'_> {
                 None => None,
                 Some(o) => Some(self.credentials(name, kind, b, o)?),
             },
+            proxy: match kind {
+                FileTransport::Stdio => Proxy::none(),
+                FileTransport::Http | FileTransport::Sse => self.proxy(name, b.proxy.as_deref())?,
+            },
         })
     }
 
@@ -200,7 +204,11 @@ impl Builder<'_> {
     fn transport(&mut self, name: &str, kind: FileTransport, b: &FileBackend) -> Option<Transport> {
         let section = self.syntax.backends();
         let foreign: &[(&str, bool)] = match kind {
-            FileTransport::Stdio => &[("url", b.url.is_some()), ("headers", b.headers.is_some())],
+            FileTransport::Stdio => &[
+                ("url", b.url.is_some()),
+                ("headers", b.headers.is_some()),
+                ("proxy", b.proxy.is_some()),
+            ],
             FileTransport::Http | FileTransport::Sse => &[
                 ("command", b.command.is_some()),
                 ("args", b.args.is_some()),
@@ -224,6 +232,20 @@ impl Builder<'_> {
             FileTransport::Sse => {
                 let (url, headers) = self.http(name, b, &which)?;
                 Some(Transport::Sse { url, headers })
+            }
+        }
+    }
+
+    /// `proxy`: a URL (`${VAR}` allowed, for its password), or "none";
+    /// unset, the environment's.
+    fn proxy(&mut self, name: &str, written: Option<&str>) -> Option<Proxy> {
+        let path = [self.syntax.backends(), name, "proxy"];
+        match written.map(str::trim) {
+            None => Some(self.env_proxy()),
+            Some("none") => Some(Proxy::none()),
+            Some(url) => {
+                let url = self.expand(&path, url)?;
+                Proxy::all(&url).map_err(|why| self.at_key(&path, why)).ok()
             }
         }
     }

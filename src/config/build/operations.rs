@@ -177,6 +177,7 @@ impl Builder<'_> {
             otlp_endpoint,
             sampling_ratio: ratio,
             service_name,
+            proxy: self.env_proxy(),
         })
     }
 }

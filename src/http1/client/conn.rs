@@ -16,7 +16,7 @@ use super::h1;
 use super::target::Origin;
 
 /// The connector's stream (hyper's I/O traits), seen through tokio's.
-pub(super) type Io = TokioIo<hyper_rustls::MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>>;
+pub(super) type Io = TokioIo<hyper_rustls::MaybeHttpsStream<super::dial::Dialed>>;
 
 /// What a read asks the socket for at least: a response of the common size
 /// arrives in one read.
@@ -26,7 +26,7 @@ const READ_BUF: usize = 8 * 1024;
 /// written by system call (`raw_io`).
 fn plain(io: &Io) -> Option<&tokio::net::TcpStream> {
     match io.inner() {
-        hyper_rustls::MaybeHttpsStream::Http(tcp) => Some(tcp.inner()),
+        hyper_rustls::MaybeHttpsStream::Http(dialed) => Some(dialed.tcp.inner()),
         hyper_rustls::MaybeHttpsStream::Https(_) => None,
     }
 }

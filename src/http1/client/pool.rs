@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tokio::time::Instant;
@@ -16,7 +15,7 @@ use super::SendError;
 use super::conn::Conn;
 use super::target::{Origin, Prepared};
 
-pub(super) type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+pub(super) type Connector = hyper_rustls::HttpsConnector<super::dial::Dialer>;
 
 /// Idle connections kept per backend: as many as calls a link may have in
 /// flight (`conn::MAX_POSTS`), so a steady load reuses every one.
@@ -25,6 +24,9 @@ pub(super) const MAX_IDLE: usize = 256;
 pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 pub(super) struct Shared {
+    /// Which targets go through which proxy (`Client::target`); the
+    /// connector dials by it too.
+    pub(super) proxy: crate::http1::proxy::Proxy,
     pub(super) connector: Connector,
     /// Set with `SLUICE_HTTP=hyper`: every request goes through it.
     pub(super) twin: Option<super::twin::Twin>,

@@ -1,27 +1,31 @@
-//! Where a request goes: a URL prepared once, and the origin a pooled
-//! connection is matched by.
+//! Where a request goes: a URL prepared once, with the proxy it goes
+//! through, and the origin a pooled connection is matched by.
 
 use std::sync::Arc;
 
 use http::Uri;
-use http::header::HeaderValue;
+use http::header::{HeaderName, HeaderValue, PROXY_AUTHORIZATION};
 use http::uri::{Authority, PathAndQuery, Scheme};
 
-/// Where a connection goes: scheme and authority, in lower case, in one
-/// string (compared at every checkout; `Authority`'s own comparison folds
-/// case byte by byte).
+use crate::http1::proxy::{Proxy, ProxyUrl};
+
+/// Where a connection goes: scheme and authority, in lower case, and the
+/// proxy it goes through, in one string (compared at every checkout;
+/// `Authority`'s own comparison folds case byte by byte). A connection
+/// through a proxy is never taken for a direct one, nor the reverse.
 #[derive(Clone, PartialEq)]
 pub(super) struct Origin(Arc<str>);
 
 impl Origin {
-    fn of(uri: &Uri) -> Origin {
+    fn of(uri: &Uri, proxy: Option<&ProxyUrl>) -> Origin {
         let scheme = uri.scheme_str().unwrap_or_default();
         let authority = uri.authority().map_or("", Authority::as_str);
-        Origin(
-            format!("{scheme}://{authority}")
-                .to_ascii_lowercase()
-                .into(),
-        )
+        let mut key = format!("{scheme}://{authority}");
+        if let Some(proxy) = proxy {
+            key.push_str(" via ");
+            key.push_str(proxy.uri.authority().map_or("", Authority::as_str));
+        }
+        Origin(key.to_ascii_lowercase().into())
     }
 }
 
@@ -43,10 +47,31 @@ pub(super) struct Prepared {
     pub(super) origin: Origin,
     pub(super) path: PathAndQuery,
     pub(super) host: HeaderValue,
+    /// An `http` target through a proxy, which forwards its requests.
+    pub(super) forward: Option<Forward>,
+}
+
+/// What a request a proxy forwards carries (RFC 9112 §3.2.2).
+pub(super) struct Forward {
+    /// The request line's target in absolute form.
+    pub(super) absolute: Box<str>,
+    /// `Proxy-Authorization`, when the proxy's URL has credentials.
+    pub(super) auth: Option<(HeaderName, HeaderValue)>,
+    pub(super) proxy: Arc<ProxyUrl>,
+}
+
+impl Prepared {
+    /// The request line's target: the path, or the whole URL for a proxy.
+    pub(super) fn request_target(&self) -> &str {
+        self.forward
+            .as_ref()
+            .map_or(self.path.as_str(), |f| &f.absolute)
+    }
 }
 
 impl Target {
-    pub(crate) fn new(uri: &Uri) -> Result<Target, String> {
+    /// `uri`, through the proxy `proxy` picks for it (decided here, once).
+    pub(super) fn new(uri: &Uri, proxy: &Proxy) -> Result<Target, String> {
         let host = uri.host().ok_or("the URL has no host")?;
         let host = match uri.port_u16() {
             Some(port) if Some(port) != default_port(uri.scheme()) => {
@@ -59,11 +84,20 @@ impl Target {
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let via = proxy.route(uri);
+        let forward = via
+            .filter(|_| uri.scheme() == Some(&Scheme::HTTP))
+            .map(|proxy| Forward {
+                absolute: format!("http://{}{}", host.to_str().unwrap_or_default(), path).into(),
+                auth: proxy.auth.clone().map(|a| (PROXY_AUTHORIZATION, a)),
+                proxy: proxy.clone(),
+            });
         Ok(Target(Arc::new(Prepared {
             uri: uri.clone(),
-            origin: Origin::of(uri),
+            origin: Origin::of(uri, via.map(|p| &**p)),
             path,
             host,
+            forward,
         })))
     }
 }

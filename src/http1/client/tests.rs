@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::{Client, Target};
+use crate::http1::proxy::Proxy;
 
 /// An HTTP/1.1 server answering every request with `body`; counts the
 /// connections it accepted. `keep_alive: false` closes each one after its
@@ -44,7 +45,7 @@ async fn listen() -> (TcpListener, Target) {
     let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
         .parse()
         .unwrap();
-    (listener, Target::new(&uri).unwrap())
+    (listener, Target::new(&uri, &Proxy::none()).unwrap())
 }
 
 /// A request's head (these requests have no body), read off a raw socket.
@@ -84,7 +85,7 @@ async fn get(client: &Client, uri: &Target) -> String {
 #[tokio::test]
 async fn calls_one_after_another_share_one_connection() {
     let (uri, accepted) = server("ok", true).await;
-    let client = Client::new().unwrap();
+    let client = Client::new(Proxy::none()).unwrap();
     for _ in 0..50 {
         assert_eq!(get(&client, &uri).await, "ok");
     }
@@ -95,7 +96,7 @@ async fn calls_one_after_another_share_one_connection() {
 #[tokio::test]
 async fn concurrent_calls_open_a_connection_each_and_keep_them() {
     let (uri, accepted) = server("ok", true).await;
-    let client = Client::new().unwrap();
+    let client = Client::new(Proxy::none()).unwrap();
     for _ in 0..3 {
         let calls = (0..8).map(|_| get(&client, &uri));
         for text in futures_util::future::join_all(calls).await {
@@ -113,7 +114,7 @@ async fn concurrent_calls_open_a_connection_each_and_keep_them() {
 #[tokio::test]
 async fn a_body_left_unread_closes_its_connection() {
     let (uri, accepted) = server("a body nobody reads", true).await;
-    let client = Client::new().unwrap();
+    let client = Client::new(Proxy::none()).unwrap();
     for _ in 0..3 {
         let resp = client.request(Method::POST, &uri).send().await.unwrap();
         drop(resp);
@@ -125,7 +126,7 @@ async fn a_body_left_unread_closes_its_connection() {
 #[tokio::test]
 async fn a_server_that_closes_after_each_response_is_served_anyway() {
     let (uri, accepted) = server("ok", false).await;
-    let client = Client::new().unwrap();
+    let client = Client::new(Proxy::none()).unwrap();
     for _ in 0..5 {
         assert_eq!(get(&client, &uri).await, "ok");
     }
@@ -150,7 +151,7 @@ async fn an_idle_connection_the_server_closed_costs_the_call_nothing() {
             closed_tx.send(()).await.unwrap();
         }
     });
-    let client = Client::new().unwrap();
+    let client = Client::new(Proxy::none()).unwrap();
     for _ in 0..3 {
         assert_eq!(get(&client, &uri).await, "ok");
         closed.recv().await.unwrap();
@@ -160,7 +161,7 @@ async fn an_idle_connection_the_server_closed_costs_the_call_nothing() {
 #[tokio::test(start_paused = true)]
 async fn idle_connections_are_closed_when_they_expire() {
     let (uri, _) = server("ok", true).await;
-    let client = Client::new().unwrap();
+    let client = Client::new(Proxy::none()).unwrap();
     assert_eq!(get(&client, &uri).await, "ok");
     assert_eq!(client.idle(), 1);
     tokio::time::sleep(super::pool::IDLE_TIMEOUT * 2).await;
@@ -183,7 +184,7 @@ async fn exchange(
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let uri: Uri = format!("http://{addr}/mcp?x=1").parse().unwrap();
-    let uri = Target::new(&uri).unwrap();
+    let uri = Target::new(&uri, &Proxy::none()).unwrap();
     let read = tokio::spawn(async move {
         let (mut tcp, _) = listener.accept().await.unwrap();
         let mut request = read_head(&mut tcp).await;
@@ -203,7 +204,7 @@ async fn exchange(
         lines.sort();
         lines
     });
-    let client = Client::on(engine).unwrap();
+    let client = Client::on(engine, Proxy::none()).unwrap();
     let resp = client
         .request(method, &uri)
         .header("x-team", "a b")
@@ -257,7 +258,7 @@ async fn hyper_pools_and_fails_as_the_own_client_does() {
     use super::super::Engine;
     for engine in [Engine::Own, Engine::Hyper] {
         let (uri, accepted) = server("ok", true).await;
-        let client = Client::on(engine).unwrap();
+        let client = Client::on(engine, Proxy::none()).unwrap();
         for _ in 0..5 {
             assert_eq!(get(&client, &uri).await, "ok");
         }
@@ -267,11 +268,11 @@ async fn hyper_pools_and_fails_as_the_own_client_does() {
     let uri: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
         .parse()
         .unwrap();
-    let uri = Target::new(&uri).unwrap();
+    let uri = Target::new(&uri, &Proxy::none()).unwrap();
     drop(listener);
     let mut errors = Vec::new();
     for engine in [Engine::Own, Engine::Hyper] {
-        let err = failure(&Client::on(engine).unwrap(), &uri).await;
+        let err = failure(&Client::on(engine, Proxy::none()).unwrap(), &uri).await;
         assert!(err.is_connect(), "{engine:?}: {err}");
         assert!(!err.to_string().contains("/mcp"), "{err}");
         errors.push(err.to_string());
@@ -318,7 +319,7 @@ async fn a_request_a_reused_connection_closed_on_is_sent_again_on_a_new_one() {
     use super::super::Engine;
     for engine in [Engine::Own, Engine::Hyper] {
         let (uri, accepted) = closing_server(true).await;
-        let client = Client::on(engine).unwrap();
+        let client = Client::on(engine, Proxy::none()).unwrap();
         for _ in 0..5 {
             assert_eq!(get(&client, &uri).await, "ok", "{engine:?}");
         }
@@ -333,7 +334,7 @@ async fn a_request_a_reused_connection_closed_on_is_sent_again_on_a_new_one() {
 #[tokio::test]
 async fn a_request_a_new_connection_closed_on_is_not_sent_again() {
     let (uri, accepted) = closing_server(false).await;
-    let err = failure(&Client::new().unwrap(), &uri).await;
+    let err = failure(&Client::new(Proxy::none()).unwrap(), &uri).await;
     assert!(!err.is_connect(), "{err}");
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }

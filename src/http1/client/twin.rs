@@ -67,6 +67,9 @@ impl Twin {
             .uri(target.uri.clone());
         let map = request.headers_mut().ok_or(SendError::Builder)?;
         map.insert(HOST, target.host.clone());
+        if let Some((name, value)) = target.forward.as_ref().and_then(|f| f.auth.as_ref()) {
+            map.insert(name.clone(), value.clone());
+        }
         for (name, value) in headers.filter(|(name, _)| !h1::is_framing(name)) {
             map.append(name.clone(), value.clone());
         }
