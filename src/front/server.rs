@@ -139,6 +139,7 @@ pub async fn accept(
     let http = super::conn::hyper_builder(Some(limits.header_read_timeout));
     // `SLUICE_HTTP=hyper`: every connection is hyper's from its first byte.
     let hyper_only = crate::http1::Engine::current() == crate::http1::Engine::Hyper;
+    let tls = app.front.tls.as_ref().map(|certs| certs.acceptor());
     let places = Places::new(
         max as usize,
         limits.max_connections_per_peer,
@@ -216,6 +217,7 @@ pub async fn accept(
             closing: closing.clone(),
             header_read_timeout: limits.header_read_timeout,
             write_timeout: limits.write_timeout,
+            tls: tls.clone(),
         };
         let open = Open::new(metrics.clone(), permit);
         crate::workers::spawn_connection(tcp, move |tcp| {
