@@ -293,6 +293,10 @@ async fn curl_and_a_rustls_client_verify_against_the_test_ca() {
         let tools = reply["result"]["tools"].as_array().unwrap();
         assert!(tools.iter().any(|t| t["name"] == "demo__echo"), "{reply}");
     }
+    // The status page says what the listener speaks.
+    let (status, page) = tls.connect().await.unwrap().get("/status").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("listener https"), "{page}");
     // Without the CA, curl refuses the certificate: it is verified.
     let out = Command::new("curl")
         .args(["-sS", "--max-time", "10", &url])
