@@ -3,7 +3,8 @@
 //! trust only that CA; a reload swaps the certificate for new connections
 //! and keeps the open ones; a bad file on reload keeps the old one; plain
 //! HTTP and a handshake that never ends are let go within the deadline.
-//! Run with the default engine and with `SLUICE_HTTP=hyper` (scripts/test).
+//! Run with the default engine and with `SLUICE_HTTP=hyper` (scripts/test):
+//! under both, hyper serves a TLS connection once its handshake is done.
 
 mod support;
 

@@ -25,6 +25,7 @@
 use std::future::{Future, poll_fn};
 use std::io::IoSlice;
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -36,26 +37,24 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::Watcher;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::Edge;
 use super::answer::{self, Answer, JsonBody};
 use super::headers::RequestHeaders;
-use super::places::Place;
+use super::places::{Phase, Place};
 use crate::jsonrpc::Framed;
 use busy::Busy;
 use feed::Feed;
-use socket::{Socket, Stream};
+use socket::Socket;
 use take::{Take, Taken, take};
-pub(crate) use whole::read_whole;
 
 mod busy;
 mod feed;
 mod socket;
 mod take;
-mod tls;
-mod whole;
+pub(super) mod tls;
 
 /// What a connection needs besides its socket.
 pub(super) struct Serve {
@@ -69,8 +68,6 @@ pub(super) struct Serve {
     pub(super) closing: CancelFlag,
     pub(super) header_read_timeout: std::time::Duration,
     pub(super) write_timeout: std::time::Duration,
-    /// `[server] tls`: every connection opens with a handshake.
-    pub(super) tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// A body at least this long goes to hyper (with its head).
@@ -115,18 +112,8 @@ pub(crate) fn hyper_builder(
 }
 
 /// Serves one client connection, which holds `place`, to its end.
-pub(super) async fn serve(tcp: TcpStream, mut serve: Serve, place: Place) {
+pub(super) async fn serve(tcp: TcpStream, serve: Serve, place: Place) {
     let tcp = Socket::new(tcp, serve.write_timeout, Some(place));
-    match serve.tls.take() {
-        None => run(tcp, serve).await,
-        Some(tls) => tls::serve(tcp, serve, tls).await,
-    }
-}
-
-/// Serves a connection over `tcp` (the socket itself, or TLS over it):
-/// one body for both, each its own code, so the plain socket's reads and
-/// writes go through nothing of TLS's.
-async fn run<S: Stream>(tcp: S, serve: Serve) {
     if serve.hyper_only {
         return hand_over(tcp, Bytes::new(), serve).await;
     }
@@ -164,7 +151,7 @@ async fn run<S: Stream>(tcp: S, serve: Serve) {
         let request = match request {
             // Busy until answered: never displaced meanwhile. One that
             // was displaced has had its socket shut: it serves no more.
-            Next::Request(r) if io.tcp.socket().begin() => r,
+            Next::Request(r) if io.tcp.begin() => r,
             Next::Request(_) | Next::Closed => {
                 io.release();
                 return;
@@ -198,7 +185,7 @@ async fn run<S: Stream>(tcp: S, serve: Serve) {
             let _ = io.tcp.shutdown().await;
             return;
         }
-        io.tcp.socket().end();
+        io.tcp.end();
     }
     // Something hyper answers: it reads the bytes already here first.
     hand_over(io.tcp, io.buf.freeze(), serve).await;
@@ -206,9 +193,19 @@ async fn run<S: Stream>(tcp: S, serve: Serve) {
 
 /// Serves the rest of a connection with hyper, `read` (bytes already read
 /// from `tcp`) first.
-async fn hand_over<S: Stream>(tcp: S, read: Bytes, serve: Serve) {
-    let service = Busy::new(serve.edge, tcp.socket().phase());
-    let io = TokioIo::new(tcp.replaying(read));
+async fn hand_over(tcp: Socket, read: Bytes, serve: Serve) {
+    let phase = tcp.phase();
+    hyper_serves(tcp.replaying(read), phase, serve).await;
+}
+
+/// hyper serves `stream` (the socket, or TLS over it) to its end, its
+/// requests marked busy in `phase`.
+async fn hyper_serves<S>(stream: S, phase: Option<Arc<Phase>>, serve: Serve)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = Busy::new(serve.edge, phase);
+    let io = TokioIo::new(stream);
     let conn = serve
         .watcher
         .watch(serve.hyper.serve_connection(io, service));
@@ -236,15 +233,15 @@ enum Next {
     Closed,
 }
 
-struct Io<S> {
-    tcp: S,
+struct Io {
+    tcp: Socket,
     /// Read and not yet taken.
     buf: BytesMut,
     /// A response's head, and the body gathered behind it.
     out: Vec<u8>,
 }
 
-impl<S: Stream> Io<S> {
+impl Io {
     /// As the connection ends: a large read buffer (a head that grew it,
     /// and was never finished or was refused) is given back to the OS.
     fn release(&self) {
@@ -381,25 +378,7 @@ impl<S: Stream> Io<S> {
         if out.capacity() <= KEEP_OUT {
             self.out = out;
         }
-        match sent {
-            Ok(()) => self.flush().await.map(|()| close),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// What a TLS stream holds back of the writes it took, sent: the
-    /// plain socket holds nothing, and this is no code there.
-    async fn flush(&mut self) -> std::io::Result<()> {
-        match S::HOLDS_WRITES {
-            true => self.tcp.flush().await,
-            false => Ok(()),
-        }
-    }
-
-    /// `out`, and everything before it, on its way to the client.
-    async fn write_last(&mut self, out: &[u8]) -> std::io::Result<()> {
-        self.tcp.write_all(out).await?;
-        self.flush().await
+        sent.map(|()| close)
     }
 
     /// Writes a response: its head and a body of known length in one
@@ -433,7 +412,7 @@ impl<S: Stream> Io<S> {
         body: Body,
     ) -> std::io::Result<()> {
         if matches!(framing, Framing::None) {
-            return self.write_last(out).await;
+            return self.tcp.write_all(out).await;
         }
         let chunked = matches!(framing, Framing::Chunked);
         let mut body = pin!(body);
@@ -475,7 +454,7 @@ impl<S: Stream> Io<S> {
                     if chunked {
                         out.extend_from_slice(b"0\r\n\r\n");
                     }
-                    return self.write_last(out).await;
+                    return self.tcp.write_all(out).await;
                 }
                 // A body that fails mid-way: the connection ends, so the
                 // client sees a cut response, not a complete wrong one.
@@ -483,7 +462,7 @@ impl<S: Stream> Io<S> {
                     return Err(std::io::ErrorKind::ConnectionAborted.into());
                 }
                 Frame::Pause => {
-                    self.write_last(out).await?;
+                    self.tcp.write_all(out).await?;
                     out.clear();
                 }
             }
@@ -533,6 +512,86 @@ fn write_head(
         .iter()
         .map(|(name, value)| (name.as_str(), value.as_bytes()));
     h1::write_response_head(out, status, headers, framing, close)
+}
+
+/// What the connection makes of `wire` arriving in pieces of `cut`
+/// bytes (for the fuzz target and its seeds): each request taken (its
+/// headers, its body as far as it came, whether it asked to close), then,
+/// if a request of another kind came, where in `wire` hyper takes over and
+/// the bytes it is handed (those that had arrived).
+pub(crate) fn read_whole(wire: &[u8], cut: usize) -> (Vec<Seen>, Option<(usize, Vec<u8>)>) {
+    let mut arrived = 0;
+    let mut buf = BytesMut::new();
+    let mut taken: Vec<Seen> = Vec::new();
+    let mut feeding: Option<(Feed, Body)> = None;
+    // What a body has now; it never waits here.
+    let drain = |body: &mut Body, into: &mut Vec<u8>| {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut *body).poll_frame(&mut cx) {
+            into.extend_from_slice(&frame.into_data().unwrap_or_default());
+        }
+    };
+    for piece in wire.chunks(cut.max(1)) {
+        buf.extend_from_slice(piece);
+        arrived += piece.len();
+        loop {
+            if let Some((feed, body)) = &mut feeding {
+                let n = feed.left().min(buf.len());
+                feed.push(buf.split_to(n).freeze());
+                let last = taken.last_mut().expect("a request is fed");
+                drain(body, &mut last.body);
+                if !feed.is_whole() {
+                    break;
+                }
+                feeding = None;
+            }
+            if buf.is_empty() {
+                break;
+            }
+            match take(&mut buf) {
+                Take::Ready(t) => {
+                    let mut body = t.body;
+                    let mut read = Seen {
+                        target: String::from_utf8_lossy(t.head.target()).into_owned(),
+                        length: body.size_hint().exact().unwrap_or_default(),
+                        headers: t
+                            .head
+                            .iter()
+                            .map(|(k, v)| (k.to_ascii_lowercase(), v.to_vec()))
+                            .map(|(k, v)| (String::from_utf8(k).unwrap_or_default(), v))
+                            .collect(),
+                        body: Vec::new(),
+                        close: t.close,
+                        namespace: t.namespace.into_owned(),
+                    };
+                    drain(&mut body, &mut read.body);
+                    taken.push(read);
+                    feeding = t.feed.map(|f| (f, body));
+                }
+                // Refused as hyper refuses it: not compared further.
+                Take::Other | Take::TooLarge => {
+                    return (taken, Some((arrived - buf.len(), buf.to_vec())));
+                }
+                Take::Partial => break,
+            }
+        }
+    }
+    (taken, None)
+}
+
+/// A request as `read_whole` saw it (its method is `POST`, its version
+/// HTTP/1.1).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub(crate) target: String,
+    /// Names in lower case, in the order they came.
+    pub(crate) headers: Vec<(String, Vec<u8>)>,
+    /// Its `Content-Length`.
+    pub(crate) length: u64,
+    /// As much of the body as came.
+    pub(crate) body: Vec<u8>,
+    pub(crate) close: bool,
+    pub(crate) namespace: String,
 }
 
 #[cfg(test)]

@@ -102,33 +102,6 @@ impl Socket {
     }
 }
 
-/// What a connection is served over: the client's socket, or TLS over it.
-/// Each is its own code (`conn::run` is generic), so the plain socket pays
-/// for TLS neither a branch nor an indirect call.
-pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    /// Whether bytes a write took may wait in the stream until a flush
-    /// (TLS: a record not yet on the socket).
-    const HOLDS_WRITES: bool;
-    /// The stream with bytes already read from it put back first, for hyper.
-    type Replaying: AsyncRead + AsyncWrite + Unpin + Send + 'static;
-    /// The socket underneath, which holds the connection's place.
-    fn socket(&self) -> &Socket;
-    fn replaying(self, read: Bytes) -> Self::Replaying;
-}
-
-impl Stream for Socket {
-    const HOLDS_WRITES: bool = false;
-    type Replaying = Socket;
-
-    fn socket(&self) -> &Socket {
-        self
-    }
-
-    fn replaying(self, read: Bytes) -> Socket {
-        Socket::replaying(self, read)
-    }
-}
-
 impl AsyncRead for Socket {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -138,15 +111,10 @@ impl AsyncRead for Socket {
         if self.replay.is_empty() {
             return crate::raw_io::poll_read(&self.tcp, cx, buf);
         }
-        replay(&mut self.replay, buf)
+        let n = self.replay.len().min(buf.remaining());
+        buf.put_slice(&self.replay.split_to(n));
+        Poll::Ready(Ok(()))
     }
-}
-
-/// A read served from bytes put back (`read`, not empty).
-pub(super) fn replay(read: &mut Bytes, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-    let n = read.len().min(buf.remaining());
-    buf.put_slice(&read.split_to(n));
-    Poll::Ready(Ok(()))
 }
 
 impl AsyncWrite for Socket {
