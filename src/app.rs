@@ -117,11 +117,12 @@ const ABORT_FLUSH: Duration = Duration::from_secs(2);
 
 /// Runs the gateway until SIGINT/SIGTERM; SIGHUP reloads `config` from
 /// `source` (the file it was read from; none for the built-in default).
-/// `on_listening` gets the bound address once connections are accepted.
+/// `on_listening` gets the bound address once connections are accepted
+/// (`https://` before it with `[server] tls`).
 pub async fn serve(
     config: Config,
     source: Option<PathBuf>,
-    on_listening: impl FnOnce(SocketAddr),
+    on_listening: impl FnOnce(&str),
 ) -> Result<(), ServeError> {
     // Before anything is announced: a SIGTERM sent as soon as the
     // readiness line appears is a graceful stop, not the default kill.
@@ -144,6 +145,19 @@ pub async fn serve(
             backend: "(auth)".into(),
             why,
         })?;
+    // Read before anything starts: the files were checked with the config,
+    // and one changed since is as much a config error.
+    let tls = config
+        .server
+        .tls
+        .as_ref()
+        .map(front::Certs::new)
+        .transpose()
+        .map_err(|e| ServeError::Backend {
+            backend: "(server.tls)".into(),
+            why: e.to_string(),
+        })?
+        .map(Arc::new);
     let stop_backends = CancellationToken::new();
     let stopping = crate::cancel_flag::CancelFlag::new();
     let aborting = CancellationToken::new();
@@ -262,6 +276,7 @@ pub async fn serve(
         principal_cap: config.server.max_sessions_per_principal,
         stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
         traces,
+        tls,
     });
     let join = cluster
         .as_ref()
@@ -277,8 +292,18 @@ pub async fn serve(
         config.metrics.summary_interval,
         stopping.token().clone(),
     );
-    tracing::info!(%local, backends = backends.len(), max_connections, "sluice listening");
-    on_listening(local);
+    // The URL says what the listener speaks: with TLS, `https`.
+    let shown = match config.server.tls {
+        Some(_) => format!("https://{local}"),
+        None => local.to_string(),
+    };
+    let scheme = if config.server.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(url = %format!("{scheme}://{local}/mcp"), backends = backends.len(), max_connections, "sluice listening");
+    on_listening(&shown);
 
     let limits = front::server::Limits {
         max_connections,

@@ -119,7 +119,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let result = runtime.block_on(sluice::app::serve(cfg, config, |addr| {
+            let result = runtime.block_on(sluice::app::serve(cfg, config, |addr: &str| {
                 // The readiness line tests and scripts wait for.
                 println!("sluice listening on {addr}");
                 let _ = std::io::stdout().flush();

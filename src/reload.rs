@@ -114,6 +114,12 @@ impl Gateway {
             ),
             _ => None,
         };
+        // Read whole again (the files may have changed since the check),
+        // and installed with the layout, or not at all.
+        let certificate = match (&self.front.tls, &new.server.tls) {
+            (Some(_), Some(files)) => Some(front::Certs::read(files).map_err(|e| e.to_string())?),
+            _ => None,
+        };
         for b in &new.backends {
             if old.backend(b.name.as_str()) != Some(b) {
                 crate::upstream::check(b).map_err(|why| format!("backend `{}`: {why}", b.name))?;
@@ -241,6 +247,10 @@ impl Gateway {
         self.front.layout.store(Arc::new(layout));
         self.front.reloads.send_replace(());
         let rotated = ring.is_some_and(|ring| self.front.sessions.rotate_keys(ring));
+        if let (Some(certs), Some(key)) = (&self.front.tls, certificate) {
+            certs.install(key);
+            summary.push_str("; TLS certificate read again");
+        }
 
         // What left the layout is drained in the background.
         for s in old_started {
@@ -301,6 +311,12 @@ fn applied_server(old: &ServerSettings, new: &ServerSettings) -> ServerSettings 
         request_timeout: new.request_timeout,
         // For the backends a reload starts.
         settle_timeout: new.settle_timeout,
+        // The files of a listener that has TLS (read again at each
+        // reload); TLS on or off is the listener's own, kept to restart.
+        tls: match (&old.tls, &new.tls) {
+            (Some(_), Some(files)) => Some(files.clone()),
+            _ => old.tls.clone(),
+        },
         // A new key ring (from a `SLUICE_SESSION_KEY_FILE` rewritten), not
         // a change between table and sealed ids.
         session_keys: match (&old.session_keys, &new.session_keys) {
@@ -318,7 +334,7 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<&'static str> {
     let server = applied_server(&old.server, &new.server);
     if server != new.server {
         kept.push(
-            "[server] (other than allowed_origins, max_body_bytes, list_page_size, request_timeout and the session key ring)",
+            "[server] (other than allowed_origins, max_body_bytes, list_page_size, request_timeout, the session key ring and the tls files)",
         );
         new.server = server;
     }

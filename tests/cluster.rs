@@ -11,6 +11,7 @@ mod support;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use support::pki::Pki;
 use support::*;
 
 fn cluster_config(redis: &Redis, server: &str, backends: &str) -> String {
@@ -743,36 +744,3 @@ async fn replicas_share_sessions_over_tls_as_an_acl_user() {
 const REDIS_COMMANDS: &str = "+auth +ping +get +set +del +exists +publish +subscribe \
     +zadd +zcard +zremrangebyscore +zrangebyscore +zpopmin +hget +hsetnx +multi +exec +evalsha \
     +script|load +hset +hmget +pexpire +zrem +zscore +time";
-
-/// A CA of the test's own, and certificates it signs.
-struct Pki {
-    ca: rcgen::Issuer<'static, rcgen::KeyPair>,
-    ca_pem: String,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "sluice test CA");
-        let ca_pem = params.self_signed(&key).unwrap().pem();
-        Pki {
-            ca: rcgen::Issuer::new(params, key),
-            ca_pem,
-        }
-    }
-
-    /// A certificate for `name` (an IP address or a DNS name) and its key.
-    fn issue(&self, name: &str) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        let cert = params.signed_by(&key, &self.ca).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}

@@ -82,6 +82,18 @@ pub fn describe(loaded: &Loaded) -> String {
             ),
         },
     );
+    // Only a config whose files were read whole gets this far.
+    line(
+        "server.tls",
+        match &s.tls {
+            None => "off (plain TCP)".to_owned(),
+            Some(t) => format!(
+                "on: certificate {}, key {} (read, the key the certificate's)",
+                t.cert_file.display(),
+                t.key_file.display()
+            ),
+        },
+    );
     if let Some(o) = c.auth.as_ref().and_then(|a| a.oauth.as_ref()) {
         let scopes = if o.required_scopes.is_empty() {
             String::new()

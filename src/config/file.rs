@@ -125,6 +125,16 @@ pub(super) struct FileServer {
     pub(super) body_read_timeout: Option<FileDuration>,
     pub(super) write_timeout: Option<FileDuration>,
     pub(super) max_inflight_body_bytes: Option<usize>,
+    pub(super) tls: Option<FileTls>,
+}
+
+/// `[server] tls = { cert_file, key_file }`: PEM files, both required
+/// (optional here so that a missing one is named by its key).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileTls {
+    pub(super) cert_file: Option<PathBuf>,
+    pub(super) key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

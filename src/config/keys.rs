@@ -13,6 +13,7 @@ pub fn accepted() -> Vec<(&'static str, &'static [&'static str])> {
     vec![
         ("", fields::<file::File>()),
         ("server", fields::<file::FileServer>()),
+        ("server.tls", fields::<file::FileTls>()),
         ("auth", fields::<file::FileAuth>()),
         ("auth.oauth", fields::<file::FileOAuth>()),
         ("metrics", fields::<file::FileMetrics>()),

@@ -73,6 +73,16 @@ pub fn lint(config: &Config, env: &dyn Env) -> Vec<Finding> {
             });
         }
     }
+    let listen = config.server.listen;
+    if config.auth.is_some() && !listen.ip().is_loopback() && config.server.tls.is_none() {
+        found.push(Finding {
+            severity: Severity::Warning,
+            key: "server.tls".to_owned(),
+            message: format!(
+                "listening on {listen}, beyond loopback, in plain TCP: bearer tokens cross the network in clear unless a TLS proxy in front terminates it (or set [server] tls)"
+            ),
+        });
+    }
     found
 }
 

@@ -33,6 +33,7 @@ mod file;
 pub mod keys;
 mod lint;
 mod overrides;
+mod tls;
 mod tools;
 
 #[cfg(test)]
@@ -56,6 +57,7 @@ pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
 pub use lint::{Finding, Severity, lint};
+pub use tls::{TlsError, TlsFiles, provider as tls_provider};
 pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
 
 use build::Syntax;
@@ -119,6 +121,10 @@ pub struct ServerSettings {
     /// The budget for large bodies in flight (`crate::budget`); None: a
     /// quarter of the memory this process may use.
     pub max_inflight_body_bytes: Option<std::num::NonZeroUsize>,
+    /// TLS on the listener (None: plain TCP). The files were read whole
+    /// and checked when the config was built; they are read again at each
+    /// reload.
+    pub tls: Option<TlsFiles>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,6 +402,7 @@ impl Default for ServerSettings {
             body_read_timeout: file::DEFAULT_BODY_READ_TIMEOUT,
             write_timeout: file::DEFAULT_WRITE_TIMEOUT,
             max_inflight_body_bytes: None,
+            tls: None,
         }
     }
 }

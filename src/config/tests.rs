@@ -9,6 +9,7 @@ use super::*;
 
 mod desktop;
 mod env;
+mod tls;
 mod values;
 
 const ORIGIN: &str = "sluice.toml";

@@ -25,6 +25,7 @@
 use std::future::{Future, poll_fn};
 use std::io::IoSlice;
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -36,13 +37,13 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::Watcher;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::Edge;
 use super::answer::{self, Answer, JsonBody};
 use super::headers::RequestHeaders;
-use super::places::Place;
+use super::places::{Phase, Place};
 use crate::jsonrpc::Framed;
 use busy::Busy;
 use feed::Feed;
@@ -53,6 +54,7 @@ mod busy;
 mod feed;
 mod socket;
 mod take;
+pub(super) mod tls;
 
 /// What a connection needs besides its socket.
 pub(super) struct Serve {
@@ -192,8 +194,18 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve, place: Place) {
 /// Serves the rest of a connection with hyper, `read` (bytes already read
 /// from `tcp`) first.
 async fn hand_over(tcp: Socket, read: Bytes, serve: Serve) {
-    let service = Busy::new(serve.edge, tcp.phase());
-    let io = TokioIo::new(tcp.replaying(read));
+    let phase = tcp.phase();
+    hyper_serves(tcp.replaying(read), phase, serve).await;
+}
+
+/// hyper serves `stream` (the socket, or TLS over it) to its end, its
+/// requests marked busy in `phase`.
+async fn hyper_serves<S>(stream: S, phase: Option<Arc<Phase>>, serve: Serve)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = Busy::new(serve.edge, phase);
+    let io = TokioIo::new(stream);
     let conn = serve
         .watcher
         .watch(serve.hyper.serve_connection(io, service));

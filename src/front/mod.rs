@@ -21,6 +21,7 @@ mod reply;
 pub mod server;
 mod status;
 mod stream;
+mod tls;
 
 use std::borrow::Cow;
 use std::future::{Future, ready};
@@ -39,6 +40,7 @@ pub use checks::Policy;
 /// For `fuzzing`: what a connection makes of a client's bytes.
 pub(crate) use conn::{hyper_builder, read_whole as read_requests};
 pub(crate) use limits::Limits;
+pub(crate) use tls::Certs;
 
 /// For `fuzzing`: the Host/Origin parsers on one value.
 pub fn check_authority(value: &str) {
@@ -111,6 +113,8 @@ pub struct Front {
     pub stream_keep_alive: std::time::Duration,
     /// `[tracing]`: spans per request and backend call (or nothing).
     pub(crate) traces: crate::traces::Traces,
+    /// `[server] tls`: the listener's certificate (None: plain TCP).
+    pub(crate) tls: Option<Arc<Certs>>,
 }
 
 /// Every endpoint. `POST /mcp`, nearly all the traffic, goes straight to

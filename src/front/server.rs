@@ -139,6 +139,8 @@ pub async fn accept(
     let http = super::conn::hyper_builder(Some(limits.header_read_timeout));
     // `SLUICE_HTTP=hyper`: every connection is hyper's from its first byte.
     let hyper_only = crate::http1::Engine::current() == crate::http1::Engine::Hyper;
+    // `[server] tls`: every connection is hyper's, after its handshake.
+    let tls = app.front.tls.as_ref().map(|certs| certs.acceptor());
     let places = Places::new(
         max as usize,
         limits.max_connections_per_peer,
@@ -218,12 +220,12 @@ pub async fn accept(
             write_timeout: limits.write_timeout,
         };
         let open = Open::new(metrics.clone(), permit);
-        crate::workers::spawn_connection(tcp, move |tcp| {
-            crate::clock::Polled::new(async move {
-                super::conn::serve(tcp, serve, place).await;
-                drop(open);
-            })
-        });
+        match tls.clone() {
+            None => spawn(tcp, open, move |tcp| super::conn::serve(tcp, serve, place)),
+            Some(tls) => spawn(tcp, open, move |tcp| {
+                super::conn::tls::serve(tcp, serve, place, tls)
+            }),
+        }
     }
     Connections {
         closing,
@@ -231,6 +233,20 @@ pub async fn accept(
         permits,
         max,
     }
+}
+
+/// Runs `serve` on a worker, the connection's count held until it ends.
+fn spawn<F, Fut>(tcp: TcpStream, open: Open, serve: F)
+where
+    F: FnOnce(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    crate::workers::spawn_connection(tcp, move |tcp| {
+        crate::clock::Polled::new(async move {
+            serve(tcp).await;
+            drop(open);
+        })
+    });
 }
 
 /// A connection's place under the cap, and its count, given back however

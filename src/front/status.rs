@@ -89,9 +89,14 @@ fn render(front: &Front) -> String {
     out.push_str(HEAD);
     let _ = write!(
         out,
-        "<h1>sluice <small>{}</small></h1><p class=\"when\">{} UTC · reloads every 10 s</p>",
+        "<h1>sluice <small>{}</small></h1><p class=\"when\">{} UTC · listener {} · reloads every 10 s</p>",
         env!("CARGO_PKG_VERSION"),
-        clock(current.at)
+        clock(current.at),
+        if front.tls.is_some() {
+            "https (TLS)"
+        } else {
+            "http"
+        },
     );
 
     // Backends.

@@ -38,7 +38,8 @@ NODE_MODULES = INTEROP_DIR / "node_modules"
 EVERYTHING_JS = NODE_MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 LOOPBACK_PRELOAD = INTEROP_DIR / "loopback-preload.cjs"
 
-READY_RE = re.compile(r"^sluice listening on (127\.0\.0\.1:(\d+))$")
+# `https://` before the address when the listener has `[server] tls`.
+READY_RE = re.compile(r"^sluice listening on (https://)?(127\.0\.0\.1:(\d+))$")
 READY_TIMEOUT_S = float(os.environ.get("SLUICE_READY_TIMEOUT", "30"))
 # shutdown_grace defaults to 10s in the contract; leave room for it.
 STOP_TIMEOUT_S = float(os.environ.get("SLUICE_STOP_TIMEOUT", "20"))
@@ -147,6 +148,7 @@ class Gateway:
     stderr_path: Path
     config_path: Path | None
     stdout_lines: list[str] = field(default_factory=list)
+    scheme: str = "http"
 
     @property
     def pid(self) -> int:
@@ -154,7 +156,7 @@ class Gateway:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.addr}"
+        return f"{self.scheme}://{self.addr}"
 
     @property
     def mcp_url(self) -> str:
@@ -261,7 +263,14 @@ def start_gateway(
         if m:
             break
 
-    gw = Gateway(proc=proc, addr=m.group(1), stderr_path=stderr_path, config_path=config_path, stdout_lines=seen)
+    gw = Gateway(
+        proc=proc,
+        addr=m.group(2),
+        stderr_path=stderr_path,
+        config_path=config_path,
+        stdout_lines=seen,
+        scheme="https" if m.group(1) else "http",
+    )
 
     # keep draining stdout so the gateway never blocks on a full pipe
     def keep() -> None:

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 mod metrics;
+pub mod pki;
 pub use metrics::Metrics;
 pub mod proxy;
 
@@ -236,11 +237,12 @@ impl Gateway {
             .strip_prefix("sluice listening on ")
             .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
             .to_owned();
-        Gateway {
-            child,
-            base: format!("http://{addr}"),
-            dir,
-        }
+        // With `[server] tls` the line says `https://ADDR`.
+        let base = match addr.starts_with("https://") {
+            true => addr,
+            false => format!("http://{addr}"),
+        };
+        Gateway { child, base, dir }
     }
 
     pub fn pid(&self) -> u32 {

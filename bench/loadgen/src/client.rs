@@ -27,20 +27,58 @@ pub const PROTOCOL_VERSION: &str = "2025-11-25";
 /// No request waits longer than this (the run stays bounded in time).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// For an `https://` URL: the CA (PEM) its certificate is checked against.
+pub const CA_ENV: &str = "LOADGEN_CA_FILE";
+
 /// Where requests go: a loopback address only.
-#[derive(Debug)]
 pub struct Target {
     pub addr: SocketAddr,
     pub host: HeaderValue,
     pub path: String,
+    /// `https://`: every connection opens with a TLS handshake (TLS 1.3,
+    /// ALPN http/1.1), verified against the CA in `LOADGEN_CA_FILE`.
+    pub tls: Option<tokio_rustls::TlsConnector>,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("addr", &self.addr)
+            .field("path", &self.path)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// A client of the CA in `LOADGEN_CA_FILE` alone.
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let path = std::env::var(CA_ENV).map_err(|_| format!("an https:// URL needs {CA_ENV}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(&path).map_err(|e| format!("{path}: {e}"))? {
+        roots
+            .add(cert.map_err(|e| format!("{path}: {e}"))?)
+            .map_err(|e| format!("{path}: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
 
 impl Target {
     pub fn parse(url: &str) -> Result<Arc<Target>, String> {
         let uri: http::Uri = url.parse().map_err(|e| format!("bad url {url}: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(format!("{url}: only http:// is supported"));
-        }
+        let tls = match uri.scheme_str() {
+            Some("http") => None,
+            Some("https") => Some(tls_connector()?),
+            _ => return Err(format!("{url}: only http:// and https:// are supported")),
+        };
         let authority = uri.authority().ok_or_else(|| format!("{url}: no host"))?;
         let host = authority
             .host()
@@ -56,11 +94,14 @@ impl Target {
         if !ip.is_loopback() {
             return Err(format!("{url}: refusing a non-loopback address"));
         }
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority
+            .port_u16()
+            .unwrap_or(if tls.is_some() { 443 } else { 80 });
         Ok(Arc::new(Target {
             addr: SocketAddr::new(ip, port),
             host: HeaderValue::from_str(authority.as_str()).map_err(|e| e.to_string())?,
             path: uri.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
+            tls,
         }))
     }
 }
@@ -91,6 +132,20 @@ impl fmt::Display for Failure {
             Failure::ToolError => write!(f, "tool_error"),
         }
     }
+}
+
+/// HTTP/1.1 over `io`, its connection driven by a task of its own.
+async fn handshake<IO>(io: IO) -> Result<SendRequest<Full<Bytes>>, Failure>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|_| Failure::Connect)?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
 }
 
 /// A raw HTTP reply.
@@ -127,13 +182,16 @@ impl Conn {
             .map_err(|_| Failure::Timeout)?
             .map_err(|_| Failure::Connect)?;
         stream.set_nodelay(true).map_err(|_| Failure::Connect)?;
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let Some(tls) = &self.target.tls else {
+            self.sender = Some(handshake(stream).await?);
+            return Ok(());
+        };
+        let name = rustls::pki_types::ServerName::IpAddress(self.target.addr.ip().into());
+        let stream = tokio::time::timeout(REQUEST_TIMEOUT, tls.connect(name, stream))
             .await
+            .map_err(|_| Failure::Timeout)?
             .map_err(|_| Failure::Connect)?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        self.sender = Some(sender);
+        self.sender = Some(handshake(stream).await?);
         Ok(())
     }
 

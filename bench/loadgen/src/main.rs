@@ -12,6 +12,10 @@
 //! loadgen flood     --url URL --sockets 1100 --from 127.0.0.2 --duration 20s
 //! ```
 //!
+//! An `https://` URL is served over TLS 1.3 (ALPN http/1.1), the server's
+//! certificate verified against the CA named by `LOADGEN_CA_FILE` (PEM);
+//! each connection's handshake happens once, when it is opened.
+//!
 //! Every command prints one JSON document on stdout (or `--out FILE`) and a
 //! short summary on stderr, and exits 3 when any request failed (a non-2xx
 //! status, a body without a JSON-RPC success for our id, a tool error, a

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use super::super::duration::FileDuration;
 use super::super::file::{self, FileServer};
-use super::super::{Secret, ServerSettings, SessionIdMode, SessionMode};
+use super::super::{Secret, ServerSettings, SessionIdMode, SessionMode, TlsFiles};
 use super::Builder;
 
 impl Builder<'_> {
@@ -142,6 +142,42 @@ impl Builder<'_> {
             max_inflight_body_bytes: s
                 .max_inflight_body_bytes
                 .and_then(std::num::NonZeroUsize::new),
+            tls: s.tls.and_then(|t| self.tls(t)),
+        }
+    }
+
+    /// Both files named, and readable as a chain and its own key: a start
+    /// or reload with them serves, and one without them fails here,
+    /// before anything is bound or swapped.
+    fn tls(&mut self, t: file::FileTls) -> Option<TlsFiles> {
+        let need = |b: &mut Self, key: &str, other: &str| {
+            b.setting(key, format!("required with {other} (PEM)"));
+        };
+        let files = match (t.cert_file, t.key_file) {
+            (Some(cert_file), Some(key_file)) => TlsFiles {
+                cert_file,
+                key_file,
+            },
+            (Some(_), None) => {
+                need(self, "server.tls.key_file", "cert_file");
+                return None;
+            }
+            (None, Some(_)) => {
+                need(self, "server.tls.cert_file", "key_file");
+                return None;
+            }
+            (None, None) => {
+                need(self, "server.tls.cert_file", "tls");
+                need(self, "server.tls.key_file", "tls");
+                return None;
+            }
+        };
+        match files.load(&super::super::tls_provider()) {
+            Ok(_) => Some(files),
+            Err(e) => {
+                self.setting(e.key, e.why);
+                None
+            }
         }
     }
 }
