@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 
 use labels::{
     BackendLabel, BackendReasonLabel, CauseLabel, DroppedLabels, EntriesLabels, LimitLabel,
-    MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, ResultLabel, ShedLabel,
+    MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, ResultLabel, ShedLabel, VersionLabel,
 };
 pub use labels::{
     CloseReason, LimitReason, Method, Outcome, ResumeCause, ShedReason, method_label,
@@ -36,6 +36,8 @@ pub struct Metrics {
     sessions_live: Gauge,
     sessions_opened: Counter,
     sessions_closed: Family<ReasonLabel, Counter>,
+    /// `mcp.server.session.duration`, by revision.
+    session_durations: Family<VersionLabel, Histogram>,
     backend_sessions_live: Family<BackendLabel, Gauge>,
     backend_sessions_opened: Family<BackendLabel, Counter>,
     backend_sessions_closed: Family<BackendReasonLabel, Counter>,
@@ -94,6 +96,13 @@ impl Metrics {
         let sessions_live = Gauge::default();
         let sessions_opened = Counter::default();
         let sessions_closed = Family::<ReasonLabel, Counter>::default();
+        // The conventions' advised bounds, then the hours sessions live.
+        let session_durations = Family::<VersionLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+                900.0, 3600.0, 14400.0, 86400.0,
+            ])
+        });
         let backend_sessions_live = Family::<BackendLabel, Gauge>::default();
         let backend_sessions_opened = Family::<BackendLabel, Counter>::default();
         let backend_sessions_closed = Family::<BackendReasonLabel, Counter>::default();
@@ -142,6 +151,13 @@ impl Metrics {
             "sluice_client_sessions_closed",
             "Client sessions closed, by reason",
             &sessions_closed,
+        );
+        register(
+            &mut registry,
+            &mut names,
+            "mcp_server_session_duration_seconds",
+            "How long client sessions lived, from initialize to their end (mcp.server.session.duration)",
+            &session_durations,
         );
         register(
             &mut registry,
@@ -295,6 +311,7 @@ impl Metrics {
             sessions_live,
             sessions_opened,
             sessions_closed,
+            session_durations,
             backend_sessions_live,
             backend_sessions_opened,
             backend_sessions_closed,

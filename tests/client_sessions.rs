@@ -125,8 +125,13 @@ async fn full_table_of_busy_sessions_answers_503() {
 async fn delete_ends_a_session() {
     let gw = Gateway::start(&config(""));
     let http = Http::new(gw.url("/mcp"));
+    let before = std::time::Instant::now();
     let id = http.initialize().await;
+    // A session that lives a known while: what the duration histogram
+    // measures, not a wait for anything.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(http.delete(&id).await, 200);
+    let lived = before.elapsed().as_secs_f64();
     assert_eq!(http.call(&id, 2, "ping", json!({})).await.status, 404);
     assert_eq!(http.delete(&id).await, 404);
     let m = gw.metrics();
@@ -135,6 +140,16 @@ async fn delete_ends_a_session() {
         1.0
     );
     assert_eq!(m.get("sluice_client_sessions_live"), 0.0);
+    // Its life, under the MCP conventions' name and its revision.
+    let version = r#"{mcp_protocol_version="2025-06-18"}"#;
+    assert_eq!(
+        m.get(&format!(
+            "mcp_server_session_duration_seconds_count{version}"
+        )),
+        1.0
+    );
+    let sum = m.get(&format!("mcp_server_session_duration_seconds_sum{version}"));
+    assert!((0.19..=lived + 0.01).contains(&sum), "{sum} s of {lived} s");
     // The `initialize` that opened it took time, and its duration says so
     // (it is answered within one wake-up of its connection).
     assert_eq!(

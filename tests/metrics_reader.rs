@@ -14,7 +14,7 @@ use support::Metrics;
 fn scraped() -> Metrics {
     let m = sluice::metrics::Metrics::new();
     m.session_opened();
-    m.session_closed(CloseReason::idle);
+    m.session_closed(CloseReason::idle, "2025-11-25", 1.0);
     m.request(Era::Legacy, method_label("tools/call"), Outcome::ok, 0.01);
     m.backend_session_opened(&BackendName::new("demo").unwrap());
     Metrics::parse(&m.render())

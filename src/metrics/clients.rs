@@ -4,7 +4,9 @@
 use std::sync::atomic::Ordering;
 
 use super::Metrics;
-use super::labels::{CauseLabel, CloseReason, ReasonLabel, ResumeCause, ShedLabel, ShedReason};
+use super::labels::{
+    CauseLabel, CloseReason, ReasonLabel, ResumeCause, ShedLabel, ShedReason, VersionLabel,
+};
 
 impl Metrics {
     pub fn session_opened(&self) {
@@ -13,8 +15,14 @@ impl Metrics {
         self.window.opened.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn session_closed(&self, reason: CloseReason) {
+    /// A session of revision `version` ended after `seconds`.
+    pub fn session_closed(&self, reason: CloseReason, version: &'static str, seconds: f64) {
         self.sessions_live.dec();
+        self.session_durations
+            .get_or_create(&VersionLabel {
+                mcp_protocol_version: version,
+            })
+            .observe(seconds);
         self.sessions_closed
             .get_or_create(&ReasonLabel { reason })
             .inc();

@@ -79,6 +79,13 @@ pub(super) struct BackendLabel {
     pub(super) backend: String,
 }
 
+/// A session's revision, under the MCP conventions' attribute name
+/// (`mcp.protocol.version`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct VersionLabel {
+    pub(super) mcp_protocol_version: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct BackendReasonLabel {
     pub(super) backend: String,

@@ -12,10 +12,10 @@ fn summary_line_reports_the_window_and_then_goes_quiet() {
         m.session_opened();
     }
     for _ in 0..3 {
-        m.session_closed(CloseReason::delete);
+        m.session_closed(CloseReason::delete, "2025-11-25", 1.5);
     }
     for _ in 0..35 {
-        m.session_closed(CloseReason::idle);
+        m.session_closed(CloseReason::idle, "2025-11-25", 1.5);
     }
     let line = m.summary().unwrap();
     assert!(
@@ -30,8 +30,8 @@ fn summary_line_reports_the_window_and_then_goes_quiet() {
             .unwrap()
             .starts_with("sessions live=2 new=0 closed=0 backend_sessions=1")
     );
-    m.session_closed(CloseReason::capacity);
-    m.session_closed(CloseReason::capacity);
+    m.session_closed(CloseReason::capacity, "2025-11-25", 1.5);
+    m.session_closed(CloseReason::capacity, "2025-11-25", 1.5);
     m.summary();
     assert_eq!(m.summary(), None);
 }
@@ -40,7 +40,7 @@ fn summary_line_reports_the_window_and_then_goes_quiet() {
 fn exposition_uses_the_contract_names() {
     let m = Metrics::new();
     m.session_opened();
-    m.session_closed(CloseReason::principal_cap);
+    m.session_closed(CloseReason::principal_cap, "2025-11-25", 1.5);
     m.request(Era::Legacy, method_label("tools/call"), Outcome::ok, 0.01);
     m.request(Era::Legacy, method_label("x/unknown"), Outcome::error, 0.01);
     let text = m.render();
@@ -51,6 +51,8 @@ fn exposition_uses_the_contract_names() {
         r#"sluice_requests_total{era="legacy",method="tools/call",outcome="ok"} 1"#,
         r#"sluice_requests_total{era="legacy",method="other",outcome="error"} 1"#,
         "sluice_request_duration_seconds_bucket",
+        r#"mcp_server_session_duration_seconds_count{mcp_protocol_version="2025-11-25"} 1"#,
+        r#"mcp_server_session_duration_seconds_sum{mcp_protocol_version="2025-11-25"} 1.5"#,
         "process_resident_memory_bytes",
     ] {
         assert!(text.contains(needle), "missing {needle} in\n{text}");

@@ -151,7 +151,8 @@ impl Sessions {
         self.counts_of(session.namespace)
             .live
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        self.metrics.session_closed(reason);
+        self.metrics
+            .session_closed(reason, session.version.as_str(), session.lived());
         tracing::debug!(principal = %session.principal, ?reason, "client session closed");
     }
 

@@ -181,7 +181,7 @@ fn schema() -> &'static Schema {
             CloseReason::shutdown,
             CloseReason::principal_cap,
         ] {
-            m.session_closed(reason);
+            m.session_closed(reason, ANY, 1.0);
         }
         for cause in [
             ResumeCause::evicted,

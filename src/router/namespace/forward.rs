@@ -73,6 +73,7 @@ impl Namespace {
         };
         if let Some(t) = trail {
             t.name(&exposed);
+            t.arguments(params.as_deref());
         }
         let unlisted = |trail: &mut Option<Trail<'_>>| {
             if let Some(t) = trail {
