@@ -15,6 +15,7 @@ mod outcome;
 mod params;
 mod payload;
 mod repeated;
+mod shape;
 pub(crate) use needle::Needle;
 pub(crate) use object::Value;
 use object::{Keys, Unwatched};
@@ -24,6 +25,7 @@ pub(crate) use params::routed_string;
 pub(crate) use params::{Fields, parse_fields, peek_string, peek_string_with_serde, string_field};
 pub use payload::{FRAMED_FROM, Framed, Payload, response_or_framed, take_result};
 use repeated::{Repeated, Repeats};
+use shape::{check_request_id, check_response_id};
 
 /// A JSON-RPC id exactly as the peer wrote it (number or string).
 pub type RawId = Box<RawValue>;
@@ -164,48 +166,6 @@ fn bounded_array(bytes: &[u8], max: usize) -> Result<Vec<Box<RawValue>>, ParseEr
 /// read `null` as absent).
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&'de RawValue>::deserialize(d).map(Some)
-}
-
-/// What an id is, by its first byte: the JSON text is already valid.
-#[derive(Debug, PartialEq, Eq)]
-enum IdShape {
-    Str,
-    Integer,
-    Null,
-    Other,
-}
-
-fn id_shape(id: &RawValue) -> IdShape {
-    let text = id.get();
-    match text.as_bytes().first() {
-        Some(b'"') => IdShape::Str,
-        Some(b'n') => IdShape::Null,
-        // Bytes, not `str::contains` of a char set (a generic searcher,
-        // about 130 instructions an id): an id is a few bytes.
-        Some(b'-' | b'0'..=b'9') if !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) => {
-            IdShape::Integer
-        }
-        _ => IdShape::Other,
-    }
-}
-
-/// A request's id: a string or an integer (JSON-RPC 2.0; MCP forbids null).
-fn check_request_id(id: &RawValue) -> Result<(), ParseError> {
-    match id_shape(id) {
-        IdShape::Str | IdShape::Integer if id.get().len() <= MAX_ID_LEN => Ok(()),
-        IdShape::Str | IdShape::Integer => Err(ParseError::Invalid("id is too long")),
-        IdShape::Null => Err(ParseError::Invalid("request id must not be null")),
-        IdShape::Other => Err(ParseError::Invalid("id must be a string or an integer")),
-    }
-}
-
-/// A response's id may also be null: the answer to a request whose id
-/// could not be read.
-fn check_response_id(id: &RawValue) -> Result<(), ParseError> {
-    match id_shape(id) {
-        IdShape::Null => Ok(()),
-        _ => check_request_id(id),
-    }
 }
 
 pub const PARSE_ERROR: i64 = -32700;
