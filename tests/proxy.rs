@@ -340,28 +340,20 @@ mod tls {
 
     impl Terminator {
         pub(super) fn start(origin: &str) -> Terminator {
-            let ca_key = rcgen::KeyPair::generate().unwrap();
-            let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-            ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-            ca.distinguished_name
-                .push(rcgen::DnType::CommonName, "sluice proxy test CA");
-            let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-            let issuer = rcgen::Issuer::new(ca, ca_key);
-            let key = rcgen::KeyPair::generate().unwrap();
-            let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-                .unwrap()
-                .signed_by(&key, &issuer)
-                .unwrap();
+            let pki = super::support::pki::Pki::new();
+            let (cert_pem, key_pem) = pki.issue("127.0.0.1");
+            let ca_pem = pki.ca_pem.clone();
+            use rustls::pki_types::pem::PemObject;
+            let cert =
+                rustls::pki_types::CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap();
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
             let config = rustls::ServerConfig::builder_with_provider(Arc::new(
                 rustls::crypto::aws_lc_rs::default_provider(),
             ))
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            )
+            .with_single_cert(vec![cert], key)
             .unwrap();
             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

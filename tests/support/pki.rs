@@ -1,5 +1,5 @@
 //! A CA of the test's own, and the certificates it signs (for TLS to
-//! Redis and on the gateway's listener).
+//! Redis, on the gateway's listener, and on a backend behind a proxy).
 
 /// A CA, and its certificate as PEM for clients to trust.
 pub struct Pki {
