@@ -277,6 +277,7 @@ pub async fn serve(
         stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
         traces,
         tls,
+        sse: Default::default(),
     });
     let join = cluster
         .as_ref()

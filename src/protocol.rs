@@ -16,16 +16,20 @@ pub(crate) const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 /// A legacy (initialize-based) protocol revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LegacyVersion {
+    /// The HTTP+SSE transport's revision, spoken by old clients on `/sse`
+    /// (`front::sse`) and by some on the MCP endpoint.
+    V2024_11_05,
     V2025_03_26,
     V2025_06_18,
     V2025_11_25,
 }
 
 impl LegacyVersion {
-    pub const ALL: [LegacyVersion; 3] = [
+    pub const ALL: [LegacyVersion; 4] = [
         LegacyVersion::V2025_11_25,
         LegacyVersion::V2025_06_18,
         LegacyVersion::V2025_03_26,
+        LegacyVersion::V2024_11_05,
     ];
     pub const LATEST: LegacyVersion = LegacyVersion::V2025_11_25;
 
@@ -35,6 +39,7 @@ impl LegacyVersion {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            LegacyVersion::V2024_11_05 => "2024-11-05",
             LegacyVersion::V2025_03_26 => "2025-03-26",
             LegacyVersion::V2025_06_18 => "2025-06-18",
             LegacyVersion::V2025_11_25 => "2025-11-25",

@@ -217,7 +217,8 @@ async fn initialize_negotiates_versions() {
     for (asked, got) in [
         ("2025-11-25", "2025-11-25"),
         ("2025-03-26", "2025-03-26"),
-        ("2024-11-05", "2025-11-25"),
+        ("2024-11-05", "2024-11-05"),
+        ("2024-10-07", "2025-11-25"),
     ] {
         let mut init = init_request(1);
         init["params"]["protocolVersion"] = json!(asked);

@@ -53,6 +53,10 @@ pub enum Reject {
     BatchNotAllowed,
     InitializeInBatch,
     MissingSession,
+    /// A POST to the HTTP+SSE message endpoint without its `sessionId`.
+    MissingCarrier,
+    /// An `initialize` on an HTTP+SSE stream that has had one.
+    AlreadyInitialized,
     SessionNotFound,
     BadProtocolVersion,
     /// A header that mirrors the body sent more than once (its name); the
@@ -172,6 +176,16 @@ impl Reject {
                 StatusCode::BAD_REQUEST,
                 jsonrpc::TRANSPORT_ERROR,
                 "Bad Request: Mcp-Session-Id header is required".into(),
+            ),
+            MissingCarrier => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::TRANSPORT_ERROR,
+                "Bad Request: the sessionId query parameter is required".into(),
+            ),
+            AlreadyInitialized => (
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: this session is initialized already".into(),
             ),
             SessionNotFound => (
                 StatusCode::NOT_FOUND,

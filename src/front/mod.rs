@@ -19,6 +19,7 @@ mod post;
 mod replicas;
 mod reply;
 pub mod server;
+mod sse;
 mod status;
 mod stream;
 mod tls;
@@ -32,7 +33,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, Request};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::{any, get, post as post_route};
 use futures_util::future::Either;
 use tokio_util::sync::CancellationToken;
 
@@ -115,6 +116,8 @@ pub struct Front {
     pub(crate) traces: crate::traces::Traces,
     /// `[server] tls`: the listener's certificate (None: plain TCP).
     pub(crate) tls: Option<Arc<Certs>>,
+    /// The HTTP+SSE transport's open streams (see `sse`).
+    pub(crate) sse: sse::Carriers,
 }
 
 /// Every endpoint. `POST /mcp`, nearly all the traffic, goes straight to
@@ -185,6 +188,10 @@ fn router(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
     HttpRouter::new()
         .route("/mcp", any(default_namespace))
         .route("/ns/{namespace}/mcp", any(named_namespace))
+        .route("/sse", get(sse::open_stream))
+        .route("/ns/{namespace}/sse", get(sse::open_stream))
+        .route("/messages", post_route(sse::take_message))
+        .route("/ns/{namespace}/messages", post_route(sse::take_message))
         .route(crate::auth::WELL_KNOWN, get(ops::resource_metadata))
         .route(
             &format!("{}/{{*endpoint}}", crate::auth::WELL_KNOWN),

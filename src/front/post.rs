@@ -85,7 +85,7 @@ async fn handle(
 
 /// The body, whole: at most `max` bytes, arriving within `deadline` (a
 /// client that sends a body a byte at a time holds nothing for long).
-async fn read_body(
+pub(super) async fn read_body(
     body: Body,
     headers: &RequestHeaders,
     max: usize,

@@ -11,15 +11,16 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::{self, Stream, StreamExt};
 
-use super::Front;
 use super::checks;
 use super::error::Reject;
 use super::limits::StreamSlot;
+use super::{Front, Layout};
 use crate::router::ClientNotice;
 use crate::sessions::Session;
 use crate::upstream::Caller;
+use crate::vocab::Principal;
 
 pub(super) async fn open(
     front: &Arc<Front>,
@@ -27,6 +28,32 @@ pub(super) async fn open(
     headers: &HeaderMap,
 ) -> Result<Response, Reject> {
     let layout = front.layout.load_full();
+    let (principal, slot) = admit(front, &layout, namespace, headers).await?;
+    let id = checks::presented_session_id(headers);
+    let beats = beats(front, &layout, namespace, id, &principal, slot).await?;
+    let events = beats.map(|beat| {
+        Ok::<_, Infallible>(match beat {
+            Some(line) => Event::default().event("message").data(line),
+            None => Event::default().comment("keep-alive"),
+        })
+    });
+    let mut response = Sse::new(events).into_response();
+    response.headers_mut().insert(
+        "x-accel-buffering",
+        axum::http::HeaderValue::from_static("no"),
+    );
+    Ok(response)
+}
+
+/// Who opens a stream of a session (here or on `/sse`), if it may: a
+/// stream of JSON-RPC messages, with sessions, and one of the principal's
+/// stream slots under `[limits]`, held for the stream's life.
+pub(super) async fn admit(
+    front: &Front,
+    layout: &Layout,
+    namespace: &str,
+    headers: &HeaderMap,
+) -> Result<(Principal, StreamSlot), Reject> {
     let principal = layout
         .policy
         .authenticate(headers, namespace)
@@ -36,14 +63,29 @@ pub(super) async fn open(
     if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }
-    // `[limits]`: one of the principal's stream slots, for the stream's life.
     let slot = layout.limits.open_stream(front, &principal).await?;
+    Ok((principal, slot))
+}
+
+/// What the GET stream of session `id` carries, for whoever carries it (an
+/// SSE response here, the HTTP+SSE front's stream in `sse`): each notice's
+/// line, and `None` at each keep-alive tick, which refreshes the session
+/// (and comes only once the one before was taken). Ends with the session,
+/// at shutdown, or when the carrier drops it; `slot` is held until then.
+pub(super) async fn beats(
+    front: &Arc<Front>,
+    layout: &Layout,
+    namespace: &str,
+    id: Option<&str>,
+    principal: &Principal,
+    slot: StreamSlot,
+) -> Result<impl Stream<Item = Option<String>> + Send + 'static, Reject> {
     let ns = layout
         .router
         .namespace(namespace)
         .ok_or(Reject::UnknownNamespace)?;
-    let id = checks::presented_session_id(headers).ok_or(Reject::MissingSession)?;
-    let session = front.begin(id, &principal, ns).await?.session().clone();
+    let id = id.ok_or(Reject::MissingSession)?;
+    let session = front.begin(id, principal, ns).await?.session().clone();
     if !session.claim_stream() {
         return Err(Reject::StreamConflict);
     }
@@ -64,35 +106,24 @@ pub(super) async fn open(
     let stopping = front.stopping.clone();
     let mut tick = tokio::time::interval(front.stream_keep_alive);
     tick.reset();
-    let events = stream::unfold(
+    Ok(stream::unfold(
         (changes, claim, tick, sessions, stopping),
         |(mut changes, claim, mut tick, sessions, stopping)| async move {
             let ended = claim.0.ended().clone();
-            let event = tokio::select! {
+            let beat = tokio::select! {
                 _ = ended.cancelled() => return None,
                 _ = stopping.cancelled() => return None,
-                Some(notice) = changes.next() => {
-                    Event::default().event("message").data(notice.line())
-                }
+                Some(notice) = changes.next() => Some(notice.line()),
                 _ = tick.tick() => {
                     if !sessions.touch(&claim.0.id) {
                         return None;
                     }
-                    Event::default().comment("keep-alive")
+                    None
                 }
             };
-            Some((
-                Ok::<_, Infallible>(event),
-                (changes, claim, tick, sessions, stopping),
-            ))
+            Some((beat, (changes, claim, tick, sessions, stopping)))
         },
-    );
-    let mut response = Sse::new(events).into_response();
-    response.headers_mut().insert(
-        "x-accel-buffering",
-        axum::http::HeaderValue::from_static("no"),
-    );
-    Ok(response)
+    ))
 }
 
 /// Releases the session's one GET stream, and the principal's stream slot,

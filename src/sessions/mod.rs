@@ -282,6 +282,11 @@ impl Sessions {
         }
     }
 
+    /// How long a session lasts without activity.
+    pub fn idle_ttl(&self) -> Duration {
+        self.limits.idle_ttl
+    }
+
     /// Records activity (an open stream that is still writable).
     pub fn touch(&self, id: &SessionId) -> bool {
         self.table.lock().touch(id, Instant::now())

@@ -84,6 +84,8 @@ fn version_byte(v: LegacyVersion) -> u8 {
         LegacyVersion::V2025_03_26 => 1,
         LegacyVersion::V2025_06_18 => 2,
         LegacyVersion::V2025_11_25 => 3,
+        // After the others: ids sealed before it keep their bytes.
+        LegacyVersion::V2024_11_05 => 4,
     }
 }
 
@@ -92,6 +94,7 @@ fn version_of(b: u8) -> Option<LegacyVersion> {
         1 => Some(LegacyVersion::V2025_03_26),
         2 => Some(LegacyVersion::V2025_06_18),
         3 => Some(LegacyVersion::V2025_11_25),
+        4 => Some(LegacyVersion::V2024_11_05),
         _ => None,
     }
 }

@@ -1,0 +1,508 @@
+//! The deprecated HTTP+SSE transport (2024-11-05) for clients that speak
+//! nothing else: `GET /sse` opens a stream whose first event names the
+//! message endpoint (`/messages?sessionId=...`), each message is POSTed
+//! there (202), and everything the gateway says comes as `event: message`
+//! on the stream.
+//!
+//! Only a carrier: every message is run through the `POST /mcp` path
+//! (`post::answer`) with the headers a Streamable HTTP client would send,
+//! so the 2025 revisions' rules, sessions, checks and routing stay in
+//! `era/legacy.rs`. The client's `initialize` opens an ordinary session
+//! whose id the carrier keeps; its GET stream (`stream::beats`) brings what
+//! the backends say outside any request. The carrier's id (in the endpoint
+//! URL) is its own, unguessable, never logged, and only finds the carrier:
+//! each POST is authenticated again and must be the stream's principal.
+//!
+//! Bounds: the stream holds one of its principal's stream slots; before
+//! `initialize` it lasts at most the idle TTL, after it as long as its
+//! session (idle TTL while unwritable, capacity, principal cap, DELETE of
+//! the id it never sees, shutdown). Its outbound queue holds `QUEUE`
+//! messages, and at most `IN_FLIGHT` messages run at once; a client that
+//! stops reading stalls the queue, its connection's writes end at
+//! `write_timeout`, and the stream's drop ends the session as a DELETE
+//! would, with every task it owned.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::checks;
+use super::error::Reject;
+use super::headers::RequestHeaders;
+use super::limits::StreamSlot;
+use super::{Front, Layout, post, stream as get_stream};
+use crate::jsonrpc::{self, Body as RpcBody, Message};
+use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
+use crate::vocab::{Principal, SessionId};
+
+/// Messages waiting for the client to read them, per stream.
+const QUEUE: usize = 64;
+/// Messages of one stream running at once; past it a POST gets 429.
+const IN_FLIGHT: usize = 64;
+/// The carrier's id: 128 bits from the OS, as hex.
+const ID_BYTES: usize = 16;
+
+/// The open streams, by carrier id. Each entry lives as long as its
+/// stream's body, so there are never more than open connections.
+#[derive(Default)]
+pub(crate) struct Carriers(Mutex<HashMap<String, Arc<Shared>>>);
+
+/// One client's stream, as its POSTs and its tasks see it.
+struct Shared {
+    id: String,
+    namespace: String,
+    principal: Principal,
+    queue: mpsc::Sender<String>,
+    /// Cancelled when the stream ends, by any path: every task of the
+    /// stream ends with it.
+    done: CancellationToken,
+    /// An `initialize` has been taken (one at a time, once).
+    initializing: AtomicBool,
+    /// The session `initialize` opened, and its revision.
+    session: Mutex<Option<(String, HeaderValue)>>,
+    /// The principal's stream slot, held by the stream, then by its
+    /// session's GET stream.
+    slot: Mutex<Option<StreamSlot>>,
+    in_flight: Arc<Semaphore>,
+}
+
+/// `GET /sse` and `GET /ns/{namespace}/sse`.
+pub(super) async fn open_stream(
+    State(front): State<Arc<Front>>,
+    namespace: Option<Path<String>>,
+    req: Request<Body>,
+) -> Response {
+    // The endpoint beside the stream's own path. A namespace that exists
+    // is a name of `[A-Za-z0-9_-]`: nothing to escape.
+    let (namespace, endpoint) = match namespace {
+        Some(Path(ns)) => {
+            let endpoint = format!("/ns/{ns}/messages");
+            (Cow::Owned(ns), endpoint)
+        }
+        None => (Cow::Borrowed(DEFAULT), "/messages".to_owned()),
+    };
+    let opened = open(&front, &namespace, endpoint, req.headers()).await;
+    opened.unwrap_or_else(|reject| front.refuse(&Method::GET, reject))
+}
+
+/// `POST /messages` and `POST /ns/{namespace}/messages`.
+pub(super) async fn take_message(
+    State(front): State<Arc<Front>>,
+    namespace: Option<Path<String>>,
+    req: Request<Body>,
+) -> Response {
+    let namespace = namespace.map_or(Cow::Borrowed(DEFAULT), |Path(ns)| Cow::Owned(ns));
+    let taken = message(&front, &namespace, req).await;
+    taken.unwrap_or_else(|reject| front.refuse(&Method::POST, reject))
+}
+
+const DEFAULT: &str = crate::config::DEFAULT_NAMESPACE;
+
+/// `GET /sse`: the stream, its first event the message endpoint.
+async fn open(
+    front: &Arc<Front>,
+    namespace: &str,
+    mut endpoint: String,
+    headers: &HeaderMap,
+) -> Result<Response, Reject> {
+    if front.stopping.is_cancelled() {
+        return Err(Reject::ShuttingDown);
+    }
+    let layout = front.layout.load_full();
+    // A stream of a session, as a GET stream is (405 without sessions).
+    let (principal, slot) = get_stream::admit(front, &layout, namespace, headers).await?;
+    layout
+        .router
+        .namespace(namespace)
+        .ok_or(Reject::UnknownNamespace)?;
+    let (queue, outbound) = mpsc::channel(QUEUE);
+    let shared = Arc::new(Shared {
+        id: crate::vocab::random::hex(ID_BYTES),
+        namespace: namespace.to_owned(),
+        principal,
+        queue,
+        done: CancellationToken::new(),
+        initializing: AtomicBool::new(false),
+        session: Mutex::new(None),
+        slot: Mutex::new(Some(slot)),
+        in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+    });
+    endpoint.push_str("?sessionId=");
+    endpoint.push_str(&shared.id);
+    front.sse.0.lock().insert(shared.id.clone(), shared.clone());
+    let owner = Owner {
+        front: front.clone(),
+        shared,
+    };
+    // Without `initialize` within the idle TTL, the stream is ended.
+    let unused = Box::pin(tokio::time::sleep(front.sessions.idle_ttl()));
+    let first = Event::default().event("endpoint").data(endpoint);
+    let messages = stream::unfold(
+        (owner, outbound, unused),
+        |(owner, mut outbound, mut unused)| async move {
+            let done = owner.shared.done.clone();
+            let stopping = owner.front.stopping.clone();
+            loop {
+                tokio::select! {
+                    _ = done.cancelled() => return None,
+                    _ = stopping.cancelled() => return None,
+                    line = outbound.recv() => {
+                        let event = Event::default().event("message").data(line?);
+                        return Some((event, (owner, outbound, unused)));
+                    }
+                    _ = &mut unused => {
+                        if owner.shared.session.lock().is_none() {
+                            return None;
+                        }
+                        unused.as_mut().reset(tokio::time::Instant::now() + FOREVER);
+                    }
+                }
+            }
+        },
+    );
+    let events = stream::once(std::future::ready(first))
+        .chain(messages)
+        .map(Ok::<_, Infallible>);
+    let keep_alive = KeepAlive::new()
+        .interval(front.stream_keep_alive)
+        .text("keep-alive");
+    let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// Far enough that a stream never meets it.
+const FOREVER: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A POST to the message endpoint: checked here as `/mcp` checks a POST's
+/// transport (token, body size and time, JSON), answered 202, and run
+/// through `/mcp`'s path, its answer sent on the stream.
+async fn message(
+    front: &Arc<Front>,
+    namespace: &str,
+    req: Request<Body>,
+) -> Result<Response, Reject> {
+    let started = std::time::Instant::now();
+    if front.stopping.is_cancelled() {
+        return Err(Reject::ShuttingDown);
+    }
+    let (parts, body) = req.into_parts();
+    let layout = front.layout.load_full();
+    let principal = layout
+        .policy
+        .authenticate(&parts.headers, namespace)
+        .await?
+        .principal;
+    let id = carrier_id(parts.uri.query()).ok_or(Reject::MissingCarrier)?;
+    let shared = front
+        .sse
+        .find(id, namespace, &principal)
+        .ok_or(Reject::SessionNotFound)?;
+    checks::json_content(&parts.headers)?;
+    let headers = RequestHeaders::Hyper(parts.headers);
+    let bytes = post::read_body(
+        body,
+        &headers,
+        layout.policy.max_body_bytes,
+        started + front.body_read_timeout,
+    )
+    .await?;
+    let parsed = Message::parse_body(&bytes, front.max_batch_items).map_err(Reject::Parse)?;
+    let RequestHeaders::Hyper(client) = headers else {
+        unreachable!("made above")
+    };
+    let request = match &parsed {
+        RpcBody::Single(Message::Request(r)) => Some(r),
+        _ => None,
+    };
+    if request.is_some_and(|r| r.method == "initialize") {
+        return shared.initialize(front, &layout, &client, bytes).await;
+    }
+    let id = request.map(|r| r.id.clone());
+    let permit = shared
+        .in_flight
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| Reject::TooManyInFlight)?;
+    let headers = shared.headers(&client, bytes.len());
+    let (front, carrier) = (front.clone(), shared.clone());
+    shared.spawn(async move {
+        let answer = post::answer(&front, &layout, carrier.ns(), headers, Body::from(bytes)).await;
+        carrier.carry(answer.into_response(), id.as_deref()).await;
+        drop(permit);
+    });
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// The `sessionId` of a message endpoint's query.
+fn carrier_id(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("sessionId="))
+        .filter(|id| !id.is_empty())
+}
+
+impl Carriers {
+    /// The stream `id` names, if it is `principal`'s in `namespace`.
+    fn find(&self, id: &str, namespace: &str, principal: &Principal) -> Option<Arc<Shared>> {
+        let found = self.0.lock().get(id).cloned()?;
+        (found.namespace == namespace && found.principal == *principal).then_some(found)
+    }
+}
+
+impl Shared {
+    fn ns(&self) -> Cow<'static, str> {
+        Cow::Owned(self.namespace.clone())
+    }
+
+    /// Runs `work` until it ends or the stream does.
+    fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let done = self.done.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = done.cancelled() => {}
+                _ = work => {}
+            }
+        });
+    }
+
+    /// Queues a message for the stream; false once the stream has ended.
+    async fn send(&self, line: String) -> bool {
+        tokio::select! {
+            sent = self.queue.send(line) => sent.is_ok(),
+            _ = self.done.cancelled() => false,
+        }
+    }
+
+    /// What a Streamable HTTP client of this session would send with a
+    /// POST: both types accepted, JSON, the session and its revision once
+    /// there is one, and the client's own credential and trace context.
+    fn headers(&self, client: &HeaderMap, length: usize) -> RequestHeaders {
+        let mut headers = HeaderMap::with_capacity(8);
+        headers.insert(header::CONTENT_TYPE, super::answer::JSON);
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        if let Some((id, version)) = &*self.session.lock()
+            && let Ok(id) = HeaderValue::from_str(id)
+        {
+            headers.insert(SESSION_HEADER, id);
+            headers.insert(VERSION_HEADER, version.clone());
+        }
+        for name in PASSED {
+            if let Some(value) = client.get(&name) {
+                headers.insert(name, value.clone());
+            }
+        }
+        RequestHeaders::Hyper(headers)
+    }
+
+    /// The client's `initialize`, served before the POST is answered, so
+    /// that a refusal (the table full of busy sessions: 503) is the POST's
+    /// status as it would be on `/mcp`, and so that the session exists
+    /// before anything else is run.
+    async fn initialize(
+        self: &Arc<Self>,
+        front: &Arc<Front>,
+        layout: &Arc<Layout>,
+        client: &HeaderMap,
+        bytes: Bytes,
+    ) -> Result<Response, Reject> {
+        if self.initializing.swap(true, Ordering::AcqRel) {
+            return Err(Reject::AlreadyInitialized);
+        }
+        let headers = self.headers(client, bytes.len());
+        let answer = post::answer(front, layout, self.ns(), headers, Body::from(bytes)).await;
+        let response = answer.into_response();
+        if !response.status().is_success() {
+            self.initializing.store(false, Ordering::Release);
+            return Ok(response);
+        }
+        let session = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let line = whole(response.into_body()).await;
+        let version = serde_json::from_str::<serde_json::Value>(&line)
+            .ok()
+            .and_then(|v| HeaderValue::from_str(v["result"]["protocolVersion"].as_str()?).ok());
+        let (Some(session), Some(version)) = (session, version) else {
+            // Refused in band (bad params): the client may try again.
+            self.initializing.store(false, Ordering::Release);
+            self.send(line).await;
+            return Ok(StatusCode::ACCEPTED.into_response());
+        };
+        *self.session.lock() = Some((session.clone(), version));
+        self.send(line).await;
+        let slot = self.slot.lock().take();
+        if let Some(slot) = slot {
+            let beats = get_stream::beats(
+                front,
+                layout,
+                &self.namespace,
+                Some(&session),
+                &self.principal,
+                slot,
+            )
+            .await;
+            match beats {
+                Ok(beats) => self.spawn(self.clone().relay(beats)),
+                Err(reject) => tracing::debug!(?reject, "HTTP+SSE: no stream for the session"),
+            }
+        }
+        Ok(StatusCode::ACCEPTED.into_response())
+    }
+
+    /// The session's GET stream, onto the client's; its end (the session
+    /// ended: idle, evicted, shutdown) ends the client's stream.
+    async fn relay(self: Arc<Self>, beats: impl futures_util::Stream<Item = Option<String>>) {
+        let mut beats = std::pin::pin!(beats);
+        while let Some(beat) = beats.next().await {
+            if let Some(line) = beat
+                && !self.send(line).await
+            {
+                break;
+            }
+        }
+        self.done.cancel();
+    }
+
+    /// A message's answer, onto the stream: a JSON body as one message,
+    /// an SSE one event by event (a backend's progress and questions
+    /// before the result), a refusal as the JSON-RPC error `/mcp` would
+    /// have answered, under the request's id (nothing for a notification
+    /// or a response: they have none).
+    async fn carry(&self, response: Response, id: Option<&serde_json::value::RawValue>) {
+        let status = response.status();
+        if status == StatusCode::ACCEPTED {
+            return;
+        }
+        let streamed = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let body = response.into_body();
+        if !status.is_success() {
+            if let Some(id) = id {
+                self.send(refusal(id, &whole(body).await)).await;
+            }
+            return;
+        }
+        if !streamed {
+            self.send(whole(body).await).await;
+            return;
+        }
+        let events = crate::upstream::event_stream::events(body.into_data_stream());
+        let mut events = std::pin::pin!(events);
+        while let Some(Ok(event)) = events.next().await {
+            if !event.data.is_empty() && !self.send(event.data).await {
+                return;
+            }
+        }
+    }
+}
+
+/// The client's headers a run through `/mcp` is given.
+const PASSED: [HeaderName; 4] = [
+    header::AUTHORIZATION,
+    HeaderName::from_static("traceparent"),
+    HeaderName::from_static("tracestate"),
+    HeaderName::from_static("baggage"),
+];
+
+/// One of the gateway's own bodies, whole.
+async fn whole(body: Body) -> String {
+    match body.collect().await {
+        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+/// A refused request's answer: the refusal's JSON-RPC error, under `id`.
+fn refusal(id: &serde_json::value::RawValue, body: &str) -> String {
+    let error = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|mut v| v.get_mut("error").map(serde_json::Value::take))
+        .unwrap_or_else(
+            || serde_json::json!({ "code": jsonrpc::INTERNAL_ERROR, "message": "refused" }),
+        );
+    jsonrpc::response(id, &jsonrpc::Outcome::Error(jsonrpc::raw(&error)))
+}
+
+/// Held by the stream's body: its drop (the client gone, a failed write,
+/// the session's end, shutdown) forgets the carrier, ends its tasks and
+/// ends its session as a DELETE would.
+struct Owner {
+    front: Arc<Front>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        shared.done.cancel();
+        self.front.sse.0.lock().remove(&shared.id);
+        let Some((id, _)) = shared.session.lock().take() else {
+            return;
+        };
+        // At shutdown every session is ended (and counted) as such.
+        if self.front.stopping.is_cancelled() {
+            return;
+        }
+        let id = SessionId::from_header(&id);
+        let bound = self.front.binding(&shared.principal, &shared.namespace);
+        let Ok(revoked) = self.front.sessions.delete(&id, &shared.principal, &bound) else {
+            return;
+        };
+        // Cluster mode: Redis told, each command under its own deadline.
+        if revoked.is_some() && self.front.cluster.is_some() {
+            let front = self.front.clone();
+            tokio::spawn(async move { front.ended_everywhere(&id, revoked).await });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_carrier_id_is_read_from_the_query() {
+        assert_eq!(carrier_id(Some("sessionId=ab12")), Some("ab12"));
+        assert_eq!(carrier_id(Some("x=1&sessionId=ab12")), Some("ab12"));
+        assert_eq!(carrier_id(Some("sessionId=")), None);
+        assert_eq!(carrier_id(Some("session=ab12")), None);
+        assert_eq!(carrier_id(None), None);
+    }
+
+    #[test]
+    fn a_refusal_keeps_its_error_under_the_request_id() {
+        let id = jsonrpc::raw(&serde_json::json!(7));
+        let body =
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}"#;
+        let line: serde_json::Value = serde_json::from_str(&refusal(&id, body)).unwrap();
+        assert_eq!(line["id"], 7);
+        assert_eq!(line["error"]["code"], -32001);
+        let line: serde_json::Value = serde_json::from_str(&refusal(&id, "")).unwrap();
+        assert_eq!(line["error"]["code"], jsonrpc::INTERNAL_ERROR);
+    }
+}
