@@ -11,6 +11,8 @@
 //
 // Commands (one client at a time):
 //   {"op": "connect", "target": {"url": U} | {"command", "args", "env", "cwd"},
+//    "transport": "sse" (a URL spoken to over the deprecated HTTP+SSE
+//    transport, SSEClientTransport) | absent (Streamable HTTP),
 //    "capabilities": {...}, "sampling": {"text", "model"} | null,
 //    "elicitation": {"action", "content"} | null, "roots": [{uri, name}] | null}
 //        -> {"protocolVersion", "serverVersion", "serverCapabilities"}
@@ -30,6 +32,7 @@
 
 import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
@@ -89,7 +92,9 @@ async function connect(cmd) {
   });
 
   let transport;
-  if (cmd.target.url) {
+  if (cmd.target.url && cmd.transport === "sse") {
+    transport = new SSEClientTransport(new URL(cmd.target.url));
+  } else if (cmd.target.url) {
     transport = new StreamableHTTPClientTransport(new URL(cmd.target.url));
   } else {
     transport = new StdioClientTransport({
