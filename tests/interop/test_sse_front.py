@@ -25,11 +25,11 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 
 from harness import Gateway, GatewayFactory, demo_backend, everything_stdio_backend
 from real_clients import Host, Target, TsDriver
+from test_python_sdk import FakeSampler
 
 pytestmark = pytest.mark.anyio
 
@@ -62,24 +62,6 @@ class TsSseDriver(TsDriver):
         return {"transport": "sse"}
 
 
-class Sampler:
-    """Answers sampling with MARKER and records what it was asked."""
-
-    def __init__(self) -> None:
-        self.requests: list[types.CreateMessageRequestParams] = []
-
-    async def __call__(
-        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult:
-        self.requests.append(params)
-        return types.CreateMessageResult(
-            role="assistant",
-            content=types.TextContent(type="text", text=MARKER),
-            model="interop-fake-model",
-            stop_reason="endTurn",
-        )
-
-
 def result_texts(result: dict[str, Any]) -> list[str]:
     return [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
 
@@ -101,7 +83,7 @@ async def sessions_end(gw: Gateway) -> None:
 
 @pytest.mark.parametrize("path", PATHS)
 async def test_python_sdk_sse_client(sse_gateway: Gateway, path: str) -> None:
-    sampler = Sampler()
+    sampler = FakeSampler(MARKER)
     url = sse_gateway.base_url + path
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with Client(sse_client(url), mode="legacy", cache=None, sampling_callback=sampler) as client:
