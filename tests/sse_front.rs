@@ -458,7 +458,7 @@ async fn host_and_origin_are_checked() {
 /// on while it is read (its keep-alives refresh its session) and serves
 /// after more than the TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_idle_ttl_ends_a_stream_never_initialized() {
+async fn the_idle_ttl_ends_an_unused_stream_and_keep_alives_hold_a_read_one() {
     let toml = format!(
         "[server]\nsession_idle_ttl = \"1s\"\n{}",
         demo_backend("demo")

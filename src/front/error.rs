@@ -57,6 +57,8 @@ pub enum Reject {
     MissingCarrier,
     /// An `initialize` on an HTTP+SSE stream that has had one.
     AlreadyInitialized,
+    /// An HTTP+SSE stream with as many messages running as it may.
+    StreamBacklog,
     SessionNotFound,
     BadProtocolVersion,
     /// A header that mirrors the body sent more than once (its name); the
@@ -186,6 +188,11 @@ impl Reject {
                 StatusCode::BAD_REQUEST,
                 jsonrpc::INVALID_REQUEST,
                 "Invalid Request: this session is initialized already".into(),
+            ),
+            StreamBacklog => (
+                StatusCode::TOO_MANY_REQUESTS,
+                jsonrpc::TRANSPORT_ERROR,
+                "Too Many Requests: this stream has as many messages running as allowed; retry later".into(),
             ),
             SessionNotFound => (
                 StatusCode::NOT_FOUND,
@@ -355,6 +362,7 @@ impl IntoResponse for Reject {
             Reject::Busy
             | Reject::ShuttingDown
             | Reject::TooManyInFlight
+            | Reject::StreamBacklog
             | Reject::TooManyStreams
             | Reject::IssuerUnreachable => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

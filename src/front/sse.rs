@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
@@ -73,7 +73,7 @@ struct Shared {
     /// An `initialize` has been taken (one at a time, once).
     initializing: AtomicBool,
     /// The session `initialize` opened, and its revision.
-    session: Mutex<Option<(String, HeaderValue)>>,
+    session: Mutex<Option<(SessionId, HeaderValue)>>,
     /// The principal's stream slot, held by the stream, then by its
     /// session's GET stream.
     slot: Mutex<Option<StreamSlot>>,
@@ -150,19 +150,27 @@ async fn open(
     };
     // Without `initialize` within the idle TTL, the stream is ended.
     let unused = Box::pin(tokio::time::sleep(front.sessions.idle_ttl()));
+    // Keep-alives as on a GET stream: each refreshes the session, and the
+    // next is made only once it has been written.
+    let mut tick = tokio::time::interval(front.stream_keep_alive);
+    tick.reset();
     let first = Event::default().event("endpoint").data(endpoint);
     let messages = stream::unfold(
-        (owner, outbound, unused),
-        |(owner, mut outbound, mut unused)| async move {
+        (owner, outbound, unused, tick),
+        |(owner, mut outbound, mut unused, mut tick)| async move {
             let done = owner.shared.done.clone();
             let stopping = owner.front.stopping.clone();
-            loop {
+            let event = loop {
                 tokio::select! {
                     _ = done.cancelled() => return None,
                     _ = stopping.cancelled() => return None,
-                    line = outbound.recv() => {
-                        let event = Event::default().event("message").data(line?);
-                        return Some((event, (owner, outbound, unused)));
+                    line = outbound.recv() => break Event::default().event("message").data(line?),
+                    _ = tick.tick() => {
+                        let session = owner.shared.session.lock().as_ref().map(|(id, _)| id.clone());
+                        if session.is_some_and(|id| !owner.front.sessions.touch(&id)) {
+                            return None;
+                        }
+                        break Event::default().comment("keep-alive");
                     }
                     _ = &mut unused => {
                         if owner.shared.session.lock().is_none() {
@@ -171,16 +179,14 @@ async fn open(
                         unused.as_mut().reset(tokio::time::Instant::now() + FOREVER);
                     }
                 }
-            }
+            };
+            Some((event, (owner, outbound, unused, tick)))
         },
     );
     let events = stream::once(std::future::ready(first))
         .chain(messages)
         .map(Ok::<_, Infallible>);
-    let keep_alive = KeepAlive::new()
-        .interval(front.stream_keep_alive)
-        .text("keep-alive");
-    let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
+    let mut response = Sse::new(events).into_response();
     response
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -239,7 +245,7 @@ async fn message(
         .in_flight
         .clone()
         .try_acquire_owned()
-        .map_err(|_| Reject::TooManyInFlight)?;
+        .map_err(|_| Reject::StreamBacklog)?;
     let headers = shared.headers(&client, bytes.len());
     let (front, carrier) = (front.clone(), shared.clone());
     shared.spawn(async move {
@@ -302,7 +308,7 @@ impl Shared {
         );
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         if let Some((id, version)) = &*self.session.lock()
-            && let Ok(id) = HeaderValue::from_str(id)
+            && let Ok(id) = HeaderValue::from_str(id.as_str())
         {
             headers.insert(SESSION_HEADER, id);
             headers.insert(VERSION_HEADER, version.clone());
@@ -351,7 +357,7 @@ impl Shared {
             self.send(line).await;
             return Ok(StatusCode::ACCEPTED.into_response());
         };
-        *self.session.lock() = Some((session.clone(), version));
+        *self.session.lock() = Some((SessionId::from_header(&session), version));
         self.send(line).await;
         let slot = self.slot.lock().take();
         if let Some(slot) = slot {
@@ -362,6 +368,8 @@ impl Shared {
                 Some(&session),
                 &self.principal,
                 slot,
+                // The client's stream refreshes the session as it is written.
+                None,
             )
             .await;
             match beats {
@@ -468,7 +476,6 @@ impl Drop for Owner {
         if self.front.stopping.is_cancelled() {
             return;
         }
-        let id = SessionId::from_header(&id);
         let bound = self.front.binding(&shared.principal, &shared.namespace);
         let Ok(revoked) = self.front.sessions.delete(&id, &shared.principal, &bound) else {
             return;

@@ -30,7 +30,8 @@ pub(super) async fn open(
     let layout = front.layout.load_full();
     let (principal, slot) = admit(front, &layout, namespace, headers).await?;
     let id = checks::presented_session_id(headers);
-    let beats = beats(front, &layout, namespace, id, &principal, slot).await?;
+    let keep_alive = Some(front.stream_keep_alive);
+    let beats = beats(front, &layout, namespace, id, &principal, slot, keep_alive).await?;
     let events = beats.map(|beat| {
         Ok::<_, Infallible>(match beat {
             Some(line) => Event::default().event("message").data(line),
@@ -69,9 +70,11 @@ pub(super) async fn admit(
 
 /// What the GET stream of session `id` carries, for whoever carries it (an
 /// SSE response here, the HTTP+SSE front's stream in `sse`): each notice's
-/// line, and `None` at each keep-alive tick, which refreshes the session
-/// (and comes only once the one before was taken). Ends with the session,
-/// at shutdown, or when the carrier drops it; `slot` is held until then.
+/// line, and `None` at each tick of `keep_alive`, which refreshes the
+/// session (and comes only once the one before was taken; a carrier that
+/// writes more than this stream passes None and refreshes it itself).
+/// Ends with the session, at shutdown, or when the carrier drops it;
+/// `slot` is held until then.
 pub(super) async fn beats(
     front: &Arc<Front>,
     layout: &Layout,
@@ -79,6 +82,7 @@ pub(super) async fn beats(
     id: Option<&str>,
     principal: &Principal,
     slot: StreamSlot,
+    keep_alive: Option<std::time::Duration>,
 ) -> Result<impl Stream<Item = Option<String>> + Send + 'static, Reject> {
     let ns = layout
         .router
@@ -104,17 +108,18 @@ pub(super) async fn beats(
     let changes = Box::pin(changes);
     let sessions = front.sessions.clone();
     let stopping = front.stopping.clone();
-    let mut tick = tokio::time::interval(front.stream_keep_alive);
+    let ticks = keep_alive.is_some();
+    let mut tick = tokio::time::interval(keep_alive.unwrap_or(front.stream_keep_alive));
     tick.reset();
     Ok(stream::unfold(
         (changes, claim, tick, sessions, stopping),
-        |(mut changes, claim, mut tick, sessions, stopping)| async move {
+        move |(mut changes, claim, mut tick, sessions, stopping)| async move {
             let ended = claim.0.ended().clone();
             let beat = tokio::select! {
                 _ = ended.cancelled() => return None,
                 _ = stopping.cancelled() => return None,
                 Some(notice) = changes.next() => Some(notice.line()),
-                _ = tick.tick() => {
+                _ = tick.tick(), if ticks => {
                     if !sessions.touch(&claim.0.id) {
                         return None;
                     }
