@@ -246,6 +246,9 @@ async fn initialize_list_and_call_over_the_stream() {
     let result = client.initialize().await;
     assert_eq!(result["protocolVersion"], "2024-11-05");
     assert_eq!(result["serverInfo"]["name"], "sluice");
+    // One session per stream: a second `initialize` is refused.
+    let (status, body) = client.post(&init(5)).await;
+    assert_eq!(status, 400, "{body}");
     let names = client.tool_names(2).await;
     assert!(names.iter().any(|n| n == "demo__echo"), "{names:?}");
     client.echo(3, "over sse").await;
@@ -565,4 +568,28 @@ async fn a_client_that_never_reads_is_dropped() {
     let (status, _) = client.post(&bare(1, "tools/list")).await;
     assert_eq!(status, 404);
     drop(client);
+}
+
+/// Shutdown closes an open stream (the gateway exits 0 without waiting out
+/// its grace for it), and ends its session as shutdown ends every session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_the_stream() {
+    let toml = format!(
+        "[server]\nshutdown_grace = \"30s\"\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start(&toml);
+    let mut client = SseClient::connect(&gw, "/sse").await;
+    client.initialize().await;
+    let started = std::time::Instant::now();
+    let code = tokio::task::spawn_blocking(move || gw.stop())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    client.stream.until_end().await;
 }
