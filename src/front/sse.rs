@@ -161,6 +161,7 @@ async fn open(
             let done = owner.shared.done.clone();
             let stopping = owner.front.stopping.clone();
             let event = loop {
+                let initialized = owner.shared.session.lock().is_some();
                 tokio::select! {
                     _ = done.cancelled() => return None,
                     _ = stopping.cancelled() => return None,
@@ -172,11 +173,10 @@ async fn open(
                         }
                         break Event::default().comment("keep-alive");
                     }
-                    _ = &mut unused => {
+                    _ = &mut unused, if !initialized => {
                         if owner.shared.session.lock().is_none() {
                             return None;
                         }
-                        unused.as_mut().reset(tokio::time::Instant::now() + FOREVER);
                     }
                 }
             };
@@ -192,9 +192,6 @@ async fn open(
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
 }
-
-/// Far enough that a stream never meets it.
-const FOREVER: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A POST to the message endpoint: checked here as `/mcp` checks a POST's
 /// transport (token, body size and time, JSON), answered 202, and run
