@@ -9,22 +9,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::*;
 
-/// Writes the gateway's config file anew and sends it SIGHUP; waits until
-/// the reload has been counted under `result`.
-fn reload(gw: &Gateway, toml: &str, result: &str) {
-    let key = format!(r#"sluice_config_reloads_total{{result="{result}"}}"#);
-    // Untouched (absent) until the first reload with this result.
-    let before = gw.metrics().get_or_untouched(&key);
-    tempdir::write(&gw.dir, "sluice.toml", toml);
-    // SAFETY: our own child.
-    unsafe {
-        libc::kill(gw.pid() as i32, libc::SIGHUP);
-    }
-    wait_until(Duration::from_secs(10), || {
-        gw.metrics().get_or_untouched(&key) > before
-    });
-}
-
 fn tool_names(reply: &Value) -> Vec<String> {
     reply["result"]["tools"]
         .as_array()

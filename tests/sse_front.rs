@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
-use support::{Gateway, demo_backend, wait_until};
+use support::{Gateway, demo_backend, reload, wait_until};
 
 /// What a read of the stream waits at most.
 const READ: Duration = Duration::from_secs(20);
@@ -84,18 +84,23 @@ impl SseStream {
         }
     }
 
-    /// The next JSON-RPC message, keep-alives skipped.
+    /// The next JSON-RPC message within `READ`, keep-alives skipped.
     async fn message(&mut self) -> Value {
-        loop {
-            match self.next().await {
-                Some(Ev::Comment) => continue,
-                Some(Ev::Event { event, data }) => {
-                    assert_eq!(event, "message", "{data}");
-                    return serde_json::from_str(&data).unwrap();
+        let next = async {
+            loop {
+                match self.next().await {
+                    Some(Ev::Comment) => continue,
+                    Some(Ev::Event { event, data }) => {
+                        assert_eq!(event, "message", "{data}");
+                        return serde_json::from_str(&data).unwrap();
+                    }
+                    None => panic!("the stream ended"),
                 }
-                None => panic!("the stream ended"),
             }
-        }
+        };
+        tokio::time::timeout(READ, next)
+            .await
+            .unwrap_or_else(|_| panic!("no message within {READ:?}"))
     }
 
     /// Reads until the stream ends (keep-alives and messages skipped),
@@ -174,9 +179,14 @@ impl SseClient {
             .post(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
             .await;
         assert_eq!(status, 202, "{body}");
-        let answer = self.stream.message().await;
-        assert_eq!(answer["id"], id, "{answer}");
-        answer
+        // Notifications may come first (a reload's list changes, say).
+        loop {
+            let answer = self.stream.message().await;
+            if answer.get("id").is_some() {
+                assert_eq!(answer["id"], id, "{answer}");
+                return answer;
+            }
+        }
     }
 }
 
@@ -592,4 +602,29 @@ async fn shutdown_closes_the_stream() {
         started.elapsed()
     );
     client.stream.until_end().await;
+}
+
+/// What the session's GET stream carries reaches the client's one stream
+/// (a reload's list change), and that stream holds the principal's one
+/// stream slot for both: a second stream past `max_streams_per_principal`
+/// is refused as a second GET stream would be (429).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_stream_comes_on_the_one_slot() {
+    let head = "[auth]\nbearer_tokens_env = \"T\"\n[limits]\nmax_streams_per_principal = 1\n";
+    let toml = format!("{head}{}", demo_backend("demo"));
+    let gw = Gateway::start_with_env(&toml, &[("T", "alice-token")]);
+    let mut client = SseClient::connect_as(&gw, "/sse", Some("alice-token")).await;
+    client.initialize().await;
+    let second = SseStream::open(&gw.url("/sse"), &[("authorization", "Bearer alice-token")]).await;
+    assert_eq!(second.status, 429);
+    let names = client.tool_names(2).await;
+    assert!(!names.iter().any(|n| n.starts_with("more__")), "{names:?}");
+    reload(&gw, &format!("{toml}{}", demo_backend("more")), "ok");
+    let change = client.stream.message().await;
+    assert_eq!(
+        change["method"], "notifications/tools/list_changed",
+        "{change}"
+    );
+    let names = client.tool_names(3).await;
+    assert!(names.iter().any(|n| n == "more__echo"), "{names:?}");
 }
