@@ -224,12 +224,15 @@ fn client_caps(fields: &Fields) -> ClientCaps {
 }
 
 fn record(front: &Front, method: &'static str, started: Instant) {
-    front.metrics.request(
-        Era::Modern,
+    let (method, seconds) = (
         crate::metrics::method_label(method),
-        crate::metrics::Outcome::ok,
         started.elapsed().as_secs_f64(),
     );
+    let answered = crate::metrics::Outcome::ok;
+    front
+        .metrics
+        .request(Era::Modern, method, answered, seconds);
+    front.metrics.server_operation(method, None, seconds);
 }
 
 /// A header's value; surrounding whitespace is not part of it. Sent
