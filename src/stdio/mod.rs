@@ -194,12 +194,14 @@ impl Conversation {
             (Some("notifications/cancelled"), None) => {
                 let cancelled = envelope.params.and_then(request_id);
                 if let Some(task) = cancelled.and_then(|id| self.running.remove(&id)) {
-                    // A session's request is cancelled by the notice; a
-                    // 2026-07-28 one by its stream's end, below.
+                    // First: the answer's end the notice brings is not
+                    // written as a failure. A 2026-07-28 request is
+                    // cancelled by its stream's end, a session's by the
+                    // notice.
+                    task.abort();
                     if self.session.is_some() {
                         _ = self.post_in_order(text.clone(), None, false).await;
                     }
-                    task.abort();
                 }
             }
             // Notifications, and answers to a backend's questions.
