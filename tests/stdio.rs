@@ -23,7 +23,7 @@ struct Client {
     stderr: mpsc::Receiver<String>,
     /// Every stdout line seen, in order.
     seen: Vec<Value>,
-    _dir: tempdir::Dir,
+    dir: tempdir::Dir,
 }
 
 impl Client {
@@ -66,7 +66,7 @@ impl Client {
             lines,
             stderr,
             seen: Vec::new(),
-            _dir: dir,
+            dir,
         }
     }
 
@@ -141,6 +141,15 @@ impl Client {
             }
             assert!(Instant::now() < deadline, "sluice stdio did not exit");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Writes the config anew and has the gateway read it (SIGHUP).
+    fn reload(&self, toml: &str) {
+        tempdir::write(&self.dir, "sluice.toml", toml);
+        // SAFETY: our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGHUP);
         }
     }
 
@@ -328,4 +337,50 @@ fn the_namespace_flag_picks_the_namespace() {
     let mut bad = Client::start(&["--namespace", "nowhere"], Some(&toml));
     assert_eq!(bad.close().code(), Some(2));
     assert!(bad.stderr().contains("nowhere"));
+}
+
+/// A call's progress comes as lines before its result.
+#[test]
+fn progress_comes_before_the_result() {
+    let mut c = Client::start(&[], None);
+    c.initialize();
+    let start = c.seen.len();
+    let done = c.call(
+        1,
+        "tools/call",
+        json!({"name":"demo__sleep_ms","arguments":{"ms":300},"_meta":{"progressToken":"p-1"}}),
+    );
+    assert!(done["result"].is_object(), "{done}");
+    let progress: Vec<&Value> = c.seen[start..]
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(progress.len() >= 2, "{:?}", &c.seen[start..]);
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == "p-1")
+    );
+    assert!(c.close().success());
+}
+
+/// What the gateway says unasked reaches the client: a reload (SIGHUP)
+/// that adds a backend is told as `notifications/tools/list_changed`, and
+/// the new backend's tools are listed after it.
+#[test]
+fn a_reload_is_told_as_list_changed() {
+    let one = demo_backend("a");
+    let mut c = Client::start(&[], Some(&one));
+    c.initialize();
+    assert!(!c.tool_names().iter().any(|n| n.starts_with("b__")));
+    c.reload(&format!("{one}{}", demo_backend("b")));
+    loop {
+        let msg = c.next();
+        if msg["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    let names = c.tool_names();
+    assert!(names.iter().any(|n| n == "b__echo"), "{names:?}");
+    assert!(c.close().success());
 }

@@ -10,9 +10,13 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 
+use std::sync::Arc;
+
 use super::lines::Out;
+use crate::front::Front;
 use crate::jsonrpc;
 use crate::upstream::event_stream;
+use crate::vocab::Principal;
 
 /// The largest JSON answer read whole (an event stream's events have
 /// their own bound, `event_stream`).
@@ -30,28 +34,42 @@ pub(super) struct Session {
 pub(super) struct Client {
     router: axum::Router,
     path: axum::http::Uri,
+    front: Arc<Front>,
+    namespace: Arc<str>,
 }
 
 impl Client {
-    pub(super) fn new(router: axum::Router, path: axum::http::Uri) -> Client {
-        Client { router, path }
+    /// `metrics_path`: the router's, unused here but part of it.
+    pub(super) fn new(
+        front: Arc<Front>,
+        namespace: &str,
+        path: axum::http::Uri,
+        metrics_path: &str,
+    ) -> Client {
+        let router = crate::front::router(front.clone(), metrics_path);
+        Client {
+            router,
+            path,
+            front,
+            namespace: namespace.into(),
+        }
     }
 
-    /// A POST of one line: with `modern`'s headers for a 2026-07-28
-    /// request, else the session's (if any).
-    pub(super) async fn post(
-        &self,
-        line: bytes::Bytes,
-        modern: Option<HeaderMap>,
-        session: Option<&Session>,
-    ) -> Response {
-        let mut headers = modern.unwrap_or_default();
-        if !headers.contains_key("mcp-protocol-version")
-            && let Some(s) = session
-        {
-            headers.insert("mcp-session-id", s.id.clone());
-            headers.insert("mcp-protocol-version", s.version.clone());
-        }
+    /// A POST of one line: a 2026-07-28 request with the headers its
+    /// revision requires, anything else with the session's (if any).
+    pub(super) async fn post(&self, line: bytes::Bytes, session: Option<&Session>) -> Response {
+        let modern = crate::front::client_headers(
+            &self.front,
+            &self.namespace,
+            &Principal::Anonymous,
+            &line,
+        )
+        .await;
+        let mut headers = match (modern, session) {
+            (Some(modern), _) => modern,
+            (None, Some(s)) => session_headers(s),
+            (None, None) => HeaderMap::new(),
+        };
         headers.insert(
             header::ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
@@ -101,13 +119,23 @@ fn session_headers(session: &Session) -> HeaderMap {
     headers
 }
 
-/// What a relayed answer held.
-#[derive(Default)]
-pub(super) struct Relayed {
-    /// The JSON body, when the answer was one (an initialize result).
-    pub(super) body: Option<bytes::Bytes>,
-    /// The client went away while it was written.
-    pub(super) client_gone: bool,
+/// A successful JSON answer's body, read whole; any other answer as it
+/// came (for `relay`).
+pub(super) async fn json_body(response: Response) -> Result<bytes::Bytes, Response> {
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(json && response.status().is_success()) {
+        return Err(response);
+    }
+    Ok(axum::body::to_bytes(response.into_body(), MAX_ANSWER)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "an answer could not be read");
+            bytes::Bytes::new()
+        }))
 }
 
 /// Writes an answer to `out` as lines. `request` is the id of the request
@@ -115,13 +143,14 @@ pub(super) struct Relayed {
 /// line written for it takes the request's, and an answer that carries no
 /// response at all (a failed stream) is answered with an error, so no
 /// request is left waiting. Without `request`, a refusal is written only
-/// when `answer_refusals` (a line that was no message at all).
+/// when `answer_refusals` (a line that was no message at all). Returns
+/// once the answer has ended (or the client has gone).
 pub(super) async fn relay(
     response: Response,
     out: &Out,
     request: Option<&RawValue>,
     answer_refusals: bool,
-) -> Relayed {
+) {
     let status = response.status();
     let streamed = response
         .headers()
@@ -129,7 +158,6 @@ pub(super) async fn relay(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
     let body = response.into_body();
-    let mut relayed = Relayed::default();
     if streamed {
         let mut answered = false;
         let mut events = std::pin::pin!(event_stream::events(body.into_data_stream()));
@@ -144,8 +172,7 @@ pub(super) async fn relay(
             };
             answered |= request.is_some_and(|id| answers(data.as_bytes(), id));
             if !out.send(data).await {
-                relayed.client_gone = true;
-                return relayed;
+                return;
             }
         }
         if let Some(id) = request.filter(|_| !answered) {
@@ -154,9 +181,9 @@ pub(super) async fn relay(
                 jsonrpc::INTERNAL_ERROR,
                 "the gateway's answer ended before the response",
             );
-            relayed.client_gone = !out.send(line).await;
+            out.send(line).await;
         }
-        return relayed;
+        return;
     }
     let bytes = match axum::body::to_bytes(body, MAX_ANSWER).await {
         Ok(b) => b,
@@ -175,12 +202,8 @@ pub(super) async fn relay(
         }
     };
     if let Some(line) = line {
-        relayed.client_gone = !out.send(line).await;
+        out.send(line).await;
     }
-    if status.is_success() {
-        relayed.body = Some(bytes);
-    }
-    relayed
 }
 
 /// Whether `data` is the response to the request `id`.

@@ -39,7 +39,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{Assembled, Edge, ServeError};
 use crate::config::Config;
-use crate::vocab::Principal;
 use client::{Client, Session, relay};
 use lines::{Line, Out};
 
@@ -80,7 +79,6 @@ pub async fn serve(
         loopback_host_only: true,
     };
     let mut gateway = Assembled::start(config, source, edge).await?;
-    let router = crate::front::router(gateway.front.clone(), &gateway.reloader.config.metrics.path);
     tracing::info!(
         namespace,
         backends = gateway.front.layout.load().backends.len(),
@@ -91,9 +89,12 @@ pub async fn serve(
     let (out, writer) = lines::write(pipes.stdout, write_timeout, gone.clone());
     let (input, reader) = lines::read(tokio::io::BufReader::new(pipes.stdin), max_line);
     let mut conversation = Conversation {
-        client: Client::new(router, path),
-        front: gateway.front.clone(),
-        namespace,
+        client: Client::new(
+            gateway.front.clone(),
+            &namespace,
+            path,
+            &gateway.reloader.config.metrics.path,
+        ),
         out,
         session: None,
         listening: None,
@@ -107,9 +108,9 @@ pub async fn serve(
             _ = &mut stop => break,
             _ = gone.cancelled() => break,
             Some(()) = hangups.recv() => gateway.reloader.reload(),
-            Some(done) = conversation.requests.join_next() => {
-                if let Ok(id) = done {
-                    conversation.running.remove(&id);
+            Some(done) = conversation.requests.join_next_with_id() => {
+                if let Ok((task, id)) = done {
+                    conversation.finished(task, &id);
                 }
             }
             line = input.recv(), if conversation.requests.len() < MAX_IN_FLIGHT => {
@@ -138,8 +139,6 @@ pub async fn serve(
 /// The one client's state, owned by the serve loop.
 struct Conversation {
     client: Client,
-    front: std::sync::Arc<crate::front::Front>,
-    namespace: String,
     out: Out,
     session: Option<Session>,
     /// The session's GET stream, relayed.
@@ -179,7 +178,7 @@ impl Conversation {
         }
         let Ok(envelope) = serde_json::from_slice::<Envelope>(&text) else {
             // Not one message (a batch, or no JSON): the front says which.
-            _ = self.post_in_order(text.clone(), None, true).await;
+            self.post_in_order(text.clone(), true).await;
             return;
         };
         match (envelope.method.as_deref(), envelope.id) {
@@ -200,71 +199,68 @@ impl Conversation {
                     // notice.
                     task.abort();
                     if self.session.is_some() {
-                        _ = self.post_in_order(text.clone(), None, false).await;
+                        self.post_in_order(text.clone(), false).await;
                     }
                 }
             }
             // Notifications, and answers to a backend's questions.
-            _ => _ = self.post_in_order(text.clone(), None, false).await,
+            _ => self.post_in_order(text.clone(), false).await,
         }
     }
 
     /// Posts a line and relays its answer before the next line is read.
-    async fn post_in_order(
-        &mut self,
-        line: Bytes,
-        request: Option<&RawValue>,
-        answer_refusals: bool,
-    ) -> client::Relayed {
-        let response = self.client.post(line, None, self.session.as_ref()).await;
-        relay(response, &self.out, request, answer_refusals).await
+    async fn post_in_order(&mut self, line: Bytes, answer_refusals: bool) {
+        let response = self.client.post(line, self.session.as_ref()).await;
+        relay(response, &self.out, None, answer_refusals).await;
     }
 
     /// `initialize` opens the session later lines name, so it is answered
-    /// before the next line is read; its GET stream opens with it.
+    /// before the next line is read; its GET stream is open before the
+    /// client hears of the session, so nothing said after is missed.
     async fn initialize(&mut self, line: Bytes, id: &RawValue) {
-        let response = self.client.post(line, None, None).await;
+        let response = self.client.post(line, None).await;
         let session_id = response.headers().get("mcp-session-id").cloned();
-        let relayed = relay(response, &self.out, Some(id), false).await;
-        let version = relayed.body.as_deref().and_then(negotiated);
-        let (Some(id), Some(version)) = (session_id, version) else {
-            // Refused, or `sessions = "stateless"`: no session to name.
-            return;
+        let body = match client::json_body(response).await {
+            Ok(body) => body,
+            Err(refused) => return relay(refused, &self.out, Some(id), false).await,
         };
-        // A client that initializes again starts over.
-        self.close_session().await;
-        let session = Session { id, version };
-        self.listening = Some(tokio::spawn(listen(
-            self.client.clone(),
-            session.clone(),
-            self.out.clone(),
-        )));
-        self.session = Some(session);
+        // Without an id (`sessions = "stateless"`) there is no session to name.
+        if let (Some(session_id), Some(version)) = (session_id, negotiated(&body)) {
+            // A client that initializes again starts over.
+            self.close_session().await;
+            let session = Session {
+                id: session_id,
+                version,
+            };
+            let stream = self.client.listen(&session).await;
+            self.listening = Some(tokio::spawn(listen(stream, self.out.clone())));
+            self.session = Some(session);
+        }
+        self.out.send(body).await;
     }
 
     /// A request runs in a task of its own, its answer relayed as it comes.
     async fn request(&mut self, line: Bytes, id: String) {
-        let modern = crate::front::client_headers(
-            &self.front,
-            &self.namespace,
-            &Principal::Anonymous,
-            &line,
-        )
-        .await;
-        let session = self.session.clone().filter(|_| modern.is_none());
+        let session = self.session.clone();
         let client = self.client.clone();
         let out = self.out.clone();
         let key = id.clone();
         let task = self.requests.spawn(async move {
-            let response = client.post(line, modern, session.as_ref()).await;
+            let response = client.post(line, session.as_ref()).await;
             let raw = RawValue::from_string(id.clone()).ok();
             relay(response, &out, raw.as_deref(), false).await;
             id
         });
-        if let Some(older) = self.running.insert(key, task) {
-            // The same id twice: the client can tell the answers apart no
-            // more than we can; the older one is left to finish unlisted.
-            drop(older);
+        // The same id twice: the client can tell the answers apart no
+        // better than we can; the newer one is the one cancelled.
+        self.running.insert(key, task);
+    }
+
+    /// A request's task ended: it is no longer there to cancel (unless a
+    /// newer request took its id).
+    fn finished(&mut self, task: tokio::task::Id, id: &str) {
+        if self.running.get(id).is_some_and(|t| t.id() == task) {
+            self.running.remove(id);
         }
     }
 
@@ -287,13 +283,12 @@ impl Conversation {
 }
 
 /// Relays the session's GET stream until it ends.
-async fn listen(client: Client, session: Session, out: Out) {
-    let response = client.listen(&session).await;
-    if !response.status().is_success() {
-        tracing::warn!(status = %response.status(), "the session's stream was refused");
+async fn listen(stream: axum::response::Response, out: Out) {
+    if !stream.status().is_success() {
+        tracing::warn!(status = %stream.status(), "the session's stream was refused");
         return;
     }
-    relay(response, &out, None, false).await;
+    relay(stream, &out, None, false).await;
     tracing::debug!("the session's stream ended");
 }
 
