@@ -388,3 +388,61 @@ fn a_reload_is_told_as_list_changed() {
     assert!(names.iter().any(|n| n == "b__echo"), "{names:?}");
     assert!(c.close().success());
 }
+
+/// A client that writes requests faster than they are answered, and
+/// reads nothing, meets backpressure: the gateway stops reading stdin, so
+/// what the client manages to write stays bounded (pipes and a few
+/// queued lines), however long it keeps trying.
+#[test]
+fn a_flooding_client_meets_backpressure() {
+    use std::os::fd::AsRawFd;
+    let mut c = Client::start(&[], None);
+    let meta = modern_meta();
+    let stdin = c.stdin.as_mut().unwrap();
+    let fd = stdin.as_raw_fd();
+    // SAFETY: our own pipe's descriptor, made non-blocking.
+    unsafe {
+        libc::fcntl(
+            fd,
+            libc::F_SETFL,
+            libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+        );
+    }
+    let line = |id: u64| {
+        let call = json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":"demo__sleep_ms","arguments":{"ms":20000},"_meta":meta}});
+        format!("{call}\n").into_bytes()
+    };
+    // Unbounded reading would take this much in the time given.
+    const LIMIT: usize = 8 << 20;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let (mut written, mut id, mut pending) = (0usize, 0u64, line(0));
+    while Instant::now() < deadline && written < LIMIT {
+        match stdin.write(&pending) {
+            Ok(n) => {
+                written += n;
+                pending.drain(..n);
+                if pending.is_empty() {
+                    id += 1;
+                    pending = line(id);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // Wait for room, within what is left of the window.
+                let mut poll = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut poll, 1, 100) };
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    assert!(
+        written < 1 << 20,
+        "the gateway read {written} bytes ({id} requests) of a flood"
+    );
+    assert!(c.child.try_wait().unwrap().is_none(), "sluice stdio died");
+}
