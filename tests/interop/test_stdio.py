@@ -9,10 +9,11 @@ speaks newline-delimited JSON-RPC on its pipes.
 | `ts2-legacy` / `ts2-2026` | TypeScript SDK v2 `@modelcontextprotocol/client/stdio` (ts2_client.mjs), default and `versionNegotiation: {mode: "auto"}` | 2025 session / 2026-07-28 |
 | Inspector | `mcp-inspector --cli` with a `stdio` server entry | one process per request |
 
-Backends: the built-in demo and server-everything over stdio (shared). Each
-client lists tools, calls one, and has server-everything's sampling request
-answered by its own callback (a 2025 session gets the request relayed as a
-line; a 2026-07-28 client gets `input_required` and retries). When the client
+Backends: the built-in demo and server-everything over stdio (per-session).
+Each client lists tools, calls one, and has server-everything's sampling,
+elicitation and roots requests answered by its own callbacks (a 2025 session
+gets each request relayed as a line and its answer posted back; a 2026-07-28
+client gets `input_required` and retries). When the client
 closes, `sluice stdio` and every process under it are gone (by PID, from
 /proc), with no signal from the test.
 """
@@ -52,7 +53,10 @@ def stdio_target(sluice_bin: Path, config: Path) -> Target:
 @pytest.fixture
 def config(sluice_bin: Path, everything_js: Path, tmp_path: Path) -> Path:
     path = tmp_path / "sluice.toml"
-    path.write_text(demo_backend(sluice_bin) + everything_stdio_backend(everything_js))
+    # Per-session: the backend asks this client for its roots (a shared one
+    # is given the configured roots instead).
+    everything = everything_stdio_backend(everything_js, isolation='"per-session"')
+    path.write_text(demo_backend(sluice_bin) + everything)
     return path
 
 
@@ -86,13 +90,19 @@ def assert_all_gone(pids: list[int]) -> None:
 
 
 def host(kind: str) -> Host:
-    return Host(sampling_text=f"SAMPLED-OVER-STDIO-{kind}", declare=("sampling",))
+    return Host(
+        sampling_text=f"SAMPLED-OVER-STDIO-{kind}",
+        elicitation_content={"name": f"Ada {kind}"},
+        roots=[{"uri": f"file:///srv/stdio-root-{kind}", "name": "stdio-root"}],
+        declare=("sampling", "elicitation", "roots"),
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_client_lists_calls_and_is_sampled(sluice_bin: Path, config: Path, kind: str) -> None:
-    """The client spawns `sluice stdio`: lists, calls, answers the backend's sampling request;
-    closing it ends the gateway and its children."""
+async def test_client_lists_calls_and_is_asked(sluice_bin: Path, config: Path, kind: str) -> None:
+    """The client spawns `sluice stdio`: lists, calls, and answers the backend's sampling,
+    elicitation and roots requests with its own callbacks; closing it ends the gateway and
+    its children."""
     h = host(kind)
     with anyio.fail_after(TEST_TIMEOUT_S):
         async with driver(kind, stdio_target(sluice_bin, config), h, direct=False) as c:
@@ -110,12 +120,19 @@ async def test_client_lists_calls_and_is_sampled(sluice_bin: Path, config: Path,
                 c, "everything__trigger-sampling-request", {"prompt": "say the marker", "maxTokens": 16}
             )
             seen = await c.events()
+            elicited = await call_tool(c, "everything__trigger-elicitation-request", {})
+            elicited_seen = await c.events()
+            roots = await call_tool(c, "everything__get-roots-list", {})
             tree = process_tree(config)
             assert len(tree) >= 3, f"sluice stdio, the demo and server-everything: {tree}"
     assert "error" not in sampled and not sampled.get("isError"), sampled
     assert len(seen.sampling) == 1, seen.sampling
     assert "say the marker" in json.dumps(seen.sampling[0]["messages"]), seen.sampling
     assert h.sampling_text in json.dumps(sampled["content"]), sampled
+    assert "error" not in elicited and not elicited.get("isError"), elicited
+    assert len(elicited_seen.elicitation) == 1, elicited_seen
+    assert any(f"- Name: Ada {kind}" in t for t in texts(elicited)), elicited
+    assert h.roots[0]["uri"] in json.dumps(roots), roots
     assert_all_gone(tree)
 
 
