@@ -136,6 +136,26 @@ async def test_client_lists_calls_and_is_asked(sluice_bin: Path, config: Path, k
     assert_all_gone(tree)
 
 
+@pytest.mark.parametrize("kind", ["py-legacy", "ts"])
+async def test_backend_logs_reach_the_client(sluice_bin: Path, config: Path, kind: str) -> None:
+    """`logging/setLevel` goes to the backend and its log messages come back as lines: the
+    client subscribes to a server-everything resource, which it logs at `info`."""
+    uri = "sluice://everything/demo://resource/static/document/instructions.md"
+    got: list[dict[str, Any]] = []
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with driver(kind, stdio_target(sluice_bin, config), host(kind), direct=False) as c:
+            await c.request("logging/setLevel", {"level": "info"})
+            await c.request("resources/subscribe", {"uri": uri})
+            # Logs come when the backend sends them, not with an answer: polled, bounded.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                got.extend(p for _, p in (await c.events()).logs)
+                if any("Received Subscribe Resource request" in str(p.get("data")) for p in got):
+                    break
+                await anyio.sleep(0.1)
+    assert any("Received Subscribe Resource request" in str(p.get("data")) for p in got), got
+
+
 def test_inspector_cli_lists_and_calls(sluice_bin: Path, config: Path, tmp_path: Path) -> None:
     """The Inspector CLI with a stdio `mcpServers` entry running `sluice stdio`: one process per
     request, each listed or called and then ended with nothing left behind."""
