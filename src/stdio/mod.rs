@@ -6,8 +6,10 @@
 //! back is written to stdout as lines (`lines`), and nothing else is:
 //! logs go to stderr.
 //!
-//! - A request runs in a task of its own (at most `MAX_IN_FLIGHT`; past
-//!   them stdin is not read, so a flooding client meets backpressure).
+//! - A request runs in a task of its own, at most `MAX_IN_FLIGHT` at once.
+//!   One more waits for a free place, and stdin is not read meanwhile, so
+//!   a flooding client meets backpressure; lines before it (answers to a
+//!   backend's questions among them) are still taken at the limit.
 //!   `initialize` and every notification and response run in order,
 //!   before the next line is read.
 //! - After a 2025 revision's `initialize`, the session's GET stream is
@@ -100,6 +102,7 @@ pub async fn serve(
         listening: None,
         requests: JoinSet::new(),
         running: HashMap::new(),
+        parked: None,
     };
     let mut input = input;
     tokio::pin!(stop);
@@ -112,8 +115,11 @@ pub async fn serve(
                 if let Ok((task, id)) = done {
                     conversation.finished(task, &id);
                 }
+                if let Some((line, id)) = conversation.parked.take() {
+                    conversation.request(line, id);
+                }
             }
-            line = input.recv(), if conversation.requests.len() < MAX_IN_FLIGHT => {
+            line = input.recv(), if conversation.parked.is_none() => {
                 match line {
                     Some(line) => conversation.take(line).await,
                     None => break,
@@ -147,6 +153,8 @@ struct Conversation {
     requests: JoinSet<String>,
     /// Their tasks by id, as written (for `notifications/cancelled`).
     running: HashMap<String, AbortHandle>,
+    /// A request read at the limit, waiting for a place.
+    parked: Option<(Bytes, String)>,
 }
 
 /// The fields of a message the loop acts on; the rest passes through raw.
@@ -188,7 +196,10 @@ impl Conversation {
             }
             (Some(_), Some(id)) => {
                 let id = id.get().to_owned();
-                self.request(text.clone(), id).await;
+                match self.requests.len() < MAX_IN_FLIGHT {
+                    true => self.request(text.clone(), id),
+                    false => self.parked = Some((text.clone(), id)),
+                }
             }
             (Some("notifications/cancelled"), None) => {
                 let cancelled = envelope.params.and_then(request_id);
@@ -240,7 +251,7 @@ impl Conversation {
     }
 
     /// A request runs in a task of its own, its answer relayed as it comes.
-    async fn request(&mut self, line: Bytes, id: String) {
+    fn request(&mut self, line: Bytes, id: String) {
         let session = self.session.clone();
         let client = self.client.clone();
         let out = self.out.clone();
