@@ -20,7 +20,7 @@ use crate::cancel_flag::RequestCancel;
 use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
 use crate::protocol::{Era, LogLevel};
-use crate::router::Namespace;
+use crate::router::{Namespace, Seen};
 use crate::sessions::{Active, Tracked};
 use crate::traces;
 use crate::upstream::events::{self, Events};
@@ -482,7 +482,6 @@ async fn run(
                 .and_then(|p| LogLevel::of_params(p.get()))
         })
         .flatten();
-    let tools_call = method == metrics::Method::TOOLS_CALL;
     // The series the router observed a forwarded call under.
     let mut seen = None;
     // Pinned where it is made: wrapped for tracing, it is not moved again.
@@ -538,18 +537,7 @@ async fn run(
     let seconds = took.as_secs_f64();
     let m = &ctx.front.metrics;
     m.request(ctx.rules.era(), method, label, seconds);
-    let error = match (&outcome, &seen) {
-        (None, _) => Some(metrics::ErrorType::CANCELLED),
-        // The backend's result, whose `isError` the router has read.
-        (Some(Outcome::Result(_)), Some(seen)) => seen
-            .backend_error
-            .filter(|e| *e == metrics::ErrorType::TOOL_ERROR),
-        (Some(o), _) => metrics::ErrorType::of(o, tools_call),
-    };
-    match &seen {
-        Some(seen) => m.served(&seen.series, error, seconds),
-        None => m.server_operation(method, error, seconds),
-    }
+    Seen::served(seen.as_ref(), m, method, outcome.as_ref(), seconds);
     outcome
 }
 

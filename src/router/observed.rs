@@ -10,7 +10,8 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::fast_map::FastMap;
-use crate::metrics::{ErrorType, Method, Series};
+use crate::jsonrpc::Outcome;
+use crate::metrics::{ErrorType, Method, Metrics, Series};
 
 /// Series per thread before its cache starts over.
 const MAX_CACHED: usize = 4_096;
@@ -25,6 +26,31 @@ const MAX_PAIRS: usize = 128;
 pub struct Seen {
     pub series: Series,
     pub backend_error: Option<ErrorType>,
+}
+
+impl Seen {
+    /// A request the front answered, in the server's histogram: under the
+    /// series the router observed it in (`seen`), or by its method alone.
+    pub fn served(
+        seen: Option<&Seen>,
+        metrics: &Metrics,
+        method: Method,
+        outcome: Option<&Outcome>,
+        seconds: f64,
+    ) {
+        let error = match (outcome, seen) {
+            (None, _) => Some(ErrorType::CANCELLED),
+            // The backend's result, whose `isError` the router has read.
+            (Some(Outcome::Result(_)), Some(seen)) => {
+                seen.backend_error.filter(|e| *e == ErrorType::TOOL_ERROR)
+            }
+            (Some(o), _) => ErrorType::of(o, method == Method::TOOLS_CALL),
+        };
+        match seen {
+            Some(seen) => metrics.served(&seen.series, error, seconds),
+            None => metrics.server_operation(method, error, seconds),
+        }
+    }
 }
 
 /// A namespace member's identity in the cache, never reused: the labels a
