@@ -34,6 +34,9 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// `sluice stdio --namespace` names none of the config's.
+    #[error("namespace `{0}` is not in the config")]
+    UnknownNamespace(String),
     #[error("server failed: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -42,7 +45,9 @@ impl ServeError {
     pub fn is_config(&self) -> bool {
         matches!(
             self,
-            ServeError::Unsupported { .. } | ServeError::Backend { .. }
+            ServeError::Unsupported { .. }
+                | ServeError::Backend { .. }
+                | ServeError::UnknownNamespace(_)
         )
     }
 }
@@ -126,16 +131,8 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     // Before anything is announced: a SIGTERM sent as soon as the
     // readiness line appears is a graceful stop, not the default kill.
-    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let mut hangups = hangups()?;
     let stop = wait_for_signal()?;
-    let metrics = Arc::new(Metrics::new());
-    let traces = match &config.tracing {
-        Some(settings) => Traces::start(settings).map_err(|why| ServeError::Backend {
-            backend: "(tracing)".into(),
-            why,
-        })?,
-        None => Traces::off(),
-    };
     let auth = config
         .auth
         .as_ref()
@@ -158,9 +155,6 @@ pub async fn serve(
             why: e.to_string(),
         })?
         .map(Arc::new);
-    let stop_backends = CancellationToken::new();
-    let stopping = crate::cancel_flag::CancelFlag::new();
-    let aborting = CancellationToken::new();
 
     // The address first: a port in use ends the start before any backend
     // is spawned (and warns about nothing else).
@@ -169,169 +163,50 @@ pub async fn serve(
         .await
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr()?;
-    // upstream: one supervised backend per configured server.
-    let mut started = Vec::new();
-    for b in &config.backends {
-        let s = reload::start(b, &metrics, config.server.settle_timeout, &stop_backends).map_err(
-            |why| ServeError::Backend {
-                backend: b.name.to_string(),
-                why,
-            },
-        )?;
-        started.push(s);
-    }
-    let backends: Vec<Arc<Backend>> = started.iter().map(|s| s.backend.clone()).collect();
-    // router: namespaces over those backends.
-    let router = Router::new(&config, &backends);
-    // cluster: what replicas share, in Redis (none: one node).
-    let boot = Sealer::new_boot();
-    let cluster = match &config.cluster {
-        Some(url) => Some(
-            Cluster::start(url, boot, metrics.clone(), stopping.token().clone())
-                .await
-                .map_err(|e| ServeError::Backend {
-                    backend: "(cluster)".into(),
-                    why: e.to_string(),
-                })?,
-        ),
-        None => None,
-    };
-    // sessions: the bounded table and its one reaper.
-    let ids = match &config.server.session_keys {
-        Some(keys) => Ids::Sealed(Sealer::new(
-            KeyRing::parse(keys.expose()).map_err(|e| ServeError::Backend {
-                backend: "(server)".into(),
-                why: e.to_string(),
-            })?,
-            config.server.session_max_lifetime,
-            boot,
-            cluster.is_none(),
-        )),
-        None => Ids::Table,
-    };
-    let sealed_ids = matches!(ids, Ids::Sealed(_));
-    let sessions = Sessions::with_namespaces(
-        Limits {
-            max_sessions: config.server.max_sessions,
-            max_per_principal: config.server.max_sessions_per_principal,
-            idle_ttl: config.server.session_idle_ttl,
-        },
-        ids,
-        metrics.clone(),
-        crate::router::MAX_TAGS,
-    );
-    sessions.spawn_reaper(stopping.token().clone());
-    // Client connections stay below the fd limit, with room for backends.
-    let reserve = front::server::FD_RESERVE
-        + config
-            .backends
-            .iter()
-            .map(|b| match b.isolation {
-                crate::config::Isolation::Shared => 4,
-                crate::config::Isolation::PerSession => 4 * b.max_sessions,
-            })
-            .sum::<usize>();
-    let (max_connections, nofile) =
-        front::server::connection_cap(config.server.max_connections, reserve);
-    if max_connections < config.server.max_connections {
-        tracing::warn!(
-            max_connections,
-            nofile,
-            "max_connections lowered to fit the open-file limit"
-        );
-    }
-    // The budget for large bodies in flight, process-wide (`budget`).
-    crate::budget::BODIES.set_limit(
-        config
-            .server
-            .max_inflight_body_bytes
-            .map_or_else(crate::budget::default_limit, std::num::NonZeroUsize::get),
-    );
-    // front: HTTP in.
-    let front = Arc::new(Front {
-        layout: arc_swap::ArcSwap::from_pointee(Layout {
-            policy: Policy {
-                auth,
-                allowed_origins: config.server.allowed_origins.clone(),
-                loopback_host_only: config.server.listen.ip().is_loopback(),
-                max_body_bytes: config.server.max_body_bytes,
-                stateless: config.server.sessions == SessionMode::Stateless,
-            },
-            router,
-            backends: backends.clone(),
-            limits: front::Limits::new(config.limits, config.auth.is_some(), max_connections),
-        }),
-        sessions: sessions.clone(),
-        metrics: metrics.clone(),
-        metrics_token: config.metrics.token.clone(),
-        stopping: stopping.clone(),
-        aborting: aborting.clone(),
-        body_read_timeout: config.server.body_read_timeout,
-        max_batch_items: config.server.max_batch_items,
-        bridge: Default::default(),
-        status: Default::default(),
-        reloads: tokio::sync::watch::channel(()).0,
-        sealed_ids,
-        cluster: cluster.clone(),
-        principal_cap: config.server.max_sessions_per_principal,
-        stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
-        traces,
+    let loopback = addr.ip().is_loopback();
+    let tls_on = config.server.tls.is_some();
+    let edge = Edge {
+        auth,
         tls,
-        sse: Default::default(),
-    });
-    let join = cluster
-        .as_ref()
-        .map(|cluster| join_cluster(cluster, &front, &config, stopping.token().clone()));
-    tokio::spawn(front::sample_status(
-        front.clone(),
-        stopping.token().clone(),
-    ));
-    let app = front::routes(front.clone(), &config.metrics.path);
-
-    spawn_summary(
-        metrics.clone(),
-        config.metrics.summary_interval,
-        stopping.token().clone(),
-    );
+        loopback_host_only: loopback,
+    };
+    let mut gateway = Assembled::start(config, source, edge).await?;
+    let front = gateway.front.clone();
+    let app = front::routes(front.clone(), &gateway.reloader.config.metrics.path);
     // The URL says what the listener speaks: with TLS, `https`.
-    let shown = match config.server.tls {
-        Some(_) => format!("https://{local}"),
-        None => local.to_string(),
+    let shown = match tls_on {
+        true => format!("https://{local}"),
+        false => local.to_string(),
     };
-    let scheme = if config.server.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    tracing::info!(url = %format!("{scheme}://{local}/mcp"), backends = backends.len(), max_connections, "sluice listening");
+    let scheme = if tls_on { "https" } else { "http" };
+    let max_connections = gateway.max_connections;
+    tracing::info!(url = %format!("{scheme}://{local}/mcp"), backends = front.layout.load().backends.len(), max_connections, "sluice listening");
     on_listening(&shown);
 
+    let server = &gateway.reloader.config.server;
     let limits = front::server::Limits {
         max_connections,
-        max_connections_per_peer: config.server.max_connections_per_peer,
-        header_read_timeout: config.server.header_read_timeout,
-        write_timeout: config.server.write_timeout,
+        max_connections_per_peer: server.max_connections_per_peer,
+        header_read_timeout: server.header_read_timeout,
+        write_timeout: server.write_timeout,
     };
+    let grace = server.shutdown_grace;
     let accepting = tokio::spawn(front::server::accept(
         listener,
         app,
         limits,
-        metrics.clone(),
-        stopping.token().clone(),
+        front.metrics.clone(),
+        gateway.stopping.token().clone(),
     ));
-    let grace = config.server.shutdown_grace;
-    let traced = front.clone();
-    let mut gateway =
-        reload::Gateway::new(config, source, started, stop_backends.clone(), front, join);
     tokio::pin!(stop);
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            Some(()) = hangups.recv() => gateway.reload(),
+            Some(()) = hangups.recv() => gateway.reloader.reload(),
         }
     }
     tracing::info!("shutting down");
-    stopping.cancel();
+    gateway.stopping.cancel();
     // In-flight requests get the grace period; streams end on `stopping`.
     match accepting.await {
         Ok(connections) => {
@@ -341,8 +216,8 @@ pub async fn serve(
             // No request comes in after it: a draining connection reads
             // none past the one it is answering.
             let abort = || {
-                aborting.cancel();
-                sessions.close_all();
+                front.aborting.cancel();
+                front.sessions.close_all();
             };
             let drained = connections.drain(grace, ABORT_FLUSH, abort).await;
             if !drained {
@@ -351,23 +226,216 @@ pub async fn serve(
         }
         Err(e) => tracing::warn!(error = %e, "accept loop failed"),
     }
-    sessions.close_all();
-    stop_backends.cancel();
-    let all = futures_util::future::join_all(gateway.tasks());
-    if tokio::time::timeout(Duration::from_secs(10), all)
-        .await
-        .is_err()
-    {
-        tracing::warn!("some backends did not stop in time");
-    }
-    traced.traces.shutdown().await;
-    tracing::info!("stopped");
+    gateway.finish().await;
     Ok(())
+}
+
+/// What differs between the edges the gateway is served on: a listener's
+/// `[auth]` and TLS, or neither for `stdio`.
+pub(crate) struct Edge {
+    pub(crate) auth: Option<Arc<Authenticator>>,
+    pub(crate) tls: Option<Arc<front::Certs>>,
+    /// Only loopback Host names (a listener on loopback, and `stdio`).
+    pub(crate) loopback_host_only: bool,
+}
+
+/// The running gateway without its edge: backends, router, the session
+/// table and the front, with what ends them.
+pub(crate) struct Assembled {
+    pub(crate) front: Arc<Front>,
+    pub(crate) stopping: crate::cancel_flag::CancelFlag,
+    /// Reloads the config (SIGHUP); holds every backend task.
+    pub(crate) reloader: reload::Gateway,
+    stop_backends: CancellationToken,
+    /// Client connections, kept below the fd limit with room for backends.
+    pub(crate) max_connections: usize,
+}
+
+impl Assembled {
+    /// Starts the backends and wires front -> sessions -> router ->
+    /// upstream over them.
+    pub(crate) async fn start(
+        config: Config,
+        source: Option<PathBuf>,
+        edge: Edge,
+    ) -> Result<Assembled, ServeError> {
+        let metrics = Arc::new(Metrics::new());
+        let traces = match &config.tracing {
+            Some(settings) => Traces::start(settings).map_err(|why| ServeError::Backend {
+                backend: "(tracing)".into(),
+                why,
+            })?,
+            None => Traces::off(),
+        };
+        let stop_backends = CancellationToken::new();
+        let stopping = crate::cancel_flag::CancelFlag::new();
+        let aborting = CancellationToken::new();
+        // upstream: one supervised backend per configured server.
+        let mut started = Vec::new();
+        for b in &config.backends {
+            let s = reload::start(b, &metrics, config.server.settle_timeout, &stop_backends)
+                .map_err(|why| ServeError::Backend {
+                    backend: b.name.to_string(),
+                    why,
+                })?;
+            started.push(s);
+        }
+        let backends: Vec<Arc<Backend>> = started.iter().map(|s| s.backend.clone()).collect();
+        // router: namespaces over those backends.
+        let router = Router::new(&config, &backends);
+        // cluster: what replicas share, in Redis (none: one node).
+        let boot = Sealer::new_boot();
+        let cluster = match &config.cluster {
+            Some(url) => Some(
+                Cluster::start(url, boot, metrics.clone(), stopping.token().clone())
+                    .await
+                    .map_err(|e| ServeError::Backend {
+                        backend: "(cluster)".into(),
+                        why: e.to_string(),
+                    })?,
+            ),
+            None => None,
+        };
+        // sessions: the bounded table and its one reaper.
+        let ids = match &config.server.session_keys {
+            Some(keys) => Ids::Sealed(Sealer::new(
+                KeyRing::parse(keys.expose()).map_err(|e| ServeError::Backend {
+                    backend: "(server)".into(),
+                    why: e.to_string(),
+                })?,
+                config.server.session_max_lifetime,
+                boot,
+                cluster.is_none(),
+            )),
+            None => Ids::Table,
+        };
+        let sealed_ids = matches!(ids, Ids::Sealed(_));
+        let sessions = Sessions::with_namespaces(
+            Limits {
+                max_sessions: config.server.max_sessions,
+                max_per_principal: config.server.max_sessions_per_principal,
+                idle_ttl: config.server.session_idle_ttl,
+            },
+            ids,
+            metrics.clone(),
+            crate::router::MAX_TAGS,
+        );
+        sessions.spawn_reaper(stopping.token().clone());
+        // Client connections stay below the fd limit, with room for backends.
+        let reserve = front::server::FD_RESERVE
+            + config
+                .backends
+                .iter()
+                .map(|b| match b.isolation {
+                    crate::config::Isolation::Shared => 4,
+                    crate::config::Isolation::PerSession => 4 * b.max_sessions,
+                })
+                .sum::<usize>();
+        let (max_connections, nofile) =
+            front::server::connection_cap(config.server.max_connections, reserve);
+        if max_connections < config.server.max_connections {
+            tracing::warn!(
+                max_connections,
+                nofile,
+                "max_connections lowered to fit the open-file limit"
+            );
+        }
+        // The budget for large bodies in flight, process-wide (`budget`).
+        crate::budget::BODIES.set_limit(
+            config
+                .server
+                .max_inflight_body_bytes
+                .map_or_else(crate::budget::default_limit, std::num::NonZeroUsize::get),
+        );
+        // front: the edge's requests in.
+        let has_auth = edge.auth.is_some();
+        let front = Arc::new(Front {
+            layout: arc_swap::ArcSwap::from_pointee(Layout {
+                policy: Policy {
+                    auth: edge.auth,
+                    allowed_origins: config.server.allowed_origins.clone(),
+                    loopback_host_only: edge.loopback_host_only,
+                    max_body_bytes: config.server.max_body_bytes,
+                    stateless: config.server.sessions == SessionMode::Stateless,
+                },
+                router,
+                backends: backends.clone(),
+                limits: front::Limits::new(config.limits, has_auth, max_connections),
+            }),
+            sessions: sessions.clone(),
+            metrics: metrics.clone(),
+            metrics_token: config.metrics.token.clone(),
+            stopping: stopping.clone(),
+            aborting,
+            body_read_timeout: config.server.body_read_timeout,
+            max_batch_items: config.server.max_batch_items,
+            bridge: Default::default(),
+            status: Default::default(),
+            reloads: tokio::sync::watch::channel(()).0,
+            sealed_ids,
+            cluster: cluster.clone(),
+            principal_cap: config.server.max_sessions_per_principal,
+            stream_keep_alive: (config.server.session_idle_ttl / 3).min(Duration::from_secs(15)),
+            traces,
+            tls: edge.tls,
+            sse: Default::default(),
+        });
+        let join = cluster
+            .as_ref()
+            .map(|cluster| join_cluster(cluster, &front, &config, stopping.token().clone()));
+        tokio::spawn(front::sample_status(
+            front.clone(),
+            stopping.token().clone(),
+        ));
+        spawn_summary(
+            metrics,
+            config.metrics.summary_interval,
+            stopping.token().clone(),
+        );
+        let reloader = reload::Gateway::new(
+            config,
+            source,
+            started,
+            stop_backends.clone(),
+            front.clone(),
+            join,
+        );
+        Ok(Assembled {
+            front,
+            stopping,
+            reloader,
+            stop_backends,
+            max_connections,
+        })
+    }
+
+    /// Ends every client session, then every backend (children killed
+    /// with their process group), within a bound.
+    pub(crate) async fn finish(self) {
+        self.stopping.cancel();
+        self.front.sessions.close_all();
+        self.stop_backends.cancel();
+        let traced = self.front.clone();
+        let all = futures_util::future::join_all(self.reloader.tasks());
+        if tokio::time::timeout(Duration::from_secs(10), all)
+            .await
+            .is_err()
+        {
+            tracing::warn!("some backends did not stop in time");
+        }
+        traced.traces.shutdown().await;
+        tracing::info!("stopped");
+    }
+}
+
+/// SIGHUP, registered now.
+pub(crate) fn hangups() -> std::io::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
 }
 
 /// SIGTERM or SIGINT, both registered now (a future registers nothing
 /// until it is first polled).
-fn wait_for_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+pub(crate) fn wait_for_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

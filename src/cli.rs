@@ -1,4 +1,4 @@
-//! The command line (contract: `sluice serve | check | keygen | demo-server | probe`).
+//! The command line (contract: `sluice serve | stdio | check | keygen | demo-server | probe`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,6 +27,18 @@ pub enum Command {
         /// Overrides server.listen.
         #[arg(long)]
         listen: Option<SocketAddr>,
+    },
+    /// The gateway on stdin and stdout, for desktop clients that launch MCP
+    /// servers as programs (one client; logs on stderr; with no --config:
+    /// the built-in demo backend).
+    Stdio {
+        /// The config file: TOML, or the `mcpServers` JSON of desktop
+        /// clients. Without it, the built-in demo.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The namespace served (default: the default namespace).
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// Validate a config and print the effective backends and namespaces.
     Check {

@@ -20,15 +20,12 @@ mod read;
 mod tools;
 mod wire;
 
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, Write as _};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::thread;
 
-use tokio::io::DuplexStream;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::runtime::Handle;
-use tokio::sync::{mpsc, oneshot};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
 
 use read::read_loop;
 use wire::write_loop;
@@ -41,58 +38,14 @@ const PAGE_SIZE_ENV: &str = "SLUICE_DEMO_PAGE_SIZE";
 /// Lines queued for output before request tasks wait: bounds memory when
 /// whoever reads our stdout is slow.
 const OUTBOX_CAPACITY: usize = 256;
-/// Buffer of the pipes between the stdio threads and `serve`.
-const PIPE_BUFFER: usize = 64 * 1024;
 
 /// Serves MCP on stdin/stdout until stdin reaches EOF.
 pub async fn run() -> io::Result<()> {
-    // The crate does not enable tokio's `io-std`, so plain threads bridge the
-    // blocking std handles to in-memory pipes. Threads, not `spawn_blocking`:
-    // a read parked on stdin must not hold up runtime shutdown.
-    let (stdin_pipe, server_in) = tokio::io::duplex(PIPE_BUFFER);
-    let (server_out, stdout_pipe) = tokio::io::duplex(PIPE_BUFFER);
-    let (written_tx, written) = oneshot::channel();
-    let (rt_in, rt_out) = (Handle::current(), Handle::current());
-    let stdin = move || pump_stdin(&rt_in, stdin_pipe);
-    let stdout = move || _ = written_tx.send(pump_stdout(&rt_out, stdout_pipe));
-    thread::Builder::new()
-        .name("demo-stdin".into())
-        .spawn(stdin)?;
-    thread::Builder::new()
-        .name("demo-stdout".into())
-        .spawn(stdout)?;
-    let served = serve(server_in, server_out).await;
+    let pipes = crate::std_pipes::open("demo-server")?;
+    let served = serve(pipes.stdin, pipes.stdout).await;
     // `serve` dropped its end of the pipe, so the stdout thread ends once all
     // is written; waiting for it means no answer is lost at exit.
-    served.and(written.await.unwrap_or(Ok(())))
-}
-
-fn pump_stdin(runtime: &Handle, mut pipe: DuplexStream) {
-    let mut buf = vec![0; PIPE_BUFFER];
-    loop {
-        match io::stdin().read(&mut buf) {
-            // EOF, or `serve` is gone: dropping `pipe` passes the end along.
-            Ok(0) => return,
-            Ok(n) if runtime.block_on(pipe.write_all(&buf[..n])).is_err() => return,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return diag(format_args!("cannot read stdin: {e}")),
-        }
-    }
-}
-
-fn pump_stdout(runtime: &Handle, mut pipe: DuplexStream) -> io::Result<()> {
-    let mut buf = vec![0; PIPE_BUFFER];
-    let mut stdout = io::stdout();
-    loop {
-        let n = runtime.block_on(pipe.read(&mut buf))?;
-        if n == 0 {
-            return Ok(());
-        }
-        // Flush per chunk: progress is only useful while the work still runs.
-        stdout.write_all(&buf[..n])?;
-        stdout.flush()?;
-    }
+    served.and(pipes.written.await.unwrap_or(Ok(())))
 }
 
 /// Serves one session over any byte streams, with settings from the environment.

@@ -6,7 +6,7 @@
 //! vocabulary and runtime utilities, the protocol, HTTP/1.1, config,
 //! metrics, traces, sessions, upstream, then what uses backends (cluster,
 //! router, auth), the front and the probe, reload, and the wiring (`app`,
-//! `cli`). `tests/layers.rs` holds the order; docs/architecture.md draws it.
+//! `stdio`, `cli`). `tests/layers.rs` holds the order; docs/architecture.md draws it.
 
 pub mod app;
 pub(crate) mod auth;
@@ -31,6 +31,8 @@ pub(crate) mod raw_io;
 pub(crate) mod reload;
 pub mod router;
 pub mod sessions;
+pub(crate) mod std_pipes;
+pub mod stdio;
 pub(crate) mod timers;
 pub(crate) mod traces;
 pub mod upstream;

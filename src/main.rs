@@ -75,26 +75,36 @@ fn main() -> ExitCode {
             println!("{}", sluice::sessions::sealed::KeyRing::generate());
             ExitCode::SUCCESS
         }
+        Command::Stdio { config, namespace } => {
+            if let Err(code) = init_logging() {
+                return code;
+            }
+            let cfg = match load(config.as_ref()) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            if let Err(code) = http_engine() {
+                return code;
+            }
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("sluice: cannot start runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let result = runtime.block_on(sluice::stdio::serve(cfg, config, namespace));
+            // stdin's reader may still block in a read; it is not waited for.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            exit_code(result)
+        }
         Command::Serve { config, listen } => {
             if let Err(code) = init_logging() {
                 return code;
             }
-            let loaded = match &config {
-                Some(path) => config::load(path, &ProcessEnv).map(|l| l.config),
-                None => match std::env::current_exe() {
-                    Ok(exe) => config::demo(exe, &ProcessEnv).map(|l| l.config),
-                    Err(e) => {
-                        eprintln!("sluice: cannot find own executable: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                },
-            };
-            let mut cfg = match loaded {
+            let mut cfg = match load(config.as_ref()) {
                 Ok(c) => c,
-                Err(e) => {
-                    eprintln!("sluice: config error:\n{e}");
-                    return ExitCode::from(CONFIG_ERROR);
-                }
+                Err(code) => return code,
             };
             if let Some(addr) = listen
                 && let Err(e) = cfg.set_listen(addr)
@@ -129,16 +139,38 @@ fn main() -> ExitCode {
                 workers.stop();
             }
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("sluice: {e}");
-                    if e.is_config() {
-                        ExitCode::from(CONFIG_ERROR)
-                    } else {
-                        ExitCode::FAILURE
-                    }
-                }
+            exit_code(result)
+        }
+    }
+}
+
+/// The config `--config` names, or the built-in demo without one.
+fn load(path: Option<&std::path::PathBuf>) -> Result<config::Config, ExitCode> {
+    let loaded = match path {
+        Some(path) => config::load(path, &ProcessEnv).map(|l| l.config),
+        None => match std::env::current_exe() {
+            Ok(exe) => config::demo(exe, &ProcessEnv).map(|l| l.config),
+            Err(e) => {
+                eprintln!("sluice: cannot find own executable: {e}");
+                return Err(ExitCode::FAILURE);
+            }
+        },
+    };
+    loaded.map_err(|e| {
+        eprintln!("sluice: config error:\n{e}");
+        ExitCode::from(CONFIG_ERROR)
+    })
+}
+
+fn exit_code(result: Result<(), sluice::app::ServeError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            if e.is_config() {
+                ExitCode::from(CONFIG_ERROR)
+            } else {
+                ExitCode::FAILURE
             }
         }
     }

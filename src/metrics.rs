@@ -10,6 +10,7 @@ mod backends;
 mod clients;
 mod gateway;
 mod labels;
+mod operations;
 mod requests;
 mod summary;
 
@@ -27,6 +28,7 @@ use labels::{
 pub use labels::{
     CloseReason, LimitReason, Method, Outcome, ResumeCause, ShedReason, method_label,
 };
+pub use operations::{ErrorType, Series};
 pub use requests::{Counts, LATENCY_BOUNDS_US};
 use requests::{Recent, RequestSeries};
 use summary::Window;
@@ -45,6 +47,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     durations: Family<MethodLabel, Histogram>,
     request_series: RequestSeries,
+    /// `mcp.server.operation.duration` and `mcp.client.operation.duration`.
+    operations: operations::Operations,
     list_refresh: Family<RefreshLabels, Counter>,
     entries: Family<EntriesLabels, Gauge>,
     answers_dropped: Family<DroppedLabels, Counter>,
@@ -114,6 +118,7 @@ impl Metrics {
                 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
             ])
         });
+        let operations = operations::Operations::new();
         let list_refresh = Family::<RefreshLabels, Counter>::default();
         let entries = Family::<EntriesLabels, Gauge>::default();
         let answers_dropped = Family::<DroppedLabels, Counter>::default();
@@ -200,6 +205,20 @@ impl Metrics {
             "sluice_request_duration_seconds",
             "Time to answer an MCP request",
             &durations,
+        );
+        register(
+            &mut registry,
+            &mut names,
+            "mcp_server_operation_duration_seconds",
+            "Time to answer a client's MCP request, by method, tool and error type (mcp.server.operation.duration)",
+            &operations.server,
+        );
+        register(
+            &mut registry,
+            &mut names,
+            "mcp_client_operation_duration_seconds",
+            "Time a backend took to answer the gateway's MCP request, by method, tool, error type and backend (mcp.client.operation.duration)",
+            &operations.client,
         );
         register(
             &mut registry,
@@ -319,6 +338,7 @@ impl Metrics {
             requests,
             durations,
             request_series: RequestSeries::new(),
+            operations,
             list_refresh,
             entries,
             answers_dropped,

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "workers",
             "timers",
             "demo_server",
+            "std_pipes",
         ],
     ),
     (
@@ -44,7 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("the edge, and the probe beside it", &["front", "probe"]),
     ("reloading", &["reload"]),
-    ("wiring", &["app", "cli", "fuzzing"]),
+    ("wiring", &["app", "stdio", "cli", "fuzzing"]),
     ("the binary", &["lib", "main"]),
 ];
 

@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 pub use checks::Policy;
 /// For `fuzzing`: what a connection makes of a client's bytes.
 pub(crate) use conn::{hyper_builder, read_whole as read_requests};
+pub(crate) use era::modern::client_headers;
 pub(crate) use limits::Limits;
 pub(crate) use tls::Certs;
 
@@ -184,7 +185,9 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
     }
 }
 
-fn router(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
+/// Every endpoint through axum's router, for callers in the process
+/// (`stdio`) as for connections.
+pub(crate) fn router(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
     HttpRouter::new()
         .route("/mcp", any(default_namespace))
         .route("/ns/{namespace}/mcp", any(named_namespace))

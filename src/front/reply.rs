@@ -20,7 +20,7 @@ use crate::cancel_flag::RequestCancel;
 use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
 use crate::protocol::{Era, LogLevel};
-use crate::router::Namespace;
+use crate::router::{Namespace, Seen};
 use crate::sessions::{Active, Tracked};
 use crate::traces;
 use crate::upstream::events::{self, Events};
@@ -482,29 +482,35 @@ async fn run(
                 .and_then(|p| LogLevel::of_params(p.get()))
         })
         .flatten();
+    // The series the router observed a forwarded call under.
+    let mut seen = None;
     // Pinned where it is made: wrapped for tracing, it is not moved again.
-    let handled = std::pin::pin!(ctx.ns.handle(
-        &ctx.principal,
-        &ctx.caller,
-        &call.method,
-        call.params,
-        call.routed,
-        events
-    ));
-    // One wait besides the work: a second on `aborting` would take its
-    // lock, shared by every runtime, at each poll of every request.
-    let outcome = tokio::select! {
-        biased;
-        o = traces::RequestSpan::around(span.as_ref(), handled) => Some(o),
-        _ = cancel.cancelled() => match ctx.front.aborting.is_cancelled() {
-            // Past the shutdown grace: an answer, not a stream cut mid-way.
-            true => Some(Outcome::Error(jsonrpc::error_object(
-                jsonrpc::INTERNAL_ERROR,
-                "sluice is shutting down; the request was not completed",
-                None,
-            ))),
-            false => None,
-        },
+    // Dropped at the block's end, giving `seen` back.
+    let outcome = {
+        let handled = std::pin::pin!(ctx.ns.handle(
+            &ctx.principal,
+            &ctx.caller,
+            &call.method,
+            call.params,
+            call.routed,
+            events,
+            &mut seen,
+        ));
+        // One wait besides the work: a second on `aborting` would take its
+        // lock, shared by every runtime, at each poll of every request.
+        tokio::select! {
+            biased;
+            o = traces::RequestSpan::around(span.as_ref(), handled) => Some(o),
+            _ = cancel.cancelled() => match ctx.front.aborting.is_cancelled() {
+                // Past the shutdown grace: an answer, not a stream cut mid-way.
+                true => Some(Outcome::Error(jsonrpc::error_object(
+                    jsonrpc::INTERNAL_ERROR,
+                    "sluice is shutting down; the request was not completed",
+                    None,
+                ))),
+                false => None,
+            },
+        }
     };
     let outcome = outcome.map(|o| ctx.rules.decorate(&call.method, o));
     if let Some(a) = &ctx.active {
@@ -528,9 +534,10 @@ async fn run(
         _ => metrics::Outcome::error,
     };
     let took = crate::clock::tokio_now().saturating_duration_since(started);
-    ctx.front
-        .metrics
-        .request(ctx.rules.era(), method, label, took.as_secs_f64());
+    let seconds = took.as_secs_f64();
+    let m = &ctx.front.metrics;
+    m.request(ctx.rules.era(), method, label, seconds);
+    Seen::served(seen.as_ref(), m, method, outcome.as_ref(), seconds);
     outcome
 }
 

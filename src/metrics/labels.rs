@@ -176,6 +176,13 @@ pub struct Method(pub(super) u8);
 impl Method {
     pub(super) const OTHER: Method = Method(KNOWN_METHODS.len() as u8);
     pub(super) const COUNT: usize = KNOWN_METHODS.len() + 1;
+    /// Its place in `KNOWN_METHODS`.
+    pub fn index(self) -> u8 {
+        self.0
+    }
+
+    /// Its place in `KNOWN_METHODS` (held by a test).
+    pub const TOOLS_CALL: Method = Method(3);
 
     pub(super) fn label(self) -> &'static str {
         KNOWN_METHODS
@@ -190,4 +197,21 @@ pub fn method_label(method: &str) -> Method {
         .iter()
         .position(|m| *m == method)
         .map_or(Method::OTHER, |i| Method(i as u8))
+}
+
+/// `mcp.server.operation.duration`'s attributes, as Prometheus labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct OperationLabels {
+    pub(super) mcp_method_name: &'static str,
+    pub(super) gen_ai_tool_name: String,
+    pub(super) error_type: &'static str,
+}
+
+/// `mcp.client.operation.duration`'s, and the backend asked.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct BackendOperationLabels {
+    pub(super) mcp_method_name: &'static str,
+    pub(super) gen_ai_tool_name: String,
+    pub(super) error_type: &'static str,
+    pub(super) backend: String,
 }

@@ -58,3 +58,44 @@ fn exposition_uses_the_contract_names() {
         assert!(text.contains(needle), "missing {needle} in\n{text}");
     }
 }
+
+#[test]
+fn tools_call_is_the_method_its_constant_names() {
+    assert_eq!(method_label("tools/call"), Method::TOOLS_CALL);
+}
+
+#[test]
+fn operation_series_are_bounded_and_kept_per_metrics() {
+    let (a, b) = (Metrics::new(), Metrics::new());
+    let tools_call = Method::TOOLS_CALL;
+    // The same labels in two `Metrics` are two series.
+    a.served(
+        &a.series(tools_call, "demo", "demo__echo", "echo"),
+        None,
+        0.5,
+    );
+    b.served(
+        &b.series(tools_call, "demo", "demo__echo", "echo"),
+        None,
+        0.5,
+    );
+    let count = r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="demo__echo",error_type=""} 1"#;
+    assert!(a.render().contains(count), "{}", a.render());
+    assert!(b.render().contains(count), "{}", b.render());
+    // Past the bound, a new name is `_OTHER`; a name already there stays.
+    for n in 0..operations::MAX_TOOLS + 5 {
+        let s = a.series(tools_call, "demo", &format!("t{n}"), &format!("t{n}"));
+        a.asked(&s, Some(ErrorType::code(-32602)), 0.1);
+    }
+    let text = a.render();
+    assert!(
+        text.contains(r#"gen_ai_tool_name="_OTHER",error_type="-32602",backend="demo"} 5"#),
+        "{text}"
+    );
+    let echo = a.series(tools_call, "demo", "demo__echo", "echo");
+    a.served(&echo, None, 0.5);
+    assert!(a.render().contains(&count.replace("} 1", "} 2")));
+    // Codes outside the specification's are one label value.
+    assert_eq!(ErrorType::code(-31999).label(), "_OTHER");
+    assert_eq!(ErrorType::code(-32602).label(), "-32602");
+}

@@ -7,6 +7,7 @@ use super::kind::Kind;
 use super::names;
 use super::namespace::{Namespace, error};
 use crate::jsonrpc::{INTERNAL_ERROR, Outcome};
+use crate::metrics::Series;
 use crate::upstream::{Caller, Listing};
 
 impl Namespace {
@@ -22,7 +23,23 @@ impl Namespace {
         };
         self.members[i]
             .backend
-            .listed_now(caller, method, |l| l.has(original))
+            .listed_now(caller, method, |l| l.has(original).then_some(()))
+            .is_some()
+    }
+
+    /// `lists_now` for a tool, with the series its calls through member
+    /// `i` are observed in when the catalog keeps it for that member
+    /// (`make` makes it at the first call).
+    pub(super) fn lists_tool_now(
+        &self,
+        caller: &Caller,
+        i: usize,
+        original: &str,
+        make: impl FnOnce() -> Series,
+    ) -> Option<Option<Series>> {
+        let m = &self.members[i];
+        m.backend
+            .listed_now(caller, "tools/list", |l| l.series_of(original, m.id, make))
     }
 
     /// Whether member `i` lists `original`, reading its catalog as needed.

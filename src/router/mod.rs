@@ -10,6 +10,7 @@ mod listed;
 mod merge;
 mod names;
 mod namespace;
+mod observed;
 mod rounds;
 mod tasks;
 
@@ -17,6 +18,7 @@ use crate::fast_map::FastMap;
 use std::sync::Arc;
 
 pub use namespace::{ClientNotice, Namespace};
+pub use observed::Seen;
 
 use crate::config::Config;
 use crate::upstream::Backend;

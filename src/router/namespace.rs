@@ -32,6 +32,8 @@ pub use notices::ClientNotice;
 pub(super) struct Member {
     /// Its position in the namespace.
     pub(super) index: usize,
+    /// Its identity, never reused (see `observed`).
+    pub(super) id: u64,
     pub(super) backend: Arc<Backend>,
     tools: ToolFilter,
 }
@@ -78,6 +80,7 @@ impl Namespace {
                 .enumerate()
                 .map(|(index, (backend, tools))| Member {
                     index,
+                    id: crate::router::observed::member_id(),
                     backend,
                     tools,
                 })
@@ -128,7 +131,9 @@ impl Namespace {
     }
 
     /// Serves one client request, always with a JSON-RPC outcome. `routed`:
-    /// where the name it routes on lies in `params`, if its parse found it.
+    /// where the name it routes on lies in `params`, if its parse found it;
+    /// `seen`: the operation series a forwarded call was labelled with.
+    #[allow(clippy::too_many_arguments)]
     pub async fn handle(
         &self,
         who: &Principal,
@@ -137,6 +142,7 @@ impl Namespace {
         params: Option<Box<RawValue>>,
         routed: Routed,
         events: &EventSink,
+        seen: &mut Option<crate::router::Seen>,
     ) -> Outcome {
         // Every arm but the forwarded calls is boxed: a future is as big as
         // its largest arm, and this one is moved into a box per request.
@@ -148,17 +154,17 @@ impl Namespace {
             "logging/setLevel" => self.set_level(caller, params, events).await,
             "tools/call" => {
                 let called = Called::new(Kind::Tool, routed);
-                self.forward(who, caller, called, method, params, events)
+                self.forward(who, caller, called, method, params, events, seen)
                     .await
             }
             "prompts/get" => {
                 let called = Called::new(Kind::Prompt, routed);
-                self.forward(who, caller, called, method, params, events)
+                self.forward(who, caller, called, method, params, events, seen)
                     .await
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 let called = Called::new(Kind::Resource, routed);
-                self.forward(who, caller, called, method, params, events)
+                self.forward(who, caller, called, method, params, events, seen)
                     .await
             }
             "completion/complete" => Box::pin(self.complete(caller, params, events)).await,

@@ -106,6 +106,11 @@ impl Backend {
         }
     }
 
+    /// Where its calls are counted (the gateway's one `Metrics`).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.ctx.metrics
+    }
+
     /// Whether calls made for a client carry its token exchanged.
     fn exchanges(&self) -> bool {
         match &self.transport {

@@ -12,7 +12,7 @@
 //! Bounded: one catalog per list method and profile (at most 4 × 256), each
 //! of at most `MAX_PAGES` pages the backend sent.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use super::{Backend, Caller, UpstreamError};
 use crate::fast_map::FastMap;
 use crate::jsonrpc::Outcome;
+use crate::metrics::Series;
 
 /// A name a catalog lacks reads it again after this long at the earliest.
 pub(crate) const REFETCH: Duration = Duration::from_secs(1);
@@ -45,7 +46,16 @@ pub struct Listing {
     read_at: Instant,
     /// Each item's name (`name`; `uri` for resources, `uriTemplate` for templates) and, for tools,
     /// its input schema.
-    items: FastMap<Box<str>, Option<Box<RawValue>>>,
+    items: FastMap<Box<str>, Kept>,
+}
+
+/// What a listing keeps of one item.
+struct Kept {
+    schema: Option<Box<RawValue>>,
+    /// The operation series a tool's calls through one namespace member
+    /// (by its id) are observed in, made at its first call: found with
+    /// the name's look-up every call makes here, for no look-up of its own.
+    series: OnceLock<(u64, Series)>,
 }
 
 impl Listing {
@@ -53,12 +63,26 @@ impl Listing {
         self.items.contains_key(name)
     }
 
+    /// Whether it has `name`, and the series member `member`'s calls of it
+    /// are observed in (made by `make` at the first): None when the
+    /// item's series is another member's (its caller finds its own).
+    pub fn series_of(
+        &self,
+        name: &str,
+        member: u64,
+        make: impl FnOnce() -> Series,
+    ) -> Option<Option<Series>> {
+        let item = self.items.get(name)?;
+        let (owner, series) = item.series.get_or_init(|| (member, make()));
+        Some((*owner == member).then(|| series.clone()))
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.items.keys().map(|k| &**k)
     }
 
     fn schema(&self, name: &str) -> Option<&RawValue> {
-        self.items.get(name)?.as_deref()
+        self.items.get(name)?.schema.as_deref()
     }
 }
 
@@ -134,20 +158,21 @@ impl Backend {
         Ok(found(&listing))
     }
 
-    /// Whether the catalog as read holds what `found` looks for, without
-    /// waiting for anything: the common call's whole check. False also
-    /// when it must be read first (then ask `listed`).
-    pub fn listed_now(
+    /// What `found` finds in the catalog as read, without waiting for
+    /// anything: the common call's whole check. None also when it must be
+    /// read first (then ask `listed`).
+    pub fn listed_now<T>(
         &self,
         caller: &Caller,
         method: &'static str,
-        found: impl Fn(&Listing) -> bool,
-    ) -> bool {
+        found: impl FnOnce(&Listing) -> Option<T>,
+    ) -> Option<T> {
         let key = self.catalog_key(caller, method);
         let version = self.cache.version();
         let read = self.catalogs.read.lock();
         read.get(&key)
-            .is_some_and(|l| l.version == version && found(l))
+            .filter(|l| l.version == version)
+            .and_then(|l| found(l))
     }
 
     /// A tool's input schema, from the catalog.
@@ -221,7 +246,7 @@ impl Backend {
         method: &'static str,
         list: u8,
         fresh: bool,
-    ) -> Result<FastMap<Box<str>, Option<Box<RawValue>>>, UpstreamError> {
+    ) -> Result<FastMap<Box<str>, Kept>, UpstreamError> {
         let mut items = FastMap::default();
         let capability = method.split('/').next().unwrap_or(method);
         self.check_health().await?;
@@ -255,7 +280,8 @@ impl Backend {
             };
             for (name, schema) in listed {
                 if let Some(name) = name {
-                    items.insert(name.into_boxed_str(), schema);
+                    let series = OnceLock::new();
+                    items.insert(name.into_boxed_str(), Kept { schema, series });
                 }
             }
             match page.next {

@@ -17,7 +17,7 @@ through the gateway and straight against a backend:
   (`@modelcontextprotocol/client` 2.x), driven through `ts2_client.mjs` (the
   same line protocol): `versionNegotiation` `legacy` (its default: the 2025
   `initialize` handshake) or `auto` (probes `server/discover` and speaks
-  2026-07-28 when the server answers it). HTTP targets only; not in
+  2026-07-28 when the server answers it); a URL or a stdio command; not in
   CLIENT_KINDS (test_input_bridge.py and test_ts_v2.py use it).
 
 A driver is an async context manager connected to a `Target` (a URL, or a

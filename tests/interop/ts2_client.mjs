@@ -9,7 +9,7 @@
 // exits when stdin closes (after closing its client).
 //
 // Commands (one client at a time):
-//   {"op": "connect", "target": {"url": U}, "negotiation": "legacy" | "auto",
+//   {"op": "connect", "target": {"url": U} | {"command", "args", "env"}, "negotiation": "legacy" | "auto",
 //    "capabilities": {...}, "sampling": {"text", "model"} | null,
 //    "elicitation": {"action", "content"} | null, "roots": [{uri, name}] | null}
 //        -> {"protocolVersion", "era", "serverVersion", "serverCapabilities"}
@@ -33,6 +33,7 @@
 
 import { createInterface } from "node:readline";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 let client = null;
 let events = { logs: [], sampling: [], elicitation: [], roots: [] };
@@ -49,9 +50,6 @@ function requestIdOf(ctx) {
 async function connect(cmd) {
   if (client) {
     await client.close();
-  }
-  if (!cmd.target.url) {
-    throw new Error("ts2_client.mjs drives HTTP targets only");
   }
   client = new Client(
     { name: "sluice-interop-ts2", version: "0.0.0" },
@@ -92,7 +90,14 @@ async function connect(cmd) {
     events.logs.push({ at: now(), params: n.params });
   });
 
-  const transport = new StreamableHTTPClientTransport(new URL(cmd.target.url));
+  const transport = cmd.target.url
+    ? new StreamableHTTPClientTransport(new URL(cmd.target.url))
+    : new StdioClientTransport({
+        command: cmd.target.command,
+        args: cmd.target.args ?? [],
+        env: cmd.target.env ?? undefined,
+        stderr: "ignore",
+      });
   await client.connect(transport, { timeout: cmd.timeoutMs ?? 30000 });
   return {
     protocolVersion: client.getNegotiatedProtocolVersion() ?? null,

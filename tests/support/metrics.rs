@@ -168,7 +168,7 @@ fn schema() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
         use sluice::metrics::{
-            CloseReason, LimitReason, Outcome, ResumeCause, ShedReason, method_label,
+            CloseReason, ErrorType, LimitReason, Outcome, ResumeCause, ShedReason, method_label,
         };
         use sluice::protocol::Era;
         use sluice::vocab::BackendName;
@@ -213,6 +213,11 @@ fn schema() -> &'static Schema {
         m.list_refresh(&backend, ANY);
         m.entries(ANY, ANY, 0);
         m.answer_dropped(ANY);
+        let any_error = Some(ErrorType::transport(ANY));
+        m.server_operation(method_label(ANY), any_error, 0.0);
+        let series = m.series(method_label(ANY), ANY, ANY, ANY);
+        m.served(&series, any_error, 0.0);
+        m.asked(&series, any_error, 0.0);
 
         let mut families: BTreeMap<String, Vec<(String, BTreeSet<String>)>> = BTreeMap::new();
         for (key, _) in samples(&m.render()) {

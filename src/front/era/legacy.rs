@@ -223,16 +223,17 @@ async fn initialize(
             .count_for_principal(&principal, &s.id, s.sealed())
             .await;
     }
-    front.metrics.request(
-        Era::Legacy,
-        crate::metrics::method_label("initialize"),
-        crate::metrics::Outcome::ok,
-        // The clock itself: an `initialize` is answered within the poll it
-        // began in, whose one reading (`clock::now`) would make it 0.
-        Instant::now()
-            .saturating_duration_since(started)
-            .as_secs_f64(),
-    );
+    // The clock itself: an `initialize` is answered within the poll it
+    // began in, whose one reading (`clock::now`) would make it 0.
+    let seconds = Instant::now()
+        .saturating_duration_since(started)
+        .as_secs_f64();
+    let initialize = crate::metrics::method_label("initialize");
+    let answered = crate::metrics::Outcome::ok;
+    front
+        .metrics
+        .request(Era::Legacy, initialize, answered, seconds);
+    front.metrics.server_operation(initialize, None, seconds);
     Ok(Answer::Json(Json {
         status: StatusCode::OK,
         body: body.into(),

@@ -80,7 +80,7 @@ fn is_modern(params: Option<&RawValue>) -> bool {
     modern_version(params).is_some()
 }
 
-fn modern_version(params: Option<&RawValue>) -> Option<String> {
+pub(super) fn modern_version(params: Option<&RawValue>) -> Option<String> {
     let params = params?;
     // Cheap test first: almost every request lacks the key.
     if !protocol::may_name_modern_version(params.get()) {

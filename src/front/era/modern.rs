@@ -224,12 +224,15 @@ fn client_caps(fields: &Fields) -> ClientCaps {
 }
 
 fn record(front: &Front, method: &'static str, started: Instant) {
-    front.metrics.request(
-        Era::Modern,
+    let (method, seconds) = (
         crate::metrics::method_label(method),
-        crate::metrics::Outcome::ok,
         started.elapsed().as_secs_f64(),
     );
+    let answered = crate::metrics::Outcome::ok;
+    front
+        .metrics
+        .request(Era::Modern, method, answered, seconds);
+    front.metrics.server_operation(method, None, seconds);
 }
 
 /// A header's value; surrounding whitespace is not part of it. Sent
@@ -265,13 +268,7 @@ fn check_headers(headers: &HeaderMap, method: &str, fields: &Fields) -> Result<(
         Some(m) => return Err(format!("Mcp-Method {m} disagrees with the body ({method})")),
         None => return Err("Mcp-Method is required".into()),
     }
-    let name_key = match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
-        _ => None,
-    };
-    if let Some(key) = name_key {
+    if let Some(key) = name_key(method) {
         let body: Option<String> = fields
             .get(key)
             .and_then(|v| serde_json::from_str(v.get()).ok());
@@ -283,6 +280,71 @@ fn check_headers(headers: &HeaderMap, method: &str, fields: &Fields) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The params field `Mcp-Name` mirrors for `method`, if any.
+fn name_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+        _ => None,
+    }
+}
+
+/// The headers a conforming HTTP client sends with a 2026-07-28 request
+/// (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`), for a
+/// client inside the gateway's process (`stdio`), so that its requests
+/// pass the same checks as any other. None when `body` is not a 2026-07-28
+/// request: it then speaks a 2025 revision.
+pub(crate) async fn client_headers(
+    front: &Front,
+    namespace: &str,
+    principal: &Principal,
+    body: &[u8],
+) -> Option<HeaderMap> {
+    let Ok(jsonrpc::Message::Request(req)) = jsonrpc::Message::parse(body) else {
+        return None;
+    };
+    let version = super::modern_version(req.params.as_deref())?;
+    let fields: Fields = req
+        .params
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_default();
+    let mut headers = HeaderMap::new();
+    let mut put = |name: &str, value: &str| {
+        if let (Ok(n), Ok(v)) = (
+            axum::http::HeaderName::from_bytes(name.as_bytes()),
+            axum::http::HeaderValue::from_str(value),
+        ) {
+            headers.append(n, v);
+        }
+    };
+    put("mcp-protocol-version", &version);
+    put("mcp-method", &req.method);
+    let name: Option<String> = name_key(&req.method)
+        .and_then(|key| fields.get(key))
+        .and_then(|v| serde_json::from_str(v.get()).ok());
+    if let Some(name) = &name {
+        put("mcp-name", &crate::mirror::encode(name));
+    }
+    if req.method == "tools/call"
+        && let Some(name) = &name
+        && let Some(ns) = front.layout.load().router.namespace(namespace).cloned()
+    {
+        let caller = Caller::modern(principal.clone(), client_caps(&fields));
+        if let Some(schema) = Box::pin(ns.tool_schema(&caller, name)).await {
+            let arguments: Option<Value> = fields
+                .get("arguments")
+                .and_then(|a| serde_json::from_str(a.get()).ok());
+            let annotations = crate::mirror::annotations(&schema);
+            for (header, value) in crate::mirror::params(&annotations, arguments.as_ref()) {
+                put(&header, &value);
+            }
+        }
+    }
+    Some(headers)
 }
 
 /// `Mcp-Param-*` must mirror the arguments the tool's schema marks with

@@ -15,7 +15,10 @@ fn future_size<F: Future>(_make: impl FnOnce() -> F) -> usize {
 #[test]
 #[allow(unreachable_code, clippy::diverging_sub_expression)]
 fn a_request_future_stays_small() {
-    // 1,920 and 896 bytes now (a debug build). `run` was 2,936
+    // 2,352 and 896 bytes now (a debug build); `run` was 2,256 before
+    // the operation histograms (the router's `Seen`, a backend call's
+    // series and start: callgrind counts all of it in their +440
+    // instructions a call); an earlier count read 1,920. It was 2,936
     // while a call's deadline held its future three times over
     // (`timers::Timeout`, `upstream::deadline`), 1,944 while it built
     // its caller; `post_mcp` 2,744 while it and `mcp` were `async fn`
@@ -25,7 +28,7 @@ fn a_request_future_stays_small() {
     // over `handle`, 1,848 while the common legacy call's future was
     // held inline (boxed now: `front::era::serve`).
     let run = future_size(|| run(todo!(), todo!(), todo!(), todo!(), todo!(), todo!()));
-    assert!(run <= 2 * 1024 + 256, "reply::run: {run} bytes");
+    assert!(run <= 2 * 1024 + 320, "reply::run: {run} bytes");
     // What a connection holds while a POST runs (`front::conn`).
     let post = future_size(|| {
         let edge = super::super::Edge::post_mcp;

@@ -11,10 +11,12 @@ use crate::jsonrpc::{
     self, Fields, INVALID_PARAMS, Outcome, Payload, Routed, parse_fields, routed_string,
     string_field,
 };
+use crate::metrics::{self, ErrorType, Series};
 use crate::router::audit::Trail;
 use crate::router::kind::Kind;
 use crate::router::rounds;
 use crate::router::tasks;
+use crate::router::{Seen, observed};
 use crate::router::{links, names};
 use crate::upstream::{Caller, EventSink};
 use crate::vocab::Principal;
@@ -36,6 +38,7 @@ impl Called {
 impl Namespace {
     /// tools/call, prompts/get, resources/*, on the audit trail (`who`
     /// asked) when it is read.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn forward(
         &self,
         who: &Principal,
@@ -44,10 +47,11 @@ impl Namespace {
         method: &str,
         params: Option<Box<RawValue>>,
         events: &EventSink,
+        seen: &mut Option<Seen>,
     ) -> Outcome {
         let mut trail = Trail::begin(who, &self.name, method);
         let outcome = self
-            .route(caller, called, method, params, events, &mut trail)
+            .route(caller, called, method, params, events, &mut trail, seen)
             .await;
         if let Some(trail) = trail {
             trail.end(&outcome);
@@ -55,7 +59,9 @@ impl Namespace {
         outcome
     }
 
-    /// Renames, then forwards to one backend.
+    /// Renames, then forwards to one backend. `seen`: the call's series in
+    /// the operation histograms, once its name has passed the catalog.
+    #[allow(clippy::too_many_arguments)]
     async fn route(
         &self,
         caller: &Caller,
@@ -64,6 +70,7 @@ impl Namespace {
         params: Option<Box<RawValue>>,
         events: &EventSink,
         trail: &mut Option<Trail<'_>>,
+        seen: &mut Option<Seen>,
     ) -> Outcome {
         let key = kind.id_key();
         let exposed = match routed_string(params.as_deref(), key, routed) {
@@ -91,20 +98,38 @@ impl Namespace {
         if kind == Kind::Tool && !self.may_use(caller, &exposed) {
             return unlisted(trail);
         }
-        if !self.lists_now(caller, i, kind, original) {
-            // Boxed: rare, and its future would make every call's large.
-            match Box::pin(self.lists(caller, i, kind, original)).await {
-                Ok(true) => {}
-                Ok(false) => return unlisted(trail),
-                Err(failed) => return failed,
+        // A tool's series is kept with its catalog entry: the look-up
+        // that finds it listed finds it too.
+        let listed = match kind {
+            Kind::Tool => {
+                let make = || new_tool_series(&self.members[i], &exposed, original);
+                self.lists_tool_now(caller, i, original, make)
             }
-        }
+            _ => self.lists_now(caller, i, kind, original).then_some(None),
+        };
+        let kept = match listed {
+            Some(kept) => kept,
+            None => {
+                // Boxed: rare, and its future would make every call's large.
+                match Box::pin(self.lists(caller, i, kind, original)).await {
+                    Ok(true) => None,
+                    Ok(false) => return unlisted(trail),
+                    Err(failed) => return failed,
+                }
+            }
+        };
         // One backend session serves every client of a shared backend: one
         // client's unsubscribe would end the others' subscriptions. The
         // gateway stops delivering to that client instead (see `notices`).
         if method == "resources/unsubscribe" && self.members[i].backend.is_shared() {
             return ok(&json!({}));
         }
+        // Found while the names are at hand: the params move below.
+        let series = match (kind, kept) {
+            (_, Some(kept)) => kept,
+            (Kind::Tool, None) => tool_series(&self.members[i], &exposed, original),
+            _ => series(&self.members[i], method),
+        };
         // An unchanged name leaves the params exactly as the client sent them.
         let params = if original == exposed {
             params
@@ -114,7 +139,13 @@ impl Namespace {
             Some(jsonrpc::raw(&fields))
         };
         let m = &self.members[i];
-        let outcome = self.call_rounds(caller, m, method, params, events).await;
+        let (outcome, backend_error) = self
+            .call_rounds(caller, m, method, params, events, &series)
+            .await;
+        *seen = Some(Seen {
+            series,
+            backend_error,
+        });
         let Outcome::Result(r) = outcome else {
             return outcome;
         };
@@ -177,10 +208,13 @@ impl Namespace {
             .members
             .iter()
             .filter(|m| m.backend.info().is_some_and(|i| i.has("logging")));
-        let calls =
-            logging.map(|m| self.call(caller, m, "logging/setLevel", params.clone(), events));
+        let method = "logging/setLevel";
+        let calls = logging.map(|m| {
+            let (series, params) = (series(m, method), params.clone());
+            async move { self.call(caller, m, method, params, events, &series).await }
+        });
         for outcome in futures_util::future::join_all(calls).await {
-            if let Outcome::Error(e) = outcome {
+            if let (Outcome::Error(e), _) = outcome {
                 tracing::debug!(error = e.get(), "a backend refused logging/setLevel");
             }
         }
@@ -218,12 +252,13 @@ impl Namespace {
         };
         fields.insert("taskId".into(), jsonrpc::raw(&original));
         let m = &self.members[i];
+        let params = Some(jsonrpc::raw(&fields));
         match self
-            .call(caller, m, method, Some(jsonrpc::raw(&fields)), events)
+            .call(caller, m, method, params, events, &series(m, method))
             .await
         {
-            Outcome::Result(r) => Outcome::Result(self.expose_task(i, r)),
-            o => o,
+            (Outcome::Result(r), _) => Outcome::Result(self.expose_task(i, r)),
+            (o, _) => o,
         }
     }
 
@@ -262,14 +297,11 @@ impl Namespace {
         }
         reference.insert(key.into(), jsonrpc::raw(&original));
         fields.insert("ref".into(), jsonrpc::raw(&reference));
-        self.call(
-            caller,
-            &self.members[i],
-            "completion/complete",
-            Some(jsonrpc::raw(&fields)),
-            events,
-        )
-        .await
+        let (m, method) = (&self.members[i], "completion/complete");
+        let params = Some(jsonrpc::raw(&fields));
+        self.call(caller, m, method, params, events, &series(m, method))
+            .await
+            .0
     }
 
     /// `call`, answering a 2026-07-28 backend's `input_required` on a
@@ -281,15 +313,18 @@ impl Namespace {
         method: &str,
         params: Option<Box<RawValue>>,
         events: &EventSink,
-    ) -> Outcome {
+        series: &Series,
+    ) -> (Outcome, Option<ErrorType>) {
         if !(caller.is_legacy() && m.backend.is_modern()) {
-            return self.call(caller, m, method, params, events).await;
+            return self.call(caller, m, method, params, events, series).await;
         }
         let mut params = params;
         for _ in 0..rounds::MAX_ROUNDS {
-            let outcome = self.call(caller, m, method, params.clone(), events).await;
+            let (outcome, error) = self
+                .call(caller, m, method, params.clone(), events, series)
+                .await;
             let Some(needed) = rounds::needed(&outcome) else {
-                return outcome;
+                return (outcome, error);
             };
             params = match self
                 .rounds
@@ -297,15 +332,18 @@ impl Namespace {
                 .await
             {
                 Ok(retry) => Some(retry),
-                Err(refusal) => return refusal,
+                Err(refusal) => return (refusal, None),
             };
         }
-        error(
+        let failed = error(
             jsonrpc::INTERNAL_ERROR,
             "sluice: the backend still needed input after every round",
-        )
+        );
+        (failed, Some(ErrorType::code(jsonrpc::INTERNAL_ERROR)))
     }
 
+    /// One request to one backend, observed in the client's operation
+    /// histogram; and what its outcome says of a failure.
     async fn call(
         &self,
         caller: &Caller,
@@ -313,13 +351,50 @@ impl Namespace {
         method: &str,
         params: Option<Box<RawValue>>,
         events: &EventSink,
-    ) -> Outcome {
+        series: &Series,
+    ) -> (Outcome, Option<ErrorType>) {
         m.backend.settle().await;
-        match m.backend.call(caller, method, params, Some(events)).await {
-            Ok(o) => o,
-            Err(e) => error(jsonrpc::INTERNAL_ERROR, &e.to_string()),
-        }
+        let started = crate::clock::now();
+        let called = m.backend.call(caller, method, params, Some(events)).await;
+        let took = crate::clock::now().saturating_duration_since(started);
+        let (error, outcome) = match called {
+            Ok(o) => (ErrorType::of(&o, method == "tools/call"), o),
+            Err(e) => (
+                Some(ErrorType::transport(e.reason())),
+                error(jsonrpc::INTERNAL_ERROR, &e.to_string()),
+            ),
+        };
+        m.backend.metrics().asked(series, error, took.as_secs_f64());
+        (outcome, error)
     }
+}
+
+/// The series of a request forwarded to `m` that names no tool.
+fn series(m: &Member, method: &str) -> Series {
+    let method = metrics::method_label(method);
+    observed::series(m.id, method, "", || {
+        let backend = &m.backend;
+        backend
+            .metrics()
+            .series(method, backend.name.as_str(), "", "")
+    })
+}
+
+/// The series of a `tools/call` of `exposed` (`original` to the backend),
+/// once its name has passed the catalog, when the catalog entry does not
+/// keep it for `m`.
+fn tool_series(m: &Member, exposed: &str, original: &str) -> Series {
+    let method = metrics::Method::TOOLS_CALL;
+    observed::series(m.id, method, exposed, || {
+        new_tool_series(m, exposed, original)
+    })
+}
+
+fn new_tool_series(m: &Member, exposed: &str, original: &str) -> Series {
+    let backend = &m.backend;
+    let name = backend.name.as_str();
+    let method = metrics::Method::TOOLS_CALL;
+    backend.metrics().series(method, name, exposed, original)
 }
 
 fn not_found(kind: Kind, exposed: &str) -> Outcome {

@@ -1,0 +1,237 @@
+//! The stdio client's requests, made as a conforming Streamable HTTP
+//! client would make them and served by the front's own router in the
+//! process (no socket): so every check, era rule, session and route is
+//! the one HTTP clients meet. Answers become lines: a JSON body is one, an
+//! event stream's events are one each, as they come.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::response::Response;
+use futures_util::StreamExt;
+use serde_json::value::RawValue;
+
+use std::sync::Arc;
+
+use super::lines::Out;
+use crate::front::Front;
+use crate::jsonrpc;
+use crate::upstream::event_stream;
+use crate::vocab::Principal;
+
+/// The largest JSON answer read whole (an event stream's events have
+/// their own bound, `event_stream`).
+const MAX_ANSWER: usize = 64 * 1024 * 1024;
+
+/// The session a 2025 revision's `initialize` opened.
+#[derive(Clone)]
+pub(super) struct Session {
+    pub(super) id: HeaderValue,
+    pub(super) version: HeaderValue,
+}
+
+/// Requests to one namespace's endpoint.
+#[derive(Clone)]
+pub(super) struct Client {
+    router: axum::Router,
+    path: axum::http::Uri,
+    front: Arc<Front>,
+    namespace: Arc<str>,
+}
+
+impl Client {
+    /// `metrics_path`: the router's, unused here but part of it.
+    pub(super) fn new(
+        front: Arc<Front>,
+        namespace: &str,
+        path: axum::http::Uri,
+        metrics_path: &str,
+    ) -> Client {
+        let router = crate::front::router(front.clone(), metrics_path);
+        Client {
+            router,
+            path,
+            front,
+            namespace: namespace.into(),
+        }
+    }
+
+    /// A POST of one line: a 2026-07-28 request with the headers its
+    /// revision requires, anything else with the session's (if any).
+    pub(super) async fn post(&self, line: bytes::Bytes, session: Option<&Session>) -> Response {
+        let modern = crate::front::client_headers(
+            &self.front,
+            &self.namespace,
+            &Principal::Anonymous,
+            &line,
+        )
+        .await;
+        let mut headers = match (modern, session) {
+            (Some(modern), _) => modern,
+            (None, Some(s)) => session_headers(s),
+            (None, None) => HeaderMap::new(),
+        };
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        self.send(Method::POST, headers, Body::from(line)).await
+    }
+
+    /// The session's GET stream: what its backends send unasked.
+    pub(super) async fn listen(&self, session: &Session) -> Response {
+        let mut headers = session_headers(session);
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        self.send(Method::GET, headers, Body::empty()).await
+    }
+
+    /// Ends the session (and so its per-session backend sessions).
+    pub(super) async fn delete(&self, session: &Session) -> StatusCode {
+        self.send(Method::DELETE, session_headers(session), Body::empty())
+            .await
+            .status()
+    }
+
+    async fn send(&self, method: Method, mut headers: HeaderMap, body: Body) -> Response {
+        // Loopback, as the policy `stdio` builds demands.
+        headers.insert(header::HOST, HeaderValue::from_static("localhost"));
+        let mut req = Request::new(body);
+        *req.method_mut() = method;
+        *req.uri_mut() = self.path.clone();
+        *req.headers_mut() = headers;
+        match tower::ServiceExt::oneshot(self.router.clone(), req).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+}
+
+fn session_headers(session: &Session) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("mcp-session-id", session.id.clone());
+    headers.insert("mcp-protocol-version", session.version.clone());
+    headers
+}
+
+/// A successful JSON answer's body, read whole; any other answer as it
+/// came (for `relay`).
+pub(super) async fn json_body(response: Response) -> Result<bytes::Bytes, Response> {
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(json && response.status().is_success()) {
+        return Err(response);
+    }
+    Ok(axum::body::to_bytes(response.into_body(), MAX_ANSWER)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "an answer could not be read");
+            bytes::Bytes::new()
+        }))
+}
+
+/// Writes an answer to `out` as lines. `request` is the id of the request
+/// it answers: a refusal names no id (it refuses the HTTP request), so the
+/// line written for it takes the request's, and an answer that carries no
+/// response at all (a failed stream) is answered with an error, so no
+/// request is left waiting. Without `request`, a refusal is written only
+/// when `answer_refusals` (a line that was no message at all). Returns
+/// once the answer has ended (or the client has gone).
+pub(super) async fn relay(
+    response: Response,
+    out: &Out,
+    request: Option<&RawValue>,
+    answer_refusals: bool,
+) {
+    let status = response.status();
+    let streamed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let body = response.into_body();
+    if streamed {
+        let mut answered = false;
+        let mut events = std::pin::pin!(event_stream::events(body.into_data_stream()));
+        while let Some(event) = events.next().await {
+            let data = match event {
+                Ok(e) if e.data.is_empty() => continue,
+                Ok(e) => e.data,
+                Err(e) => {
+                    tracing::warn!(error = %e, "an answer's stream failed");
+                    break;
+                }
+            };
+            answered |= request.is_some_and(|id| answers(data.as_bytes(), id));
+            if !out.send(data).await {
+                return;
+            }
+        }
+        if let Some(id) = request.filter(|_| !answered) {
+            let line = jsonrpc::error_response(
+                Some(id),
+                jsonrpc::INTERNAL_ERROR,
+                "the gateway's answer ended before the response",
+            );
+            out.send(line).await;
+        }
+        return;
+    }
+    let bytes = match axum::body::to_bytes(body, MAX_ANSWER).await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "an answer could not be read");
+            bytes::Bytes::new()
+        }
+    };
+    let line = match (status.is_success(), request) {
+        (true, _) if bytes.is_empty() => None,
+        (true, _) => Some(bytes.to_vec()),
+        (false, Some(id)) => Some(refusal(&bytes, status, id)),
+        (false, None) => {
+            tracing::warn!(%status, body = %String::from_utf8_lossy(&bytes), "a message was refused");
+            answer_refusals.then(|| bytes.to_vec())
+        }
+    };
+    if let Some(line) = line {
+        out.send(line).await;
+    }
+}
+
+/// Whether `data` is the response to the request `id`.
+fn answers(data: &[u8], id: &RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Envelope>(data)
+        .is_ok_and(|e| e.method.is_none() && e.id.is_some_and(|i| i.get() == id.get()))
+}
+
+/// A refused request's line: the refusal's JSON-RPC error under the
+/// request's id, or one made from the status when the body has none.
+fn refusal(body: &[u8], status: StatusCode, id: &RawValue) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    struct Refusal {
+        error: Box<RawValue>,
+    }
+    match serde_json::from_slice::<Refusal>(body) {
+        Ok(r) => jsonrpc::response(id, &jsonrpc::Outcome::Error(r.error)).into_bytes(),
+        Err(_) => jsonrpc::error_response(
+            Some(id),
+            jsonrpc::INTERNAL_ERROR,
+            &format!("the gateway refused the request ({status})"),
+        )
+        .into_bytes(),
+    }
+}
