@@ -16,6 +16,7 @@ mod listen;
 mod ops;
 mod places;
 mod post;
+mod relay;
 mod replicas;
 mod reply;
 pub mod server;
@@ -42,6 +43,7 @@ pub use checks::Policy;
 pub(crate) use conn::{hyper_builder, read_whole as read_requests};
 pub(crate) use era::modern::client_headers;
 pub(crate) use limits::Limits;
+pub(crate) use relay::{MAX_ANSWER, Sink, relay};
 pub(crate) use tls::Certs;
 
 /// For `fuzzing`: the Host/Origin parsers on one value.

@@ -35,7 +35,6 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
-use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -44,8 +43,9 @@ use super::checks;
 use super::error::Reject;
 use super::headers::RequestHeaders;
 use super::limits::StreamSlot;
+use super::relay::{MAX_ANSWER, Sink, relay};
 use super::{Front, Layout, post, stream as get_stream};
-use crate::jsonrpc::{self, Body as RpcBody, Message};
+use crate::jsonrpc::{Body as RpcBody, Message};
 use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
 use crate::vocab::{Principal, SessionId};
 
@@ -247,7 +247,7 @@ async fn message(
     let (front, carrier) = (front.clone(), shared.clone());
     shared.spawn(async move {
         let answer = post::answer(&front, &layout, carrier.ns(), headers, Body::from(bytes)).await;
-        carrier.carry(answer.into_response(), id.as_deref()).await;
+        relay(answer.into_response(), &*carrier, id.as_deref(), false).await;
         drop(permit);
     });
     Ok(StatusCode::ACCEPTED.into_response())
@@ -344,7 +344,10 @@ impl Shared {
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let line = whole(response.into_body()).await;
+        let line = axum::body::to_bytes(response.into_body(), MAX_ANSWER)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let version = serde_json::from_str::<serde_json::Value>(&line)
             .ok()
             .and_then(|v| HeaderValue::from_str(v["result"]["protocolVersion"].as_str()?).ok());
@@ -390,39 +393,13 @@ impl Shared {
         }
         self.done.cancel();
     }
+}
 
-    /// A message's answer, onto the stream: a JSON body as one message,
-    /// an SSE one event by event (a backend's progress and questions
-    /// before the result), a refusal as the JSON-RPC error `/mcp` would
-    /// have answered, under the request's id (nothing for a notification
-    /// or a response: they have none).
-    async fn carry(&self, response: Response, id: Option<&serde_json::value::RawValue>) {
-        let status = response.status();
-        if status == StatusCode::ACCEPTED {
-            return;
-        }
-        let streamed = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-        let body = response.into_body();
-        if !status.is_success() {
-            if let Some(id) = id {
-                self.send(refusal(id, &whole(body).await)).await;
-            }
-            return;
-        }
-        if !streamed {
-            self.send(whole(body).await).await;
-            return;
-        }
-        let events = crate::upstream::event_stream::events(body.into_data_stream());
-        let mut events = std::pin::pin!(events);
-        while let Some(Ok(event)) = events.next().await {
-            if !event.data.is_empty() && !self.send(event.data).await {
-                return;
-            }
-        }
+impl Sink for Shared {
+    async fn send(&self, message: Vec<u8>) -> bool {
+        let line = String::from_utf8(message)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        Shared::send(self, line).await
     }
 }
 
@@ -433,25 +410,6 @@ const PASSED: [HeaderName; 4] = [
     HeaderName::from_static("tracestate"),
     HeaderName::from_static("baggage"),
 ];
-
-/// One of the gateway's own bodies, whole.
-async fn whole(body: Body) -> String {
-    match body.collect().await {
-        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
-        Err(_) => String::new(),
-    }
-}
-
-/// A refused request's answer: the refusal's JSON-RPC error, under `id`.
-fn refusal(id: &serde_json::value::RawValue, body: &str) -> String {
-    let error = serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|mut v| v.get_mut("error").map(serde_json::Value::take))
-        .unwrap_or_else(
-            || serde_json::json!({ "code": jsonrpc::INTERNAL_ERROR, "message": "refused" }),
-        );
-    jsonrpc::response(id, &jsonrpc::Outcome::Error(jsonrpc::raw(&error)))
-}
 
 /// Held by the stream's body: its drop (the client gone, a failed write,
 /// the session's end, shutdown) forgets the carrier, ends its tasks and
@@ -496,17 +454,5 @@ mod tests {
         assert_eq!(carrier_id(Some("sessionId=")), None);
         assert_eq!(carrier_id(Some("session=ab12")), None);
         assert_eq!(carrier_id(None), None);
-    }
-
-    #[test]
-    fn a_refusal_keeps_its_error_under_the_request_id() {
-        let id = jsonrpc::raw(&serde_json::json!(7));
-        let body =
-            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}"#;
-        let line: serde_json::Value = serde_json::from_str(&refusal(&id, body)).unwrap();
-        assert_eq!(line["id"], 7);
-        assert_eq!(line["error"]["code"], -32001);
-        let line: serde_json::Value = serde_json::from_str(&refusal(&id, "")).unwrap();
-        assert_eq!(line["error"]["code"], jsonrpc::INTERNAL_ERROR);
     }
 }

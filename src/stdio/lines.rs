@@ -93,6 +93,12 @@ async fn next_line(
 #[derive(Clone)]
 pub(super) struct Out(mpsc::Sender<Vec<u8>>);
 
+impl crate::front::Sink for Out {
+    fn send(&self, message: Vec<u8>) -> impl Future<Output = bool> + Send {
+        Out::send(self, message)
+    }
+}
+
 impl Out {
     /// Queues one message; false once the client is gone. A message's
     /// line ends are whitespace in JSON (a string holds them escaped), so

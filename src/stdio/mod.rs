@@ -41,7 +41,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{Assembled, Edge, ServeError};
 use crate::config::Config;
-use client::{Client, Session, relay};
+use crate::front::relay;
+use client::{Client, Session};
 use lines::{Line, Out};
 
 /// Requests answered at once; stdin waits past them.
