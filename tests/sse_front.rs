@@ -628,3 +628,30 @@ async fn the_sessions_stream_comes_on_the_one_slot() {
     let names = client.tool_names(3).await;
     assert!(names.iter().any(|n| n == "more__echo"), "{names:?}");
 }
+
+/// Streams nobody initializes hold at most a quarter of `max_connections`
+/// (their connections are never displaced): past that the one that has
+/// waited longest is closed, and an initialized stream is never among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_never_initialized_give_way() {
+    let toml = format!(
+        "[server]\nmax_connections = 12\nmax_connections_per_peer = 12\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start(&toml);
+    let mut used = SseClient::connect(&gw, "/sse").await;
+    used.initialize().await;
+    let mut first = SseClient::connect(&gw, "/sse").await;
+    let mut second = SseClient::connect(&gw, "/sse").await;
+    let mut third = SseClient::connect(&gw, "/sse").await;
+    // A fourth waiting stream is one past 12 / 4: the first gives way.
+    let fourth = SseClient::connect(&gw, "/sse").await;
+    first.stream.until_end().await;
+    let (status, _) = first.post(&init(1)).await;
+    assert_eq!(status, 404);
+    for late in [&mut second, &mut third] {
+        late.initialize().await;
+    }
+    used.tool_names(2).await;
+    drop(fourth);
+}

@@ -14,7 +14,8 @@
 //! each POST is authenticated again and must be the stream's principal.
 //!
 //! Bounds: the stream holds one of its principal's stream slots; before
-//! `initialize` it lasts at most the idle TTL, after it as long as its
+//! `initialize` it lasts at most the idle TTL (and gives way when a
+//! quarter of `max_connections` are waiting), after it as long as its
 //! session (idle TTL while unwritable, capacity, principal cap, DELETE of
 //! the id it never sees, shutdown). Its outbound queue holds `QUEUE`
 //! messages, and at most `IN_FLIGHT` messages run at once; a client that
@@ -55,6 +56,10 @@ const QUEUE: usize = 64;
 const IN_FLIGHT: usize = 64;
 /// The carrier's id: 128 bits from the OS, as hex.
 const ID_BYTES: usize = 16;
+/// Streams waiting for their `initialize`, at most, as a share of
+/// `max_connections`: a stream's connection is never displaced, so
+/// streams nobody initializes could otherwise hold every place.
+const WAITING_SHARE: usize = 4;
 
 /// The open streams, by carrier id. Each entry lives as long as its
 /// stream's body, so there are never more than open connections.
@@ -78,6 +83,8 @@ struct Shared {
     /// session's GET stream.
     slot: Mutex<Option<StreamSlot>>,
     in_flight: Arc<Semaphore>,
+    /// When the stream opened: the oldest waiting one gives way first.
+    opened: std::time::Instant,
 }
 
 /// `GET /sse` and `GET /ns/{namespace}/sse`.
@@ -140,10 +147,12 @@ async fn open(
         session: Mutex::new(None),
         slot: Mutex::new(Some(slot)),
         in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+        opened: std::time::Instant::now(),
     });
     endpoint.push_str("?sessionId=");
     endpoint.push_str(&shared.id);
-    front.sse.0.lock().insert(shared.id.clone(), shared.clone());
+    let waiting = (layout.limits.connections() / WAITING_SHARE).max(1);
+    front.sse.admit(shared.clone(), waiting);
     let owner = Owner {
         front: front.clone(),
         shared,
@@ -262,6 +271,27 @@ fn carrier_id(query: Option<&str>) -> Option<&str> {
 }
 
 impl Carriers {
+    /// Takes a new stream; past `waiting` streams that have not had their
+    /// `initialize`, the one that has waited longest is ended (as the
+    /// session table makes room: abandoned streams never lock clients out).
+    /// A scan of the open streams, once per stream opened.
+    fn admit(&self, shared: Arc<Shared>, waiting: usize) {
+        let mut carriers = self.0.lock();
+        let (count, oldest) = carriers
+            .values()
+            .filter(|c| c.session.lock().is_none() && !c.done.is_cancelled())
+            .fold((0, None::<&Arc<Shared>>), |(n, oldest), c| {
+                let older = oldest.filter(|o| o.opened <= c.opened).unwrap_or(c);
+                (n + 1, Some(older))
+            });
+        if count >= waiting
+            && let Some(oldest) = oldest
+        {
+            oldest.done.cancel();
+        }
+        carriers.insert(shared.id.clone(), shared);
+    }
+
     /// The stream `id` names, if it is `principal`'s in `namespace`.
     fn find(&self, id: &str, namespace: &str, principal: &Principal) -> Option<Arc<Shared>> {
         let found = self.0.lock().get(id).cloned()?;
