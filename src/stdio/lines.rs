@@ -3,6 +3,8 @@
 //! (each message on one line, flushed; a client that stops reading for
 //! `write_timeout` counts as gone).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
@@ -96,6 +98,24 @@ pub(super) struct Out(mpsc::Sender<Vec<u8>>);
 impl crate::front::Sink for Out {
     fn send(&self, message: Vec<u8>) -> impl Future<Output = bool> + Send {
         Out::send(self, message)
+    }
+}
+
+/// A request's share of `Out`: nothing more once the request has been
+/// cancelled. Its task may be mid-poll on another worker when it is
+/// aborted, and the cancellation ends its answer's stream; the flag, set
+/// before the cancellation is posted, is seen by then.
+pub(super) struct Unless {
+    pub(super) out: Out,
+    pub(super) cancelled: Arc<AtomicBool>,
+}
+
+impl crate::front::Sink for Unless {
+    async fn send(&self, message: Vec<u8>) -> bool {
+        if self.cancelled.load(Ordering::Acquire) {
+            return false;
+        }
+        self.out.send(message).await
     }
 }
 

@@ -31,6 +31,8 @@ mod lines;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::http::HeaderValue;
@@ -153,7 +155,7 @@ struct Conversation {
     /// Requests being answered; each ends with its id.
     requests: JoinSet<String>,
     /// Their tasks by id, as written (for `notifications/cancelled`).
-    running: HashMap<String, AbortHandle>,
+    running: HashMap<String, (AbortHandle, Arc<AtomicBool>)>,
     /// A request read at the limit, waiting for a place.
     parked: Option<(Bytes, String)>,
 }
@@ -204,11 +206,12 @@ impl Conversation {
             }
             (Some("notifications/cancelled"), None) => {
                 let cancelled = envelope.params.and_then(request_id);
-                if let Some(task) = cancelled.and_then(|id| self.running.remove(&id)) {
+                if let Some((task, flag)) = cancelled.and_then(|id| self.running.remove(&id)) {
                     // First: the answer's end the notice brings is not
                     // written as a failure. A 2026-07-28 request is
                     // cancelled by its stream's end, a session's by the
                     // notice.
+                    flag.store(true, Ordering::Release);
                     task.abort();
                     if self.session.is_some() {
                         self.post_in_order(text.clone(), false).await;
@@ -255,7 +258,11 @@ impl Conversation {
     fn request(&mut self, line: Bytes, id: String) {
         let session = self.session.clone();
         let client = self.client.clone();
-        let out = self.out.clone();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let out = lines::Unless {
+            out: self.out.clone(),
+            cancelled: cancelled.clone(),
+        };
         let key = id.clone();
         let task = self.requests.spawn(async move {
             let response = client.post(line, session.as_ref()).await;
@@ -265,13 +272,13 @@ impl Conversation {
         });
         // The same id twice: the client can tell the answers apart no
         // better than we can; the newer one is the one cancelled.
-        self.running.insert(key, task);
+        self.running.insert(key, (task, cancelled));
     }
 
     /// A request's task ended: it is no longer there to cancel (unless a
     /// newer request took its id).
     fn finished(&mut self, task: tokio::task::Id, id: &str) {
-        if self.running.get(id).is_some_and(|t| t.id() == task) {
+        if self.running.get(id).is_some_and(|(t, _)| t.id() == task) {
             self.running.remove(id);
         }
     }
