@@ -582,25 +582,21 @@ async fn a_client_that_never_reads_is_dropped() {
 
 /// Shutdown closes an open stream (the gateway exits 0 without waiting out
 /// its grace for it), and ends its session as shutdown ends every session.
+/// The grace is an hour: a stream that held the shutdown would outlast
+/// `stop`'s wait, and `stop` would kill the gateway (no exit code).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_the_stream() {
     let toml = format!(
-        "[server]\nshutdown_grace = \"30s\"\n{}",
+        "[server]\nshutdown_grace = \"1h\"\n{}",
         demo_backend("demo")
     );
     let gw = Gateway::start(&toml);
     let mut client = SseClient::connect(&gw, "/sse").await;
     client.initialize().await;
-    let started = std::time::Instant::now();
     let code = tokio::task::spawn_blocking(move || gw.stop())
         .await
         .unwrap();
     assert_eq!(code, Some(0));
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "{:?}",
-        started.elapsed()
-    );
     client.stream.until_end().await;
 }
 
