@@ -7,11 +7,12 @@ fn future_size<F: Future>(_make: impl FnOnce() -> F) -> usize {
     std::mem::size_of::<F>()
 }
 
-/// Every request's future is moved into a box whole (`Running::start`,
-/// `front::Edge`; a legacy call's in `front::era::serve` is made in
-/// its box), so its size is paid per request: a rare arm awaited
-/// inline (opening a link, listing, Redis) once made it 7.5 KiB in a
-/// release build. Boxed where they are awaited, they cost nothing here.
+/// Every request's future is boxed (`Running::start` and a legacy call's
+/// in `front::era::serve` are written into a box made first, `front::Edge`
+/// moves its own whole), so its size is paid per request: a rare arm
+/// awaited inline (opening a link, listing, Redis) once made it 7.5 KiB
+/// in a release build. Boxed where they are awaited, they cost nothing
+/// here.
 #[test]
 #[allow(unreachable_code, clippy::diverging_sub_expression)]
 fn a_request_future_stays_small() {

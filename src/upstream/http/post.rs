@@ -29,7 +29,9 @@ use crate::upstream::{event_stream, meta};
 /// A request is its own POST, sent from the caller's task.
 impl Post for Endpoint {
     fn post<'a>(&'a self, conn: &'a Conn, frame: Frame) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
+        // Written into a box made first: `Box::pin` made the future on the
+        // stack and copied it over (callgrind: 208 instructions a call).
+        let post = Box::write(Box::new_uninit(), async move {
             // Closed only with the endpoint, never while it is in use. A
             // permit is nearly always free: taken without a waiter.
             let _permit = match self.posts.try_acquire() {
@@ -41,7 +43,8 @@ impl Post for Endpoint {
                 Err(tokio::sync::TryAcquireError::Closed) => return,
             };
             send(self, conn, frame).await;
-        })
+        });
+        Box::into_pin(post)
     }
 }
 
@@ -403,7 +406,7 @@ fn is_json(resp: &Response) -> bool {
 
 #[cfg(test)]
 mod tests {
-    /// The POST of every call is a future moved into a box whole
+    /// The POST of every call is a future in a box of its own
     /// (`Endpoint::post`): re-initializing inline once made it 5 KiB.
     #[test]
     #[allow(unreachable_code, clippy::diverging_sub_expression)]
