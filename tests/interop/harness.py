@@ -16,6 +16,7 @@ The gateway under test is a real `sluice serve` process:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -397,7 +398,8 @@ class Metrics:
     `samples` maps a canonical key (`name` or `name{a="x",b="y"}` with labels
     sorted) to its value. `value(name, **labels)` is the one sample with
     exactly those labels (None if absent); `total(name, **labels)` sums every
-    sample of `name` whose labels include the given ones.
+    sample of `name` whose labels include the given ones (a `KeyError` for a
+    name no family of the exposition has).
     """
 
     samples: dict[str, float]
@@ -408,6 +410,10 @@ class Metrics:
         return self.samples.get(metric_key(name, labels))
 
     def total(self, name: str, **labels: str) -> float:
+        # An untouched labelled series is not in the exposition, so 0 is a
+        # fair reading only of a series the gateway documents: a misspelled
+        # name or label fails here instead of reading as "none counted".
+        documented_series(name, labels)
         return sum(
             v for n, ls, v in self.parsed if n == name and all(ls.get(k) == want for k, want in labels.items())
         )
@@ -420,6 +426,34 @@ class Metrics:
 
     def __getitem__(self, key: str) -> float:
         return self.samples[key]
+
+
+@functools.cache
+def documented_metrics() -> dict[str, set[str]]:
+    """Each metric in docs/operations.md's table, with its labels."""
+    table = (REPO_ROOT / "docs" / "operations.md").read_text()
+    found = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 4 and re.fullmatch(r"`[a-z_]+`", cells[1]):
+            found[cells[1].strip("`")] = set(re.findall(r"`([a-z_]+)`", cells[3]))
+    assert found, "docs/operations.md has no metrics table"
+    return found
+
+
+def documented_series(name: str, labels: dict[str, str]) -> None:
+    """Raises KeyError unless `name` is a documented metric's sample (a
+    histogram's `_count`, `_sum` and `_bucket` included) with those labels."""
+    docs = documented_metrics()
+    family = next(
+        (f for f in [name] + [name.removesuffix(s) for s in ("_count", "_sum", "_bucket") if name.endswith(s)] if f in docs),
+        None,
+    )
+    if family is None:
+        raise KeyError(f"{name}: not a metric docs/operations.md lists")
+    unknown = set(labels) - docs[family] - ({"le"} if name.endswith("_bucket") else set())
+    if unknown:
+        raise KeyError(f"{name}: no label {sorted(unknown)} (documented: {sorted(docs[family])})")
 
 
 def metric_key(name: str, labels: dict[str, str] | None = None) -> str:
