@@ -414,7 +414,8 @@ async fn a_batch_takes_from_the_rate_shared_across_replicas() {
 /// `max_concurrent_requests = 1`). A stream that ends gives its slot back:
 /// one ended with its session (DELETE), one whose client went away
 /// (noticed at the next keep-alive write, every 2 s under this idle TTL).
-/// Before, every stream opened and held a connection.
+/// Before, every stream opened and held a connection. An unknown session
+/// at the cap gets 404, not 429, and is not counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_are_capped_per_principal_and_give_their_slot_back() {
     let toml = format!(
@@ -441,6 +442,10 @@ async fn streams_are_capped_per_principal_and_give_their_slot_back() {
     let third = Reply::read(third).await;
     assert_refusal(&third);
     assert!(third.body.contains("GET streams"), "{}", third.body);
+    // At the cap, a session the gateway does not know is still told 404,
+    // the answer that has its client initialize again (it was 429).
+    let unknown = alpha.stream("no-such-session").await;
+    assert_eq!(unknown.status(), 404, "an unknown session at the cap");
     let theirs = beta.stream(&b).await;
     assert_eq!(theirs.status(), 200, "beta's stream was refused");
     assert_eq!(beta.ping(&b, 1).await.status, 200);

@@ -397,7 +397,7 @@ impl Shared {
                 &self.namespace,
                 Some(&session),
                 &self.principal,
-                slot,
+                get_stream::Slot::Held(slot),
                 // The client's stream refreshes the session as it is written.
                 None,
             )

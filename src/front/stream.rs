@@ -28,9 +28,12 @@ pub(super) async fn open(
     headers: &HeaderMap,
 ) -> Result<Response, Reject> {
     let layout = front.layout.load_full();
-    let (principal, slot) = admit(front, &layout, namespace, headers).await?;
+    let principal = who(&layout, namespace, headers).await?;
     let id = checks::presented_session_id(headers);
     let keep_alive = Some(front.stream_keep_alive);
+    // The stream slot is taken once the session is found: an unknown
+    // session is told 404 (the client initializes again), even at the cap.
+    let slot = Slot::Take(front, &layout);
     let beats = beats(front, &layout, namespace, id, &principal, slot, keep_alive).await?;
     let events = beats.map(|beat| {
         Ok::<_, Infallible>(match beat {
@@ -55,6 +58,13 @@ pub(super) async fn admit(
     namespace: &str,
     headers: &HeaderMap,
 ) -> Result<(Principal, StreamSlot), Reject> {
+    let principal = who(layout, namespace, headers).await?;
+    let slot = layout.limits.open_stream(front, &principal).await?;
+    Ok((principal, slot))
+}
+
+/// Who asks for a stream of JSON-RPC messages, with sessions.
+async fn who(layout: &Layout, namespace: &str, headers: &HeaderMap) -> Result<Principal, Reject> {
     let principal = layout
         .policy
         .authenticate(headers, namespace)
@@ -64,8 +74,14 @@ pub(super) async fn admit(
     if layout.policy.stateless {
         return Err(Reject::MethodNotAllowed);
     }
-    let slot = layout.limits.open_stream(front, &principal).await?;
-    Ok((principal, slot))
+    Ok(principal)
+}
+
+/// The principal's stream slot a stream holds: taken already, or to take
+/// once its session is found.
+pub(super) enum Slot<'a> {
+    Held(StreamSlot),
+    Take(&'a Front, &'a Layout),
 }
 
 /// What the GET stream of session `id` carries, for whoever carries it (an
@@ -81,7 +97,7 @@ pub(super) async fn beats(
     namespace: &str,
     id: Option<&str>,
     principal: &Principal,
-    slot: StreamSlot,
+    slot: Slot<'_>,
     keep_alive: Option<std::time::Duration>,
 ) -> Result<impl Stream<Item = Option<String>> + Send + 'static, Reject> {
     let ns = layout
@@ -90,6 +106,10 @@ pub(super) async fn beats(
         .ok_or(Reject::UnknownNamespace)?;
     let id = id.ok_or(Reject::MissingSession)?;
     let session = front.begin(id, principal, ns).await?.session().clone();
+    let slot = match slot {
+        Slot::Held(slot) => slot,
+        Slot::Take(front, layout) => layout.limits.open_stream(front, principal).await?,
+    };
     if !session.claim_stream() {
         return Err(Reject::StreamConflict);
     }
