@@ -451,3 +451,67 @@ fn a_flooding_client_meets_backpressure() {
     );
     assert!(c.child.try_wait().unwrap().is_none(), "sluice stdio died");
 }
+
+/// The requests running may wait on the client's answers to a backend's
+/// questions, and those answers come after them on stdin. With every
+/// place taken (64 calls, each asking the client to sample) and more calls
+/// waiting their turn, stdin is still read: the answers reach the backend,
+/// the 64 calls end, and those waiting run after them, the one asking
+/// too. A waiting call that is cancelled never runs: a 300 ms one,
+/// cancelled, is not answered before a 1.5 s one that waited behind it.
+/// Before, stdin was left unread behind the first call that waited, and
+/// every call waited for its answer until its deadline.
+#[test]
+fn answers_are_taken_while_requests_wait_for_a_place() {
+    const PLACES: u64 = 64;
+    let (cancelled, asking, slower) = (PLACES + 1, PLACES + 2, PLACES + 3);
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let toml = format!(
+        "[server]\nrequest_timeout = \"300s\"\n{}",
+        http_backend("web", &fx.url(), "")
+    );
+    let mut c = Client::start(&[], Some(&toml));
+    let init = c.call(
+        0,
+        "initialize",
+        json!({"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},
+               "clientInfo":{"name":"stdio-test","version":"1"}}),
+    );
+    assert!(init["result"].is_object(), "{init}");
+    c.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let call = |id: u64, name: &str, arguments: Value| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+               "params":{"name":name,"arguments":arguments}})
+    };
+    for id in 1..=PLACES {
+        c.send(&call(id, "web__ask", json!({})));
+    }
+    c.send(&call(cancelled, "web__slow", json!({"ms": 300})));
+    c.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+                   "params":{"requestId":cancelled,"reason":"test"}}));
+    c.send(&call(asking, "web__ask", json!({})));
+    c.send(&call(slower, "web__slow", json!({"ms": 1500})));
+    // Every question is answered as it comes; the calls end once theirs is.
+    let (mut asked, mut answered) = (0, Vec::new());
+    while answered.len() < PLACES as usize + 2 {
+        let msg = c.next();
+        if msg["method"] == "sampling/createMessage" {
+            asked += 1;
+            c.send(&json!({"jsonrpc":"2.0","id":msg["id"],"result":{
+                "role":"assistant","content":{"type":"text","text":"sampled"},"model":"test"}}));
+        } else if msg.get("method").is_none() && msg["id"].is_u64() {
+            let id = msg["id"].as_u64().unwrap();
+            assert_ne!(id, cancelled, "the cancelled call ran: {msg}");
+            if id != slower {
+                assert_eq!(text_of(&msg), "sampled", "{msg}");
+            }
+            answered.push(id);
+        }
+    }
+    assert_eq!(asked, PLACES + 1, "one question a call that asks");
+    answered.sort_unstable();
+    let mut expected: Vec<u64> = (1..=PLACES).collect();
+    expected.extend([asking, slower]);
+    assert_eq!(answered, expected);
+    assert!(c.close().success());
+}

@@ -7,11 +7,12 @@
 //! logs go to stderr.
 //!
 //! - A request runs in a task of its own, at most `MAX_IN_FLIGHT` at once.
-//!   One more waits for a free place, and stdin is not read meanwhile, so
-//!   a flooding client meets backpressure; lines before it (answers to a
-//!   backend's questions among them) are still taken at the limit.
-//!   `initialize` and every notification and response run in order,
-//!   before the next line is read.
+//!   Past that, up to `MAX_WAITING` more wait in order for a free place
+//!   while stdin is still read: the requests running may wait on the
+//!   client's answers to a backend's questions, which come after them.
+//!   With that many waiting, stdin is not read, so a flooding client meets
+//!   backpressure. `initialize` and every notification and response run
+//!   in order, before the next line is read.
 //! - After a 2025 revision's `initialize`, the session's GET stream is
 //!   relayed too: what backends send unasked (list changes, logs, their
 //!   questions). The client's answers to questions are posted back.
@@ -29,7 +30,7 @@
 mod client;
 mod lines;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,8 +48,10 @@ use crate::front::relay;
 use client::{Client, Session};
 use lines::{Line, Out};
 
-/// Requests answered at once; stdin waits past them.
+/// Requests answered at once.
 const MAX_IN_FLIGHT: usize = 64;
+/// Requests waiting for a place; stdin waits past them.
+const MAX_WAITING: usize = 64;
 /// How long the last lines get to reach the client at the end.
 const FLUSH: Duration = Duration::from_secs(2);
 
@@ -105,7 +108,7 @@ pub async fn serve(
         listening: None,
         requests: JoinSet::new(),
         running: HashMap::new(),
-        parked: None,
+        waiting: VecDeque::new(),
     };
     let mut input = input;
     tokio::pin!(stop);
@@ -118,11 +121,9 @@ pub async fn serve(
                 if let Ok((task, id)) = done {
                     conversation.finished(task, &id);
                 }
-                if let Some((line, id)) = conversation.parked.take() {
-                    conversation.request(line, id);
-                }
+                conversation.start_waiting();
             }
-            line = input.recv(), if conversation.parked.is_none() => {
+            line = input.recv(), if conversation.waiting.len() < MAX_WAITING => {
                 match line {
                     Some(line) => conversation.take(line).await,
                     None => break,
@@ -156,8 +157,8 @@ struct Conversation {
     requests: JoinSet<String>,
     /// Their tasks by id, as written (for `notifications/cancelled`).
     running: HashMap<String, (AbortHandle, Arc<AtomicBool>)>,
-    /// A request read at the limit, waiting for a place.
-    parked: Option<(Bytes, String)>,
+    /// Requests read at the limit, waiting for a place, in order.
+    waiting: VecDeque<(Bytes, String)>,
 }
 
 /// The fields of a message the loop acts on; the rest passes through raw.
@@ -198,14 +199,19 @@ impl Conversation {
                 self.initialize(text.clone(), &id).await;
             }
             (Some(_), Some(id)) => {
-                let id = id.get().to_owned();
-                match self.requests.len() < MAX_IN_FLIGHT {
-                    true => self.request(text.clone(), id),
-                    false => self.parked = Some((text.clone(), id)),
-                }
+                self.waiting.push_back((text.clone(), id.get().to_owned()));
+                self.start_waiting();
             }
             (Some("notifications/cancelled"), None) => {
                 let cancelled = envelope.params.and_then(request_id);
+                // One still waiting is dropped: it never ran, so it is
+                // neither answered nor posted.
+                if let Some(id) = &cancelled
+                    && let Some(at) = self.waiting.iter().position(|(_, w)| w == id)
+                {
+                    self.waiting.remove(at);
+                    return;
+                }
                 if let Some((task, flag)) = cancelled.and_then(|id| self.running.remove(&id)) {
                     // First: the answer's end the notice brings is not
                     // written as a failure. A 2026-07-28 request is
@@ -252,6 +258,15 @@ impl Conversation {
             self.session = Some(session);
         }
         self.out.send(body).await;
+    }
+
+    /// Waiting requests start, in order, while there is room.
+    fn start_waiting(&mut self) {
+        while self.requests.len() < MAX_IN_FLIGHT
+            && let Some((line, id)) = self.waiting.pop_front()
+        {
+            self.request(line, id);
+        }
     }
 
     /// A request runs in a task of its own, its answer relayed as it comes.
