@@ -89,11 +89,12 @@ async fn calls_are_observed_by_method_tool_and_error_type() {
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
         .sum();
     assert_eq!(asked_calls, 4.0, "{text}");
-    // The slow call's 200 ms, in both; the backend's share within the
+    // The slow call's 200 ms, in both, in seconds (the upper bound only
+    // tells seconds from milliseconds); the backend's share within the
     // gateway's whole.
     let served = m.get(&sum(&server("tools/call", "demo__sleep_ms", "")));
     let asked = m.get(&sum(&client("tools/call", "sleep_ms", "", "demo")));
-    assert!((0.19..5.0).contains(&asked), "asked {asked} s");
+    assert!((0.19..100.0).contains(&asked), "asked {asked} s");
     assert!(asked <= served, "asked {asked} s, served {served} s");
 }
 

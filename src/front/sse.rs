@@ -397,7 +397,7 @@ impl Shared {
                 &self.namespace,
                 Some(&session),
                 &self.principal,
-                get_stream::Slot::Held(slot),
+                Some(slot),
                 // The client's stream refreshes the session as it is written.
                 None,
             )

@@ -33,8 +33,7 @@ pub(super) async fn open(
     let keep_alive = Some(front.stream_keep_alive);
     // The stream slot is taken once the session is found: an unknown
     // session is told 404 (the client initializes again), even at the cap.
-    let slot = Slot::Take(front, &layout);
-    let beats = beats(front, &layout, namespace, id, &principal, slot, keep_alive).await?;
+    let beats = beats(front, &layout, namespace, id, &principal, None, keep_alive).await?;
     let events = beats.map(|beat| {
         Ok::<_, Infallible>(match beat {
             Some(line) => Event::default().event("message").data(line),
@@ -77,27 +76,21 @@ async fn who(layout: &Layout, namespace: &str, headers: &HeaderMap) -> Result<Pr
     Ok(principal)
 }
 
-/// The principal's stream slot a stream holds: taken already, or to take
-/// once its session is found.
-pub(super) enum Slot<'a> {
-    Held(StreamSlot),
-    Take(&'a Front, &'a Layout),
-}
-
 /// What the GET stream of session `id` carries, for whoever carries it (an
 /// SSE response here, the HTTP+SSE front's stream in `sse`): each notice's
 /// line, and `None` at each tick of `keep_alive`, which refreshes the
 /// session (and comes only once the one before was taken; a carrier that
 /// writes more than this stream passes None and refreshes it itself).
 /// Ends with the session, at shutdown, or when the carrier drops it;
-/// `slot` is held until then.
+/// `slot` (None: one of the principal's, taken once the session is found)
+/// is held until then.
 pub(super) async fn beats(
     front: &Arc<Front>,
     layout: &Layout,
     namespace: &str,
     id: Option<&str>,
     principal: &Principal,
-    slot: Slot<'_>,
+    slot: Option<StreamSlot>,
     keep_alive: Option<std::time::Duration>,
 ) -> Result<impl Stream<Item = Option<String>> + Send + 'static, Reject> {
     let ns = layout
@@ -107,8 +100,8 @@ pub(super) async fn beats(
     let id = id.ok_or(Reject::MissingSession)?;
     let session = front.begin(id, principal, ns).await?.session().clone();
     let slot = match slot {
-        Slot::Held(slot) => slot,
-        Slot::Take(front, layout) => layout.limits.open_stream(front, principal).await?,
+        Some(slot) => slot,
+        None => layout.limits.open_stream(front, principal).await?,
     };
     if !session.claim_stream() {
         return Err(Reject::StreamConflict);

@@ -176,11 +176,6 @@ pub struct Method(pub(super) u8);
 impl Method {
     pub(super) const OTHER: Method = Method(KNOWN_METHODS.len() as u8);
     pub(super) const COUNT: usize = KNOWN_METHODS.len() + 1;
-    /// Its place in `KNOWN_METHODS`.
-    pub fn index(self) -> u8 {
-        self.0
-    }
-
     /// Its place in `KNOWN_METHODS` (held by a test).
     pub const TOOLS_CALL: Method = Method(3);
 

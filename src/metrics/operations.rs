@@ -139,19 +139,9 @@ impl Metrics {
     /// `initialize`, or a call refused before its backend).
     pub fn server_operation(&self, method: Method, error: Option<ErrorType>, seconds: f64) {
         let ops = &self.operations;
-        match error {
-            None => ops.plain[usize::from(method.0)]
-                .get_or_init(|| {
-                    ops.server
-                        .get_or_create(&server_labels(method, "", ""))
-                        .clone()
-                })
-                .observe(seconds),
-            Some(error) => ops
-                .server
-                .get_or_create(&server_labels(method, "", error.label()))
-                .observe(seconds),
-        }
+        let success = &ops.plain[usize::from(method.0)];
+        let labels = |error| server_labels(method, "", error);
+        observe(&ops.server, success, labels, error, seconds);
     }
 
     /// The series of `method` forwarded to `backend`; for a `tools/call`,
@@ -179,16 +169,7 @@ impl Metrics {
             });
             server_labels(l.method, tool, error)
         };
-        match error {
-            None => l
-                .served
-                .get_or_init(|| ops.server.get_or_create(&labels("")).clone())
-                .observe(seconds),
-            Some(e) => ops
-                .server
-                .get_or_create(&labels(e.label()))
-                .observe(seconds),
-        }
+        observe(&ops.server, &l.served, labels, error, seconds);
     }
 
     /// How the gateway's request to the backend ended.
@@ -201,16 +182,27 @@ impl Metrics {
             });
             client_labels(l.method, &l.backend, tool, error)
         };
-        match error {
-            None => l
-                .asked
-                .get_or_init(|| ops.client.get_or_create(&labels("")).clone())
-                .observe(seconds),
-            Some(e) => ops
-                .client
-                .get_or_create(&labels(e.label()))
-                .observe(seconds),
-        }
+        observe(&ops.client, &l.asked, labels, error, seconds);
+    }
+}
+
+/// Observes `seconds` in `family`: a success in the series `success`
+/// keeps (looked up once), a failure in its error type's series.
+/// `labels`: a series' labels by its error type's label.
+fn observe<L>(
+    family: &Family<L, Histogram>,
+    success: &OnceLock<Histogram>,
+    labels: impl Fn(&'static str) -> L,
+    error: Option<ErrorType>,
+    seconds: f64,
+) where
+    L: Clone + std::hash::Hash + Eq,
+{
+    match error {
+        None => success
+            .get_or_init(|| family.get_or_create(&labels("")).clone())
+            .observe(seconds),
+        Some(e) => family.get_or_create(&labels(e.label())).observe(seconds),
     }
 }
 
@@ -224,6 +216,7 @@ fn bounded<'t>(count: &AtomicUsize, tool: &'t str, known: impl Fn(&str) -> bool)
         _ => OTHER,
     }
 }
+
 fn server_labels(method: Method, tool: &str, error: &'static str) -> OperationLabels {
     OperationLabels {
         mcp_method_name: method.label(),
