@@ -435,7 +435,8 @@ def documented_metrics() -> dict[str, set[str]]:
     found = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.split("|")]
-        if len(cells) > 4 and re.fullmatch(r"`[a-z_]+`", cells[1]):
+        # Metric rows only: other tables (sluice_bounded_entries' maps) share the layout.
+        if len(cells) > 4 and re.fullmatch(r"`(sluice|mcp|process)_[a-z_]+`", cells[1]):
             found[cells[1].strip("`")] = set(re.findall(r"`([a-z_]+)`", cells[3]))
     assert found, "docs/operations.md has no metrics table"
     return found
