@@ -385,7 +385,7 @@ fn exposing() -> (Gateway, Http) {
 /// another session's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expose_found_adds_found_tools_to_the_sessions_list() {
-    let (gw, http) = exposing();
+    let (_gw, http) = exposing();
     let sid = http.initialize().await;
     let other = http.initialize().await;
     let mut stream = http.get_stream(&sid).await;
@@ -424,7 +424,7 @@ async fn expose_found_adds_found_tools_to_the_sessions_list() {
 /// is exposed (there is no session to expose it to).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_mode_serves_the_2026_era_without_a_session() {
-    let (gw, http) = exposing();
+    let (_gw, http) = exposing();
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
