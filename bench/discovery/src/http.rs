@@ -171,7 +171,7 @@ impl Session {
         }
         let text = String::from_utf8(body).unwrap();
         // An SSE answer: its last `data:` line is the response.
-        let json = match text.lines().filter_map(|l| l.strip_prefix("data: ")).last() {
+        let json = match text.lines().rev().find_map(|l| l.strip_prefix("data: ")) {
             Some(line) => line.to_owned(),
             None => text,
         };
@@ -205,14 +205,13 @@ impl Session {
     }
 
     /// (head, body) of one response: a Content-Length or chunked body.
-    fn response(&mut self) -> (String, Vec<u8>) {
+    fn response(&mut self) -> std::io::Result<(String, Vec<u8>)> {
         let mut head = String::new();
         loop {
             let mut line = String::new();
-            assert!(
-                self.reader.read_line(&mut line).unwrap() > 0,
-                "connection closed"
-            );
+            if self.reader.read_line(&mut line)? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
             if line == "\r\n" {
                 break;
             }
