@@ -63,6 +63,13 @@ pub(super) fn build(
         proxy_reported: false,
     };
     let has_auth = file.auth.is_some();
+    // From what the file asks for, not from what was built: an [auth]
+    // refused (its token variable unset, say) is reported once, not again
+    // as every namespace's scopes.
+    let scoped = file
+        .auth
+        .as_ref()
+        .is_some_and(|a| a.oauth.is_some() || a.token_scopes.is_some());
     let server = b.server(file.server, has_auth);
     let auth = file.auth.and_then(|a| b.auth(a));
     let metrics = b.metrics(file.metrics);
@@ -91,7 +98,6 @@ pub(super) fn build(
     let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
 
     let oauth = auth.as_ref().is_some_and(|a| a.oauth.is_some());
-    let scoped = oauth || auth.as_ref().is_some_and(|a| a.token_scopes.is_some());
     for ns in &namespaces {
         for (key, used) in [
             ("require_scopes", !ns.require_scopes.is_empty()),

@@ -47,7 +47,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use crate::http1::proxy::Proxy;
-use crate::vocab::{BackendName, NamespaceName};
+use crate::vocab::{BackendName, NamespaceName, Principal, PrincipalName, UnnamedToken};
 
 pub use describe::describe;
 
@@ -141,13 +141,35 @@ pub enum SessionIdMode {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthSettings {
-    /// Static bearer tokens, each one principal (empty with `oauth` alone).
-    pub tokens: Vec<Secret>,
-    /// `token_scopes`: each static token's scopes, by its index (None:
-    /// static tokens are unscoped and see every tool).
-    pub token_scopes: Option<Vec<Vec<String>>>,
+    /// Static bearer tokens, each one principal, in `bearer_tokens_env`'s
+    /// order (empty with `oauth` alone).
+    pub tokens: Vec<StaticToken>,
+    /// Whether `token_scopes` is set: static tokens are then scoped (one it
+    /// does not name holds none); without it they see every tool.
+    pub scoped_tokens: bool,
     /// OAuth 2.1 access tokens (JWTs) from one issuer.
     pub oauth: Option<OAuthSettings>,
+}
+
+/// One entry of `bearer_tokens_env`: `NAME=TOKEN`, or a bare token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticToken {
+    /// The principal's name; None: unnamed, shown as `token#N` and keyed
+    /// by nothing (with `token_scopes` set every entry has one).
+    pub name: Option<PrincipalName>,
+    pub token: Secret,
+    /// Its `token_scopes` (empty when unscoped or not named there).
+    pub scopes: Vec<String>,
+}
+
+impl StaticToken {
+    /// Who presents this token, the entry at `position`.
+    pub fn principal(&self, position: usize) -> Principal {
+        match &self.name {
+            Some(name) => Principal::Named(name.clone()),
+            None => Principal::Unnamed(UnnamedToken::new(self.token.expose(), position)),
+        }
+    }
 }
 
 /// `[auth] oauth`: JWT access tokens, checked against the issuer's keys.

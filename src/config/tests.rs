@@ -100,7 +100,7 @@ fn design_example_parses() {
         .unwrap()
         .tokens
         .iter()
-        .map(Secret::expose)
+        .map(|t| t.token.expose())
         .collect();
     assert_eq!(tokens, ["alpha", "beta"]);
     assert_eq!(c.metrics, MetricsSettings::default());
@@ -523,25 +523,103 @@ fn redis_tls_settings_are_checked() {
     assert!(all.contains("`UNSET_PW`"), "{all}");
 }
 
-/// `[auth] token_scopes`: keyed by a static token's principal, in range;
-/// it makes `tool_scopes` usable without OAuth.
+/// `[auth] token_scopes`: keyed by principal names, each an entry of
+/// `bearer_tokens_env`; it makes `tool_scopes` usable without OAuth.
 #[test]
 fn token_scopes_name_static_tokens() {
-    let tokens = [("T", "a,b")];
+    let tokens = [("T", "alice=tok-a, bob.ops=tok=b")];
     let ns =
         "[namespaces.default]\nbackends = [\"web\"]\ntool_scopes = { \"web__x\" = [\"admin\"] }\n";
     let auth = |scopes: &str| {
         format!("[auth]\nbearer_tokens_env = \"T\"\ntoken_scopes = {{ {scopes} }}\n{MINIMAL}{ns}")
     };
-    let c = ok(&auth("\"token#1\" = [\"admin\"]"), &tokens).config;
-    let scopes = c.auth.unwrap().token_scopes.unwrap();
-    assert_eq!(scopes, [vec![], vec!["admin".to_owned()]]);
+    let a = ok(&auth("\"bob.ops\" = [\"admin\"]"), &tokens)
+        .config
+        .auth
+        .unwrap();
+    assert!(a.scoped_tokens);
+    let seen: Vec<(String, &str, Vec<String>)> = a
+        .tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            (
+                t.principal(i).to_string(),
+                t.token.expose(),
+                t.scopes.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("alice".to_owned(), "tok-a", vec![]),
+            // After the first `=` it is all token.
+            ("bob.ops".to_owned(), "tok=b", vec!["admin".to_owned()]),
+        ]
+    );
+
+    // A position is refused, with how to name the tokens instead; so is a
+    // name no entry has.
+    let e = err(&auth("\"token#1\" = [\"admin\"], carol = [\"x\"]"), &tokens).join("\n");
+    assert!(
+        e.contains("sluice.toml:3: `auth.token_scopes.\"token#1\"`"),
+        "{e}"
+    );
+    assert!(e.contains("T=alice=tok-a,bob=tok-b"), "{e}");
+    assert!(
+        e.contains(
+            "`auth.token_scopes.carol`: no entry of `T` is named `carol` (named: alice, bob.ops)"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("tok=b"), "a token in an error: {e}");
+
+    // With token_scopes, every entry is named.
     let e = err(
-        &auth("\"token#2\" = [\"admin\"], \"alice\" = [\"x\"]"),
-        &tokens,
+        &auth("alice = [\"admin\"]"),
+        &[("T", "alice=tok-a,bare,other")],
     )
     .join("\n");
-    assert!(e.contains("auth.token_scopes.\"token#2\""), "{e}");
-    assert!(e.contains("auth.token_scopes.alice"), "{e}");
-    assert!(e.contains("token#0 to token#1"), "{e}");
+    assert!(e.contains("token#1, token#2 have none"), "{e}");
+    assert!(!e.contains("bare"), "a token in an error: {e}");
+}
+
+/// `NAME=TOKEN` only when NAME is a name and TOKEN a token; names and
+/// tokens each appear once; no error quotes a token.
+#[test]
+fn token_entries_are_named_unambiguously() {
+    let text = format!("[auth]\nbearer_tokens_env = \"T\"\n{MINIMAL}");
+    let parsed = |value: &str| -> Vec<(String, String)> {
+        let a = ok(&text, &[("T", value)]).config.auth.unwrap();
+        assert!(!a.scoped_tokens);
+        a.tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.principal(i).to_string(), t.token.expose().to_owned()))
+            .collect()
+    };
+    let pair = |p: &str, t: &str| (p.to_owned(), t.to_owned());
+    assert_eq!(
+        parsed("c2VjcmV0==, YWJj=, a b=c, x=y, n=t=u, =v, no#=w"),
+        [
+            // Base64 padding is no name's separator.
+            pair("token#0", "c2VjcmV0=="),
+            pair("token#1", "YWJj="),
+            // Not a name before the `=`: one whole token.
+            pair("token#2", "a b=c"),
+            pair("x", "y"),
+            pair("n", "t=u"),
+            pair("token#5", "=v"),
+            pair("token#6", "no#=w"),
+        ]
+    );
+    let e = err(&text, &[("T", "alice=one,alice=two")]).join("\n");
+    assert!(e.contains("`T` names `alice` twice"), "{e}");
+    let e = err(&text, &[("T", "alice=same,same")]).join("\n");
+    assert!(
+        e.contains("the same token twice (alice and token#1)"),
+        "{e}"
+    );
+    assert!(!e.contains("same,") && !e.contains("=same"), "{e}");
 }
