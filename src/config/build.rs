@@ -32,7 +32,7 @@ pub(super) enum Syntax {
 }
 
 impl Syntax {
-    fn backends(self) -> &'static str {
+    pub(super) fn backends(self) -> &'static str {
         match self {
             Self::Toml => "backends",
             Self::Desktop => "mcpServers",
@@ -47,18 +47,20 @@ impl Syntax {
     }
 }
 
+/// The config, with defaults in place of what is wrong; every problem is
+/// added to `issues` (the config is good only if none was).
 pub(super) fn build(
     file: File,
     syntax: Syntax,
     env: &dyn Env,
     provenance: &[(String, Source)],
-    issues: Vec<Issue>,
-) -> Result<Config, Vec<Issue>> {
+    issues: &mut Vec<Issue>,
+) -> Config {
     let mut b = Builder {
         env,
         syntax,
         provenance,
-        issues,
+        issues: std::mem::take(issues),
         secrets: secret_vars(&file, syntax),
         proxy_reported: false,
     };
@@ -127,19 +129,16 @@ pub(super) fn build(
     }
     let cluster = file.cluster.and_then(|c| b.cluster(c, &server));
     let tracing = file.tracing.and_then(|t| b.tracing(t));
-    if b.issues.is_empty() {
-        Ok(Config {
-            server,
-            auth,
-            metrics,
-            cluster,
-            limits,
-            tracing,
-            backends,
-            namespaces,
-        })
-    } else {
-        Err(b.issues)
+    *issues = b.issues;
+    Config {
+        server,
+        auth,
+        metrics,
+        cluster,
+        limits,
+        tracing,
+        backends,
+        namespaces,
     }
 }
 

@@ -33,6 +33,7 @@ mod file;
 pub mod keys;
 mod lint;
 mod overrides;
+mod reading;
 mod tls;
 mod tools;
 
@@ -44,8 +45,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
-
 pub use crate::http1::proxy::Proxy;
 use crate::vocab::{BackendName, NamespaceName, Principal, PrincipalName, UnnamedToken};
 
@@ -56,12 +55,10 @@ pub const DEFAULT_NAMESPACE: &str = file::DEFAULT_NAMESPACE;
 pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
-pub use lint::{Finding, Severity, lint};
 pub use tls::{TlsError, TlsFiles, provider as tls_provider};
 pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
 
-use build::Syntax;
-use error::{Document, Issue};
+use reading::Reading;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -466,6 +463,21 @@ impl Config {
 /// Reads and loads a config file: the `mcpServers` JSON form when the file
 /// name ends in `.json` or the content starts with `{`, TOML otherwise.
 pub fn load(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
+    let (origin, reading) = read(path, env)?;
+    reading.into_result(&origin)
+}
+
+/// What `sluice check` reports: every problem loading finds and every
+/// problem a start would meet only later (a stdio command not found, a
+/// backend no namespace serves), each with its line, in line order. Ok:
+/// the config, and its warnings rendered (none is an error); Err: every
+/// problem, errors and warnings alike.
+pub fn check(path: &Path, env: &dyn Env) -> Result<(Loaded, Vec<String>), ConfigError> {
+    let (origin, reading) = read(path, env)?;
+    reading.check(&origin, env)
+}
+
+fn read(path: &Path, env: &dyn Env) -> Result<(String, Reading), ConfigError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::single(&origin, None, format!("cannot read config file: {e}")))?;
@@ -473,45 +485,22 @@ pub fn load(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
         .extension()
         .is_some_and(|ext| ext.eq_ignore_ascii_case("json"))
         || text.trim_start().starts_with('{');
-    if json {
-        parse_desktop(&text, &origin, env)
-    } else {
-        parse_toml(&text, &origin, env)
-    }
+    let reading = match json {
+        true => Reading::desktop(&text, env),
+        false => Reading::toml(&text, env),
+    };
+    Ok((origin, reading))
 }
 
 /// Loads TOML text; `origin` names it in messages.
 pub fn parse_toml(text: &str, origin: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
-    let (table, syntax) = toml::de::DeTable::parse_recoverable(text);
-    if !syntax.is_empty() {
-        let each = syntax
-            .iter()
-            .map(|e| ConfigError::from_toml(origin, e, text, None));
-        return Err(ConfigError::merged(origin, each));
-    }
-    let mut file = file::File::deserialize(toml::Deserializer::from(table.clone()))
-        .map_err(|e| ConfigError::each_of::<file::File>(origin, text, &table, &e))?;
-    file.restore_order(table.get_ref());
-    let doc = Document {
-        text,
-        table: table.get_ref(),
-    };
-    finish(file, Syntax::Toml, env)
-        .map_err(|issues| ConfigError::resolve(origin, issues, Some(doc)))
+    Reading::toml(text, env).into_result(origin)
 }
 
 /// Loads the `mcpServers` JSON that desktop MCP clients use; `origin` names
 /// it in messages.
 pub fn parse_desktop(text: &str, origin: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
-    let file = desktop::parse(text).map_err(|issues| ConfigError::resolve(origin, issues, None))?;
-    finish(file, Syntax::Desktop, env).map_err(|issues| ConfigError::resolve(origin, issues, None))
-}
-
-fn finish(mut file: file::File, syntax: Syntax, env: &dyn Env) -> Result<Loaded, Vec<Issue>> {
-    let mut issues = Vec::new();
-    let provenance = overrides::apply(&mut file, env, &mut issues);
-    let config = build::build(file, syntax, env, &provenance, issues)?;
-    Ok(Loaded { config, provenance })
+    Reading::desktop(text, env).into_result(origin)
 }
 
 /// The built-in config used without `--config`: the gateway's own demo
