@@ -26,6 +26,7 @@ mod health;
 mod http;
 mod init_info;
 mod legacy_sse;
+mod line_reader;
 mod link;
 mod link_ctx;
 mod links;
