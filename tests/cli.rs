@@ -275,6 +275,49 @@ backends = [\"files\", \"web\", \"tool\", \"ghost\"]
     );
 }
 
+/// Issue 49: `check` said `(default)` for `server.tls`, `auth.oauth` and
+/// `tracing.otlp_endpoint` wherever they came from.
+#[test]
+fn check_shows_where_tls_oauth_and_tracing_came_from() {
+    let source = |out: &str, key: &str| -> String {
+        let line = out.lines().find(|l| l.trim_start().starts_with(key));
+        let line = line.unwrap_or_else(|| panic!("no {key} in {out}"));
+        line.rsplit_once('(')
+            .unwrap()
+            .1
+            .trim_end_matches(')')
+            .to_owned()
+    };
+    let (code, out, err) = check("plain.toml", &demo_backend("demo"), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(source(&out, "server.tls"), "default");
+    assert_eq!(source(&out, "tracing.otlp_endpoint"), "default");
+
+    let dir = tempdir::Dir::new();
+    let (cert, key) = pki::Pki::new().issue("127.0.0.1");
+    let cert = tempdir::write(&dir, "cert.pem", &cert);
+    let key = tempdir::write(&dir, "key.pem", &key);
+    let toml = format!(
+        "[server]\ntls = {{ cert_file = {cert:?}, key_file = {key:?} }}\n\
+         [auth]\noauth = {{ issuer = \"https://issuer.example\", audience = \"https://gw.example/mcp\" }}\n\
+         [tracing]\notlp_endpoint = \"http://127.0.0.1:4318\"\n{}",
+        demo_backend("demo")
+    );
+    let (code, out, err) = check("set.toml", &toml, &[]);
+    assert_eq!(code, 0, "{err}");
+    for key in ["server.tls", "auth.oauth", "tracing.otlp_endpoint"] {
+        assert_eq!(source(&out, key), "file", "{key}: {out}");
+    }
+    let var = "SLUICE_TRACING__OTLP_ENDPOINT";
+    let (code, out, err) = check(
+        "env.toml",
+        &demo_backend("demo"),
+        &[(var, "http://127.0.0.1:4318")],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(source(&out, "tracing.otlp_endpoint"), format!("env {var}"));
+}
+
 #[test]
 fn check_reads_the_desktop_mcp_servers_form() {
     let json = format!(
