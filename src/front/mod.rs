@@ -159,15 +159,13 @@ impl Edge {
             Err(reject) => Either::Right(ready(front.refuse(&Method::POST, reject).into())),
         }
     }
-}
 
-impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
-    type Response = Response;
-    type Error = std::convert::Infallible;
-    type Future = futures_util::future::BoxFuture<'static, Result<Response, Self::Error>>;
-
-    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
-        let req = req.map(Body::new);
+    /// A request hyper read, its body as the connection hands it over
+    /// (`conn::busy` watches it arrive).
+    fn serve(
+        &self,
+        req: Request<Body>,
+    ) -> futures_util::future::BoxFuture<'static, Result<Response, std::convert::Infallible>> {
         if req.method() == Method::POST && req.uri().path() == "/mcp" {
             let front = self.front.clone();
             let (parts, body) = req.into_parts();
@@ -184,6 +182,16 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
         }
+    }
+}
+
+impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
+        self.serve(req.map(Body::new))
     }
 }
 

@@ -37,6 +37,9 @@ pub enum ShedReason {
     /// Under pressure, it sent no request head within the shortened
     /// header-read timeout.
     head_timeout,
+    /// Displaced at the cap: its request's body had fallen behind the
+    /// floor rate (`front/places.rs`, `FLOOR`).
+    slow_body,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

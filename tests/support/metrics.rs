@@ -194,6 +194,7 @@ fn schema() -> &'static Schema {
             ShedReason::no_request,
             ShedReason::idle,
             ShedReason::head_timeout,
+            ShedReason::slow_body,
         ] {
             m.connection_shed(reason);
         }
