@@ -18,7 +18,7 @@ use crate::config::{self, BackendConfig, Config, ProcessEnv, ServerSettings};
 use crate::front::{self, Front, Layout, Policy};
 use crate::metrics::Metrics;
 use crate::upstream::Backend;
-use crate::vocab::BackendName;
+use crate::vocab::{BackendName, NamespaceName};
 
 /// How long a drained backend gets to close its sessions.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,11 +50,30 @@ pub(crate) fn start(
 /// What a new backend must be given in cluster mode before it serves.
 pub(crate) type Join = Arc<dyn Fn(&Arc<Backend>) + Send + Sync>;
 
+/// Where a reload reads its config, and what of it the gateway serves.
+pub(crate) struct Source {
+    /// The file; none for the built-in default.
+    pub(crate) path: Option<PathBuf>,
+    /// The one namespace served (`sluice stdio`): the config read is
+    /// narrowed to it, so that no other backend starts. None: all.
+    pub(crate) only: Option<NamespaceName>,
+}
+
+impl Source {
+    fn narrow(&self, config: Config) -> Result<Config, String> {
+        let Some(ns) = &self.only else {
+            return Ok(config);
+        };
+        config.narrowed_to(ns.as_str()).ok_or_else(|| {
+            format!("the new config has no namespace `{ns}`, the one this gateway serves")
+        })
+    }
+}
+
 /// What a reload changes, owned by the serve loop.
 pub(crate) struct Gateway {
     pub(crate) config: Config,
-    /// Where the config came from; none for the built-in default.
-    source: Option<PathBuf>,
+    source: Source,
     started: Vec<Started>,
     draining: Vec<JoinHandle<()>>,
     stop_backends: CancellationToken,
@@ -66,7 +85,7 @@ pub(crate) struct Gateway {
 impl Gateway {
     pub(crate) fn new(
         config: Config,
-        source: Option<PathBuf>,
+        source: Source,
         started: Vec<Started>,
         stop_backends: CancellationToken,
         front: Arc<Front>,
@@ -87,11 +106,12 @@ impl Gateway {
     /// Reads the config again and applies it, or keeps the old one and
     /// logs why (the errors `sluice check` prints).
     pub(crate) fn reload(&mut self) {
-        let result = match &self.source {
+        let result = match &self.source.path {
             None => Err("the gateway runs its built-in default: no config file to reload".into()),
             Some(path) => config::load(path, &ProcessEnv)
                 .map_err(|e| e.to_string())
-                .and_then(|loaded| self.apply(loaded.config)),
+                .and_then(|loaded| self.source.narrow(loaded.config))
+                .and_then(|config| self.apply(config)),
         };
         self.metrics.reloaded(result.is_ok());
         match result {
