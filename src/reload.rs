@@ -1,10 +1,12 @@
 //! Config reload (SIGHUP): the file read again, checked whole, then applied
 //! to the running gateway without ending a client session. Backends that
-//! did not change keep running (their sessions with them); added ones
-//! start; removed or changed ones are drained (their backend sessions
-//! closed, children ended). Namespaces, filters, limits, auth tokens and
-//! allowed origins take effect for the next request: a request in flight
-//! finishes with the layout it began with.
+//! did not change keep running (their sessions with them), and so do those
+//! whose `tools` alone changed (the filter and renames are the namespaces',
+//! rebuilt over the same backend); added ones start; removed or otherwise
+//! changed ones are drained (their backend sessions closed, children
+//! ended). Namespaces, filters, limits, auth tokens and allowed origins
+//! take effect for the next request: a request in flight finishes with
+//! the layout it began with.
 
 use crate::auth::Authenticator;
 use std::path::PathBuf;
@@ -141,7 +143,7 @@ impl Gateway {
             _ => None,
         };
         for b in &new.backends {
-            if old.backend(b.name.as_str()) != Some(b) {
+            if !old.backend(b.name.as_str()).is_some_and(|o| runs_as(o, b)) {
                 crate::upstream::check(b).map_err(|why| format!("backend `{}`: {why}", b.name))?;
             }
         }
@@ -167,7 +169,7 @@ impl Gateway {
         let mut fresh: Vec<Started> = Vec::new();
         let mut old_started = std::mem::take(&mut self.started);
         for b in &new.backends {
-            let same = old.backend(b.name.as_str()) == Some(b);
+            let same = old.backend(b.name.as_str()).is_some_and(|o| runs_as(o, b));
             let running = old_started.iter().position(|s| s.backend.name == b.name);
             if same && let Some(at) = running {
                 kept.push(old_started.swap_remove(at));
@@ -211,13 +213,27 @@ impl Gateway {
             .filter(|s| new.backend(s.backend.name.as_str()).is_none())
             .map(|s| s.backend.name.clone())
             .collect();
+        // Kept running, their tools served anew by the namespaces.
+        let retooled: Vec<&BackendName> = kept
+            .iter()
+            .filter(|s| {
+                old.backend(s.backend.name.as_str()) != new.backend(s.backend.name.as_str())
+            })
+            .map(|s| &s.backend.name)
+            .collect();
         let mut summary = format!(
             "backends added [{}], changed [{}], removed [{}], unchanged {}",
             join_names(&added),
             join_names(&changed),
             join_names(&removed.iter().collect::<Vec<_>>()),
-            kept.len(),
+            kept.len() - retooled.len(),
         );
+        if !retooled.is_empty() {
+            summary.push_str(&format!(
+                ", tools changed without a restart [{}]",
+                join_names(&retooled)
+            ));
+        }
         let namespaces = |of: &Config, without: &Config| -> Vec<String> {
             of.namespaces
                 .iter()
@@ -310,6 +326,16 @@ impl Gateway {
             .map(|s| s.task)
             .chain(self.draining)
             .collect()
+    }
+}
+
+/// Whether the backend `old` started serves `new` as it runs: they differ
+/// at most in `tools`, which the namespaces apply over it (its filter and
+/// renames), so its process and sessions are kept.
+fn runs_as(old: &BackendConfig, new: &BackendConfig) -> bool {
+    *old == BackendConfig {
+        tools: old.tools.clone(),
+        ..new.clone()
     }
 }
 
