@@ -445,6 +445,16 @@ impl Config {
         self.namespaces.iter().find(|n| n.name.as_str() == name)
     }
 
+    /// The config with `namespace` alone and the backends it serves (for
+    /// `sluice stdio --namespace`, which has no use for the others' children);
+    /// None when it has no such namespace.
+    pub fn narrowed_to(mut self, namespace: &str) -> Option<Config> {
+        let served = self.namespace(namespace)?.clone();
+        self.backends.retain(|b| served.backends.contains(&b.name));
+        self.namespaces = vec![served];
+        Some(self)
+    }
+
     /// Applies `--listen`, which outranks the file and the environment but
     /// not the rule that an unauthenticated gateway stays on loopback.
     pub fn set_listen(&mut self, listen: SocketAddr) -> Result<(), ConfigError> {

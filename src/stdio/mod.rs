@@ -71,13 +71,8 @@ pub async fn serve(
         ns => format!("/ns/{ns}/mcp"),
     };
     let unknown = || ServeError::UnknownNamespace(namespace.clone());
-    if !config
-        .namespaces
-        .iter()
-        .any(|n| n.name.as_str() == namespace)
-    {
-        return Err(unknown());
-    }
+    // Only the namespace's own backends start (a reload keeps to it too).
+    let config = config.narrowed_to(&namespace).ok_or_else(unknown)?;
     let path: axum::http::Uri = path.parse().map_err(|_| unknown())?;
     let max_line = config.server.max_body_bytes;
     let write_timeout = config.server.write_timeout;
@@ -85,6 +80,7 @@ pub async fn serve(
         auth: None,
         tls: None,
         loopback_host_only: true,
+        only: config.namespaces.first().map(|n| n.name.clone()),
     };
     let mut gateway = Assembled::start(config, source, edge).await?;
     tracing::info!(
