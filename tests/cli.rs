@@ -318,6 +318,38 @@ fn check_shows_where_tls_oauth_and_tracing_came_from() {
     assert_eq!(source(&out, "tracing.otlp_endpoint"), format!("env {var}"));
 }
 
+/// Issue 49: a Redis client certificate that rustls refuses (here, with
+/// another certificate's key) was met only at each connection, logged
+/// at DEBUG; `check` refuses it, naming the key.
+#[test]
+fn check_refuses_a_redis_client_certificate_rustls_refuses() {
+    let dir = tempdir::Dir::new();
+    let pki = pki::Pki::new();
+    let (cert, _) = pki.issue("client");
+    let (_, other_key) = pki.issue("other");
+    let ca = tempdir::write(&dir, "ca.pem", &pki.ca_pem);
+    let cert = tempdir::write(&dir, "cert.pem", &cert);
+    let key = tempdir::write(&dir, "key.pem", &other_key);
+    let toml = format!(
+        "[server]\nsession_ids = \"sealed\"\n[cluster]\nredis_url = \"rediss://127.0.0.1:1/\"\n\
+         redis_ca_file = {ca:?}\nredis_client_cert_file = {cert:?}\nredis_client_key_file = {key:?}\n{}",
+        demo_backend("demo")
+    );
+    let session_key = Command::new(BIN).arg("keygen").output().unwrap().stdout;
+    let session_key = String::from_utf8(session_key).unwrap();
+    let (code, out, err) = check(
+        "redis.toml",
+        &toml,
+        &[("SLUICE_SESSION_KEY", session_key.trim())],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("redis.toml:7: `cluster.redis_client_key_file`: ")
+            && err.contains("is not the key of the certificate"),
+        "{err}"
+    );
+}
+
 #[test]
 fn check_reads_the_desktop_mcp_servers_form() {
     let json = format!(
