@@ -4,10 +4,12 @@
 //! client connections and sessions (`clients`), backends (`backends`),
 //! requests and the status page's recent window (`requests`), the
 //! gateway's own state (`gateway`), the summary line (`summary`), all kept
-//! by the labels of `labels`.
+//! by the labels of `labels`, and served in the text format a scraper asks
+//! for (`exposition`).
 
 mod backends;
 mod clients;
+mod exposition;
 mod gateway;
 mod labels;
 mod operations;
@@ -21,6 +23,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
+pub use exposition::Format;
 use labels::{
     BackendLabel, BackendReasonLabel, CauseLabel, DroppedLabels, EntriesLabels, LimitLabel,
     MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, ResultLabel, ShedLabel, VersionLabel,
@@ -60,6 +63,8 @@ pub struct Metrics {
     connections_shed: Family<ShedLabel, Counter>,
     sessions_resumed: Family<CauseLabel, Counter>,
     revocations_dropped: Counter,
+    /// Registered only in cluster mode (`with_cluster`): a gateway without
+    /// Redis has no Redis to be up or down.
     cluster_up: Gauge,
     rss: Gauge,
     /// `crate::budget::BODIES`: bytes held (read at each scrape), and
@@ -272,13 +277,6 @@ impl Metrics {
         register(
             &mut registry,
             &mut names,
-            "sluice_cluster_up",
-            "1 while Redis (cluster mode) answers",
-            &cluster_up,
-        );
-        register(
-            &mut registry,
-            &mut names,
             "sluice_connections_open",
             "Client TCP connections open",
             &connections_open,
@@ -360,6 +358,19 @@ impl Metrics {
         }
     }
 
+    /// Cluster mode: `sluice_cluster_up` is exported (0 until Redis
+    /// first answers).
+    pub fn with_cluster(mut self) -> Metrics {
+        register(
+            &mut self.registry,
+            &mut self.names,
+            "sluice_cluster_up",
+            "1 while Redis (cluster mode) answers",
+            &self.cluster_up,
+        );
+        self
+    }
+
     /// A backend body refused by the body budget (`crate::budget`).
     pub fn body_refused(&self) {
         self.bodies_refused.inc();
@@ -370,15 +381,23 @@ impl Metrics {
         &self.names
     }
 
-    /// Prometheus text exposition.
+    /// The exposition in Prometheus's classic text format (0.0.4).
     pub fn render(&self) -> String {
+        self.render_as(Format::Prometheus)
+    }
+
+    /// The exposition in `format`.
+    pub fn render_as(&self, format: Format) -> String {
         self.rss.set(resident_bytes() as i64);
         self.bodies_held
             .set(i64::try_from(crate::budget::BODIES.held()).unwrap_or(i64::MAX));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        match format {
+            Format::OpenMetrics => out,
+            Format::Prometheus => exposition::classic(&out),
+        }
     }
 }
 

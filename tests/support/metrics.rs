@@ -173,7 +173,9 @@ fn schema() -> &'static Schema {
         use sluice::protocol::Era;
         use sluice::vocab::BackendName;
 
-        let m = sluice::metrics::Metrics::new();
+        // Cluster mode's own metric too.
+        let m = sluice::metrics::Metrics::new().with_cluster();
+        m.cluster_up(true);
         for reason in [
             CloseReason::delete,
             CloseReason::idle,
