@@ -26,10 +26,11 @@ use prometheus_client::registry::Registry;
 pub use exposition::Format;
 use labels::{
     BackendLabel, BackendReasonLabel, CauseLabel, DroppedLabels, EntriesLabels, LimitLabel,
-    MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, ResultLabel, ShedLabel, VersionLabel,
+    MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, RestartLabels, ResultLabel, ShedLabel,
+    VersionLabel,
 };
 pub use labels::{
-    CloseReason, LimitReason, Method, Outcome, ResumeCause, ShedReason, method_label,
+    CloseReason, LimitReason, Method, Outcome, RestartReason, ResumeCause, ShedReason, method_label,
 };
 pub use operations::{ErrorType, Series};
 pub use requests::{Counts, LATENCY_BOUNDS_US};
@@ -47,6 +48,7 @@ pub struct Metrics {
     backend_sessions_opened: Family<BackendLabel, Counter>,
     backend_sessions_closed: Family<BackendReasonLabel, Counter>,
     backend_up: Family<BackendLabel, Gauge>,
+    backend_restarts: Family<RestartLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     durations: Family<MethodLabel, Histogram>,
     request_series: RequestSeries,
@@ -116,6 +118,7 @@ impl Metrics {
         let backend_sessions_opened = Family::<BackendLabel, Counter>::default();
         let backend_sessions_closed = Family::<BackendReasonLabel, Counter>::default();
         let backend_up = Family::<BackendLabel, Gauge>::default();
+        let backend_restarts = Family::<RestartLabels, Counter>::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let durations = Family::<MethodLabel, Histogram>::new_with_constructor(|| {
             Histogram::new([
@@ -196,6 +199,13 @@ impl Metrics {
             "sluice_backend_up",
             "1 when the backend is healthy",
             &backend_up,
+        );
+        register(
+            &mut registry,
+            &mut names,
+            "sluice_backend_restarts",
+            "Backend sessions (a stdio child, an HTTP session) that ended without the gateway asking, so that another is started, by reason",
+            &backend_restarts,
         );
         register(
             &mut registry,
@@ -333,6 +343,7 @@ impl Metrics {
             backend_sessions_opened,
             backend_sessions_closed,
             backend_up,
+            backend_restarts,
             requests,
             durations,
             request_series: RequestSeries::new(),

@@ -109,6 +109,7 @@ fn classic_text_keeps_counters_typed_and_described() {
     let m = Metrics::new().with_cluster();
     m.session_opened();
     m.request(Era::Legacy, method_label("tools/call"), Outcome::ok, 0.01);
+    m.backend_restarted(&BackendName::new("demo").unwrap(), RestartReason::signal);
     let parse = |text: &str| Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
     let classic = parse(&m.render());
     // (A labelled family is written once it has a series; every counter
@@ -116,6 +117,7 @@ fn classic_text_keeps_counters_typed_and_described() {
     for name in [
         "sluice_client_sessions_opened_total",
         "sluice_requests_total",
+        "sluice_backend_restarts_total",
     ] {
         let sample = classic.samples.iter().find(|s| s.metric == name).unwrap();
         assert!(
@@ -130,6 +132,7 @@ fn classic_text_keeps_counters_typed_and_described() {
     }
     let text = m.render();
     assert!(!text.contains("# EOF"), "{text}");
+    assert!(text.contains(r#"sluice_backend_restarts_total{backend="demo",reason="signal"} 1"#));
     // Gauges and histograms are as they were.
     assert!(text.contains("# TYPE sluice_client_sessions_live gauge\n"));
     assert!(text.contains("# TYPE sluice_request_duration_seconds histogram\n"));
