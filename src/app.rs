@@ -264,7 +264,10 @@ impl Assembled {
         source: Option<PathBuf>,
         edge: Edge,
     ) -> Result<Assembled, ServeError> {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(match config.cluster {
+            Some(_) => Metrics::new().with_cluster(),
+            None => Metrics::new(),
+        });
         let traces = match &config.tracing {
             Some(settings) => Traces::start(settings).map_err(|why| ServeError::Backend {
                 backend: "(tracing)".into(),

@@ -21,6 +21,7 @@ mod deadline;
 mod error;
 pub(crate) mod event_stream;
 pub(crate) mod events;
+mod exit;
 mod headers;
 mod health;
 mod http;

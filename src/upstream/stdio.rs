@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::child::{self, Spawned, StdioSpec};
 use super::conn::{Conn, Frame, Writes};
+use super::exit::Exit;
 use super::line_reader::{Line, LineReader};
-use super::link::{self, Link};
+use super::link::{self, EndReason, Link};
 use super::{LinkCtx, UpstreamError};
 use crate::budget::{BODIES, Refused};
 use crate::jsonrpc::{self, Outcome, Payload};
@@ -67,7 +68,8 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
 }
 
 /// The owner: waits for a close request or the child's end, then makes
-/// sure the child and its descendants are gone and reaped.
+/// sure the child and its descendants are gone and reaped, and says why a
+/// session the gateway did not end ended.
 async fn own(
     link: Arc<Link>,
     mut child: Child,
@@ -76,25 +78,41 @@ async fn own(
     closing: CancellationToken,
     ctx: LinkCtx,
 ) {
-    tokio::select! {
-        _ = link.close_requested().cancelled() => {}
-        status = child.wait() => {
-            tracing::warn!(backend = %ctx.name, status = ?status.ok(), "backend process exited");
-        }
-        _ = &mut reader => {
-            tracing::warn!(backend = %ctx.name, "backend closed its stdout");
-        }
+    let mut status = tokio::select! {
+        _ = link.close_requested().cancelled() => None,
+        status = child.wait() => status.ok(),
+        _ = &mut reader => None,
+    };
+    // Gone already (a child that exits at once fails its handshake, and
+    // the close that follows may be seen first).
+    if status.is_none() {
+        status = child.try_wait().ok().flatten();
     }
+    // Its stdout is closed: it is ending, or chose to stop answering.
+    let output_closed = reader.is_finished();
     // Closing stdin first lets a well-behaved server exit on its own.
     closing.cancel();
-    let still_running = child.try_wait().ok().flatten().is_none();
-    if still_running {
-        child::terminate(&mut child, &ctx.name).await;
+    let mut later = None;
+    if status.is_none() {
+        later = child::terminate(&mut child, &ctx.name).await;
     }
     // The leader is reaped; its descendants go with the group.
     drop(group);
     reader.abort();
+    // Asked to close for a reason of the gateway's own (idle, shutdown,
+    // its client gone): nothing went wrong.
+    let asked = link.close_requested().is_cancelled();
     let reason = link.ended();
+    if reason == EndReason::Failed {
+        ctx.ended_on_its_own(match (status, later) {
+            (Some(s), _) => Exit::of(s),
+            // A process that closed its stdout, then exited as stdin closed.
+            (None, Some(s)) if output_closed => Exit::of(s),
+            (None, _) if output_closed || !asked => Exit::Closed,
+            // Still running when the gateway gave up on it.
+            (None, _) => Exit::Unhealthy,
+        });
+    }
     ctx.metrics
         .backend_session_closed(&ctx.name, reason.label());
 }
