@@ -429,6 +429,33 @@ async fn a_large_result_in_a_batch_is_held_once() {
     warm(&http, &session).await;
 }
 
+/// Issue 49: to a 2026-07-28 client, a result was taken apart to be
+/// decorated (`resultType`, `_meta`'s `serverInfo`) and written again:
+/// two copies, outside the budget. Now the members go in front of the
+/// result where it lies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_result_to_a_2026_07_28_client_is_held_once() {
+    let (gw, _backend, http, session) = gateway(Source::Stdio, 48, "").await;
+    warm(&http, &session).await;
+    let watch = Watch::new(gw.pid(), "a 2026-07-28 client");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let params = json!({"name": "big__fault", "arguments": {}, "_meta": meta});
+    let reply = http.modern_call(10, "big__fault", params, &[]).await;
+    assert_eq!(text_len(&reply) as u64, 48 * MIB);
+    let result = &reply.json()["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "sluice"
+    );
+    watch.held_once(reply.body.len() as u64);
+    watch.given_back().await;
+    warm(&http, &session).await;
+}
+
 /// `sluice stdio` on its pipes, spoken to in lines.
 struct StdioClient {
     child: std::process::Child,
