@@ -449,7 +449,15 @@ impl Io {
                     if data.is_empty() {
                         continue;
                     }
-                    if chunked {
+                    if chunked && data.len() >= WRITE_CHUNK {
+                        // A large piece (an SSE answer's result, as it
+                        // lies) is written where it lies, not copied.
+                        h1::write_chunk_head(out, data.len());
+                        self.write_two(out, &data).await?;
+                        out.clear();
+                        out.extend_from_slice(b"\r\n");
+                        continue;
+                    } else if chunked {
                         h1::write_chunk(out, &data);
                     } else if out.is_empty() || out.len() + data.len() > WRITE_CHUNK {
                         self.write_two(out, &data).await?;

@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{Assembled, Edge, ServeError};
 use crate::config::Config;
-use crate::front::relay;
+use crate::front::{Message, relay};
 use client::{Client, Session};
 use lines::{Line, Out};
 
@@ -177,7 +177,7 @@ impl Conversation {
                     format!("a line of {n} bytes is longer than server.max_body_bytes; dropped");
                 tracing::warn!("{why}");
                 let error = crate::jsonrpc::error_response(None, crate::jsonrpc::PARSE_ERROR, &why);
-                self.out.send(error).await;
+                self.out.send(Message::line(error)).await;
                 return;
             }
         };
@@ -253,7 +253,7 @@ impl Conversation {
             self.listening = Some(tokio::spawn(listen(stream, self.out.clone())));
             self.session = Some(session);
         }
-        self.out.send(body).await;
+        self.out.send(Message::of_pieces(vec![body])).await;
     }
 
     /// Waiting requests start, in order, while there is room.
