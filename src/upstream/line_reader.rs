@@ -13,6 +13,7 @@
 //! has left it, it is made small again: a 48 MiB line once left a 48 MiB
 //! buffer behind for the child's life.
 
+use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::budget::{Budget, LARGE, Permit, Refused};
@@ -64,8 +65,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 
     /// The next line, or None at the end of the input. `handoff` is
-    /// flushed before any read that may wait, so that what was read
-    /// together is delivered together, and nothing waits on the pipe.
+    /// flushed before any read that waits, and before a long line is
+    /// read, so that what was read together is delivered together, and
+    /// nothing waits on the pipe.
     pub(super) async fn next(
         &mut self,
         handoff: &mut Handoff,
@@ -83,17 +85,19 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             }
             self.scanned = self.buf.len() - self.start;
             if self.scanned >= LARGE {
-                return self.large(handoff).await.map(Some);
+                // Nothing is handed over while a long line is read: what
+                // was, goes now (a progress notice before a large result).
+                handoff.flush();
+                return self.large().await.map(Some);
             }
-            handoff.flush();
-            if self.fill().await? == 0 {
+            if self.fill(handoff).await? == 0 {
                 // The last line may lack its end.
                 if self.start == self.buf.len() {
                     return Ok(None);
                 }
                 let line = self.start..self.buf.len();
                 self.start = self.buf.len();
-                return Ok(Some(Line::Small(&self.buf[line])));
+                return Ok(Some(Line::Small(without_cr(&self.buf[line]))));
             }
         }
     }
@@ -112,7 +116,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// Reads more into the read buffer: where lines handed out were, or
     /// into a buffer twice as large (a line not yet `LARGE` long has all
     /// of it but a quarter at most).
-    async fn fill(&mut self) -> std::io::Result<usize> {
+    async fn fill(&mut self, handoff: &mut Handoff) -> std::io::Result<usize> {
         let room = self.buf.capacity() - self.buf.len();
         if room < self.buf.capacity() / 4 {
             if self.start > 0 {
@@ -123,13 +127,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.buf.reserve(self.buf.capacity());
             }
         }
-        self.input.read_buf(&mut self.buf).await
+        read(&mut self.input, &mut self.buf, handoff).await
     }
 
     /// The line pending in the read buffer is `LARGE` long: it moves to a
     /// buffer of its own, taken from the budget, and is read into it to
     /// its end.
-    async fn large(&mut self, handoff: &mut Handoff) -> std::io::Result<Line<'static>> {
+    async fn large(&mut self) -> std::io::Result<Line<'static>> {
         let pending = self.start..self.buf.len();
         let size = pending.len() * 2;
         let mut permit = match self.budget.take(size) {
@@ -138,7 +142,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 let mut said = Skim::new();
                 said.feed(&self.buf[pending.clone()]);
                 self.empty();
-                return self.skip(said, pending.len(), Some(refused), handoff).await;
+                return self.skip(said, pending.len(), Some(refused)).await;
             }
         };
         let mut own = Vec::with_capacity(size);
@@ -156,7 +160,6 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 }
                 own.reserve_exact(more - own.len());
             }
-            handoff.flush();
             if self.input.read_buf(&mut own).await? == 0 {
                 // The last line may lack its end.
                 return Ok(self.held(own, permit));
@@ -178,7 +181,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         said.feed(&own);
         let length = own.len();
         drop((own, permit));
-        self.skip(said, length, refused, handoff).await
+        self.skip(said, length, refused).await
     }
 
     /// A line read whole into its own buffer, holding just its bytes of
@@ -205,10 +208,8 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         mut said: Skim,
         mut length: usize,
         refused: Option<Refused>,
-        handoff: &mut Handoff,
     ) -> std::io::Result<Line<'static>> {
         loop {
-            handoff.flush();
             self.buf.clear();
             let n = self.input.read_buf(&mut self.buf).await?;
             let end = memchr::memchr(b'\n', &self.buf[..n]);
@@ -225,6 +226,21 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             }
         }
     }
+}
+
+/// Reads what is there into `buf`'s spare room; `handoff` is flushed
+/// first if the read must wait (a read is cancel safe: polled once and
+/// dropped, it took nothing).
+async fn read<R: AsyncRead + Unpin>(
+    input: &mut R,
+    buf: &mut Vec<u8>,
+    handoff: &mut Handoff,
+) -> std::io::Result<usize> {
+    if let Some(read) = input.read_buf(buf).now_or_never() {
+        return read;
+    }
+    handoff.flush();
+    input.read_buf(buf).await
 }
 
 fn without_cr(line: &[u8]) -> &[u8] {

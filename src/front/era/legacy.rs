@@ -23,7 +23,7 @@ use crate::front::checks;
 use crate::front::error::Reject;
 use crate::front::headers::{HeaderLookup, RequestHeaders};
 use crate::front::limits::Limits;
-use crate::front::message::Message as Answered;
+use crate::front::message::Message as Outbound;
 use crate::front::reply::{self, Ctx, Questions, Rules};
 use crate::front::{Front, Layout};
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
@@ -335,7 +335,7 @@ async fn batch(
         })
         .buffered(width)
         .filter_map(std::future::ready);
-    let answers = stream::iter(errors.into_iter().map(Answered::line)).chain(answers);
+    let answers = stream::iter(errors.into_iter().map(Outbound::line)).chain(answers);
     // `[`, then each answer with a separating comma, then `]`: a large
     // result among them written as it lies, never copied into a line.
     let items = answers.enumerate().flat_map(|(i, answer)| {
