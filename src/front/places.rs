@@ -11,9 +11,9 @@
 //! owes the longest: one that has sent no complete request head owes it
 //! since it was accepted, a request whose body has fallen behind `FLOOR`
 //! owes since it fell behind (its head's time, and a second more for every
-//! `FLOOR` bytes of the body that came). With none behind, the keep-alive
-//! connection idle longest gives way; a busy one never, nor one whose body
-//! keeps to `FLOOR`. A connection is displaced by `shutdown(2)` of its
+//! `FLOOR` bytes of the body that came). With none waiting or behind, the
+//! keep-alive connection idle longest gives way; a busy one never, nor one
+//! whose body keeps to `FLOOR`. A connection is displaced by `shutdown(2)` of its
 //! socket: its reader (this gateway's own or hyper's) sees the end of the
 //! stream and the connection ends as if the client had closed it. The
 //! table removes a connection under its lock before the socket is closed
@@ -38,13 +38,14 @@
 //! Cost per request: a compare-and-swap when its head is taken and one
 //! when its response ends; a body that does not come with its head takes
 //! one more as each read of it arrives. The table is locked only at
-//! accept, at close and while it sheds.
+//! accept, at close and while it sheds; a shed looks at every place only
+//! when a body may be receiving or no connection waits for its head.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -86,6 +87,8 @@ const MAX_AT: u64 = u64::MAX >> AT;
 pub(crate) struct Phase {
     word: AtomicU64,
     epoch: Instant,
+    /// The table's `receiving`.
+    receiving: Arc<AtomicBool>,
 }
 
 impl Phase {
@@ -129,7 +132,12 @@ impl Phase {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    // After the word: a shed that clears the flag before
+                    // this store sees the word when it looks.
+                    self.receiving.store(true, Ordering::Release);
+                    return true;
+                }
                 Err(now) => word = now,
             }
         }
@@ -227,6 +235,11 @@ pub(crate) struct Places {
     pressure: usize,
     short_head: Duration,
     epoch: Instant,
+    /// A connection may be receiving a body: set as one begins to,
+    /// cleared by a shed that looks and finds none. Without it a shed
+    /// that has a connection waiting for its head to displace looks no
+    /// further (a flood of silent sockets displaces each in O(1)).
+    receiving: Arc<AtomicBool>,
     metrics: Arc<Metrics>,
 }
 
@@ -291,6 +304,7 @@ impl Places {
             pressure: max * PRESSURE.0 / PRESSURE.1,
             short_head: (header_read / 10).max(SHORT_HEAD).min(header_read),
             epoch: Instant::now(),
+            receiving: Arc::new(AtomicBool::new(false)),
             metrics,
         })
     }
@@ -311,6 +325,7 @@ impl Places {
         let phase = Arc::new(Phase {
             word: AtomicU64::new(WAITING),
             epoch: self.epoch,
+            receiving: self.receiving.clone(),
         });
         let index = match table.free.pop() {
             Some(i) => i,
@@ -412,6 +427,27 @@ impl Places {
     /// the order the module's doc gives. False when there is none (every
     /// one busy, or receiving a body that keeps to `FLOOR`).
     fn shed(&self, table: &mut Table, peer: Option<IpAddr>, spare: Option<Key>) -> bool {
+        let bodies = self.receiving.swap(false, Ordering::AcqRel);
+        match self.shed_once(table, peer, spare, bodies) {
+            Some(displaced) => {
+                // The ones chosen moved on (a head taken, a body come)
+                // before they could be displaced: again, looking at all.
+                displaced || self.shed_once(table, peer, spare, true) == Some(true)
+            }
+            None => false,
+        }
+    }
+
+    /// `shed`, looking at bodies and idle connections only if `bodies`
+    /// may be receiving or none waits for its head. None when there was
+    /// none to choose; false when those chosen had moved on.
+    fn shed_once(
+        &self,
+        table: &mut Table,
+        peer: Option<IpAddr>,
+        spare: Option<Key>,
+        bodies: bool,
+    ) -> Option<bool> {
         let ours = |held: &Held| peer.is_none_or(|p| held.peer == p);
         // Waiting: the oldest. Keys no longer waiting go at the front,
         // and are passed over further in.
@@ -439,9 +475,16 @@ impl Places {
         // one pass.
         let now = micros(self.epoch, Instant::now());
         let (mut behind, mut idle) = (None, None);
-        for held in table.slots.iter().filter_map(|s| s.held.as_ref()) {
+        let slots = match bodies || waiting.is_none() {
+            true => &table.slots[..],
+            false => &[],
+        };
+        for held in slots.iter().filter_map(|s| s.held.as_ref()) {
             let word = held.phase.load();
             let since = word >> AT;
+            if word & STATE == RECEIVING {
+                self.receiving.store(true, Ordering::Relaxed);
+            }
             let first = match word & STATE {
                 _ if !ours(held) => continue,
                 IDLE => &mut idle,
@@ -461,6 +504,7 @@ impl Places {
             true => (waiting, behind),
             false => (behind, waiting),
         };
+        let mut chosen = None;
         for (choice, reason) in [first, then, (idle, ShedReason::idle)] {
             let Some((held, word, _)) = choice else {
                 continue;
@@ -472,10 +516,11 @@ impl Places {
                 }
                 table.displacing += 1;
                 self.metrics.connection_shed(reason);
-                return true;
+                return Some(true);
             }
+            chosen = Some(false);
         }
-        false
+        chosen
     }
 
     fn leave(&self, key: Key) {
