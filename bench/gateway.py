@@ -1,6 +1,6 @@
 """A gateway started for one of the by-hand measurements (`heads.py`,
-`reuse.py`): its config written to a temporary file, its port picked by
-the kernel, ready once `/readyz` answers; stopped by PID."""
+`reuse.py`, `withheld.py`): its config written to a temporary file, its
+port picked by the kernel, ready once `/readyz` answers; stopped by PID."""
 
 import os
 import signal

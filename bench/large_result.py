@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """A large tool result through the gateway: its memory (issue 38, item 3).
 
-    bench/large_result.py --sluice BIN --backend FAULTY_BACKEND [--mb 48] [--mode huge-line|huge-sse]
+    bench/large_result.py --sluice BIN --backend FAULTY_BACKEND [--mb 48] [--mode huge-line|huge-sse|stdio]
                           [--label NAME] [--json OUT]
 
 Starts the fault backend (examples/faulty_backend.rs, `huge-line`: `fault`
 answers a text of MB MiB as `application/json` with its length; `huge-sse`:
-as one event of an SSE response, as the Python SDK's servers answer) and the
-gateway in front of it, warms a session, then reads the gateway's memory
+as one event of an SSE response, as the Python SDK's servers answer;
+`stdio`: as one line of a stdio child, which the gateway starts itself) and
+the gateway in front of it, warms a session, then reads the gateway's memory
 from /proc/PID/status: RSS before, the peak (VmHWM, reset just before)
 while one result passes, RSS 20 s later; then 8 results at once, their
 peak and whether each came whole. Bounded: about 30 s per binary. Every
@@ -63,15 +64,20 @@ def call(url, session, id, name, args):
 def run(sluice, backend, mb, mode):
     procs = []
     try:
-        b = subprocess.Popen(
-            [backend, "--transport", "http", "--listen", "127.0.0.1:0",
-             "--mode", mode, "--mb", str(mb), "--max-lifetime", "300"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "FIXTURE_LOG": "off"})
-        procs.append(b)
-        addr = b.stdout.readline().decode().strip().rsplit(" ", 1)[-1]
         port = free_port()
         conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-        conf.write(f'[backends.big]\ntransport = "http"\nurl = "http://{addr}/mcp"\n')
+        if mode == "stdio":
+            args = ", ".join(json.dumps(a) for a in [
+                "--transport", "stdio", "--mode", "huge-line", "--mb", str(mb), "--max-lifetime", "300"])
+            conf.write(f'[backends.big]\ncommand = {json.dumps(backend)}\nargs = [{args}]\n')
+        else:
+            b = subprocess.Popen(
+                [backend, "--transport", "http", "--listen", "127.0.0.1:0",
+                 "--mode", mode, "--mb", str(mb), "--max-lifetime", "300"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "FIXTURE_LOG": "off"})
+            procs.append(b)
+            addr = b.stdout.readline().decode().strip().rsplit(" ", 1)[-1]
+            conf.write(f'[backends.big]\ntransport = "http"\nurl = "http://{addr}/mcp"\n')
         conf.close()
         g = subprocess.Popen([sluice, "serve", "--config", conf.name, "--listen", f"127.0.0.1:{port}"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -148,7 +154,7 @@ def main():
     ap.add_argument("--sluice", required=True)
     ap.add_argument("--backend", required=True)
     ap.add_argument("--mb", type=int, default=48)
-    ap.add_argument("--mode", default="huge-line", choices=["huge-line", "huge-sse"])
+    ap.add_argument("--mode", default="huge-line", choices=["huge-line", "huge-sse", "stdio"])
     ap.add_argument("--label", default="sluice")
     ap.add_argument("--json")
     a = ap.parse_args()

@@ -23,7 +23,9 @@
 //! - `garbage`: stdio: `--mb` MB (default 1) of non-JSON lines right after the
 //!   initialize answer; http: `fault` gets a 200 `application/json` body of
 //!   `--mb` MB of `x`.
-//! - `huge-line`: `fault`'s answer carries a text of `--mb` MB (default 80).
+//! - `huge-line`: `fault`'s answer carries a text of `--mb` MB (default 80);
+//!   over stdio, a call that carries a `progressToken` gets one progress
+//!   notification first.
 //! - `huge-sse` (http only): as `huge-line`, the answer one event of an SSE
 //!   response (as the Python SDK's servers answer).
 //! - `close-stdout` (stdio only): `fault` closes stdout; stdin is still read.
@@ -519,6 +521,7 @@ fn run_stdio(cfg: &Config) -> ! {
             continue;
         }
         let initialize = msg.method.as_deref() == Some("initialize");
+        let progress = msg.params["_meta"]["progressToken"].clone();
         match handle(cfg.mode, msg) {
             Outcome::Nothing => {}
             Outcome::Reply(reply) => {
@@ -527,7 +530,13 @@ fn run_stdio(cfg: &Config) -> ! {
                     stdio_garbage(cfg.bytes(1));
                 }
             }
-            Outcome::Fault(id) => stdio_fault(cfg, &id),
+            Outcome::Fault(id) => {
+                if cfg.mode == Mode::HugeLine && !progress.is_null() {
+                    let params = json!({"progressToken": progress, "progress": 1});
+                    send(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}).to_string());
+                }
+                stdio_fault(cfg, &id)
+            }
         }
     }
     eprintln!("faulty_backend: stdin EOF");

@@ -21,6 +21,7 @@ use crate::sessions::{Ids, Limits, Sealer, Sessions};
 use crate::traces::Traces;
 use crate::upstream::Backend;
 use crate::upstream::Notice;
+use crate::vocab::NamespaceName;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -169,6 +170,7 @@ pub async fn serve(
         auth,
         tls,
         loopback_host_only: loopback,
+        only: None,
     };
     let mut gateway = Assembled::start(config, source, edge).await?;
     let front = gateway.front.clone();
@@ -237,6 +239,9 @@ pub(crate) struct Edge {
     pub(crate) tls: Option<Arc<front::Certs>>,
     /// Only loopback Host names (a listener on loopback, and `stdio`).
     pub(crate) loopback_host_only: bool,
+    /// The one namespace served (`stdio`): a reloaded config is narrowed
+    /// to it, as the first was, so no other backend starts. None: all.
+    pub(crate) only: Option<NamespaceName>,
 }
 
 /// The running gateway without its edge: backends, router, the session
@@ -259,7 +264,10 @@ impl Assembled {
         source: Option<PathBuf>,
         edge: Edge,
     ) -> Result<Assembled, ServeError> {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(match config.cluster {
+            Some(_) => Metrics::new().with_cluster(),
+            None => Metrics::new(),
+        });
         let traces = match &config.tracing {
             Some(settings) => Traces::start(settings).map_err(|why| ServeError::Backend {
                 backend: "(tracing)".into(),
@@ -349,6 +357,7 @@ impl Assembled {
         );
         // front: the edge's requests in.
         let has_auth = edge.auth.is_some();
+        let only = edge.only;
         let front = Arc::new(Front {
             layout: arc_swap::ArcSwap::from_pointee(Layout {
                 policy: Policy {
@@ -394,7 +403,7 @@ impl Assembled {
         );
         let reloader = reload::Gateway::new(
             config,
-            source,
+            reload::Source { path: source, only },
             started,
             stop_backends.clone(),
             front.clone(),

@@ -18,6 +18,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// at each reload (`app`, `reload`).
 pub static BODIES: Budget = Budget::new();
 
+/// A backend body at least this long is held under the budget, in a
+/// buffer of its own: an HTTP body (by its length, or as it arrives), a
+/// stdio line (as it is read). A shorter one is parsed where it lies in
+/// its connection's or pipe's read buffer, bounded by those.
+pub const LARGE: usize = 256 * 1024;
+
 /// The least the default is sized to: one body of the largest size a
 /// backend may send (64 MiB) fits.
 const LEAST_DEFAULT: usize = 64 * 1024 * 1024;
@@ -112,6 +118,17 @@ impl Permit {
         }
         Ok(())
     }
+
+    /// Holds only `to` bytes when that is fewer (a body that ended short
+    /// of what it took): the rest is given back now.
+    pub fn shrink_to(&mut self, to: usize) {
+        if to < self.bytes {
+            self.budget
+                .held
+                .fetch_sub(self.bytes - to, Ordering::AcqRel);
+            self.bytes = to;
+        }
+    }
 }
 
 impl Drop for Permit {
@@ -175,6 +192,10 @@ mod tests {
         grown.grow_to(8).unwrap();
         assert!(grown.grow_to(9).is_err());
         assert_eq!(grown.bytes(), 8);
+        grown.shrink_to(3);
+        assert_eq!((grown.bytes(), b.held()), (3, 5));
+        grown.shrink_to(4);
+        assert_eq!(grown.bytes(), 3);
         drop((two, grown));
         assert_eq!(b.held(), 0);
     }

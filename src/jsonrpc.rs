@@ -16,6 +16,7 @@ mod params;
 mod payload;
 mod repeated;
 mod shape;
+mod skim;
 pub(crate) use needle::Needle;
 pub(crate) use object::Value;
 use object::{Keys, Unwatched};
@@ -23,9 +24,10 @@ pub(crate) use outcome::{error_code, is_tool_error};
 pub use params::Routed;
 pub(crate) use params::routed_string;
 pub(crate) use params::{Fields, parse_fields, peek_string, peek_string_with_serde, string_field};
-pub use payload::{FRAMED_FROM, Framed, Payload, response_or_framed, take_result};
+pub use payload::{FRAMED_FROM, Framed, Payload, blank_line_ends, response_or_framed, take_result};
 use repeated::{Repeated, Repeats};
 use shape::{check_request_id, check_response_id};
+pub(crate) use skim::{Skim, Skimmed};
 
 /// A JSON-RPC id exactly as the peer wrote it (number or string).
 pub type RawId = Box<RawValue>;

@@ -4,10 +4,12 @@
 //! client connections and sessions (`clients`), backends (`backends`),
 //! requests and the status page's recent window (`requests`), the
 //! gateway's own state (`gateway`), the summary line (`summary`), all kept
-//! by the labels of `labels`.
+//! by the labels of `labels`, and served in the text format a scraper asks
+//! for (`exposition`).
 
 mod backends;
 mod clients;
+mod exposition;
 mod gateway;
 mod labels;
 mod operations;
@@ -21,12 +23,14 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
+pub use exposition::Format;
 use labels::{
     BackendLabel, BackendReasonLabel, CauseLabel, DroppedLabels, EntriesLabels, LimitLabel,
-    MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, ResultLabel, ShedLabel, VersionLabel,
+    MethodLabel, ReasonLabel, RefreshLabels, RequestLabels, RestartLabels, ResultLabel, ShedLabel,
+    VersionLabel,
 };
 pub use labels::{
-    CloseReason, LimitReason, Method, Outcome, ResumeCause, ShedReason, method_label,
+    CloseReason, LimitReason, Method, Outcome, RestartReason, ResumeCause, ShedReason, method_label,
 };
 pub use operations::{ErrorType, Series};
 pub use requests::{Counts, LATENCY_BOUNDS_US};
@@ -44,6 +48,7 @@ pub struct Metrics {
     backend_sessions_opened: Family<BackendLabel, Counter>,
     backend_sessions_closed: Family<BackendReasonLabel, Counter>,
     backend_up: Family<BackendLabel, Gauge>,
+    backend_restarts: Family<RestartLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     durations: Family<MethodLabel, Histogram>,
     request_series: RequestSeries,
@@ -60,6 +65,8 @@ pub struct Metrics {
     connections_shed: Family<ShedLabel, Counter>,
     sessions_resumed: Family<CauseLabel, Counter>,
     revocations_dropped: Counter,
+    /// Registered only in cluster mode (`with_cluster`): a gateway without
+    /// Redis has no Redis to be up or down.
     cluster_up: Gauge,
     rss: Gauge,
     /// `crate::budget::BODIES`: bytes held (read at each scrape), and
@@ -111,6 +118,7 @@ impl Metrics {
         let backend_sessions_opened = Family::<BackendLabel, Counter>::default();
         let backend_sessions_closed = Family::<BackendReasonLabel, Counter>::default();
         let backend_up = Family::<BackendLabel, Gauge>::default();
+        let backend_restarts = Family::<RestartLabels, Counter>::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let durations = Family::<MethodLabel, Histogram>::new_with_constructor(|| {
             Histogram::new([
@@ -195,6 +203,13 @@ impl Metrics {
         register(
             &mut registry,
             &mut names,
+            "sluice_backend_restarts",
+            "Backend sessions (a stdio child, an HTTP session) that ended without the gateway asking, so that another is started, by reason",
+            &backend_restarts,
+        );
+        register(
+            &mut registry,
+            &mut names,
             "sluice_requests",
             "MCP requests by era, method and outcome",
             &requests,
@@ -272,13 +287,6 @@ impl Metrics {
         register(
             &mut registry,
             &mut names,
-            "sluice_cluster_up",
-            "1 while Redis (cluster mode) answers",
-            &cluster_up,
-        );
-        register(
-            &mut registry,
-            &mut names,
             "sluice_connections_open",
             "Client TCP connections open",
             &connections_open,
@@ -335,6 +343,7 @@ impl Metrics {
             backend_sessions_opened,
             backend_sessions_closed,
             backend_up,
+            backend_restarts,
             requests,
             durations,
             request_series: RequestSeries::new(),
@@ -360,6 +369,19 @@ impl Metrics {
         }
     }
 
+    /// Cluster mode: `sluice_cluster_up` is exported (0 until Redis
+    /// first answers).
+    pub fn with_cluster(mut self) -> Metrics {
+        register(
+            &mut self.registry,
+            &mut self.names,
+            "sluice_cluster_up",
+            "1 while Redis (cluster mode) answers",
+            &self.cluster_up,
+        );
+        self
+    }
+
     /// A backend body refused by the body budget (`crate::budget`).
     pub fn body_refused(&self) {
         self.bodies_refused.inc();
@@ -370,15 +392,23 @@ impl Metrics {
         &self.names
     }
 
-    /// Prometheus text exposition.
+    /// The exposition in Prometheus's classic text format (0.0.4).
     pub fn render(&self) -> String {
+        self.render_as(Format::Prometheus)
+    }
+
+    /// The exposition in `format`.
+    pub fn render_as(&self, format: Format) -> String {
         self.rss.set(resident_bytes() as i64);
         self.bodies_held
             .set(i64::try_from(crate::budget::BODIES.held()).unwrap_or(i64::MAX));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        match format {
+            Format::OpenMetrics => out,
+            Format::Prometheus => exposition::classic(&out),
+        }
     }
 }
 

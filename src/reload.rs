@@ -1,10 +1,12 @@
 //! Config reload (SIGHUP): the file read again, checked whole, then applied
 //! to the running gateway without ending a client session. Backends that
-//! did not change keep running (their sessions with them); added ones
-//! start; removed or changed ones are drained (their backend sessions
-//! closed, children ended). Namespaces, filters, limits, auth tokens and
-//! allowed origins take effect for the next request: a request in flight
-//! finishes with the layout it began with.
+//! did not change keep running (their sessions with them), and so do those
+//! whose `tools` alone changed (the filter and renames are the namespaces',
+//! rebuilt over the same backend); added ones start; removed or otherwise
+//! changed ones are drained (their backend sessions closed, children
+//! ended). Namespaces, filters, limits, auth tokens and allowed origins
+//! take effect for the next request: a request in flight finishes with
+//! the layout it began with.
 
 use crate::auth::Authenticator;
 use std::path::PathBuf;
@@ -18,7 +20,7 @@ use crate::config::{self, BackendConfig, Config, ProcessEnv, ServerSettings};
 use crate::front::{self, Front, Layout, Policy};
 use crate::metrics::Metrics;
 use crate::upstream::Backend;
-use crate::vocab::BackendName;
+use crate::vocab::{BackendName, NamespaceName};
 
 /// How long a drained backend gets to close its sessions.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,11 +52,30 @@ pub(crate) fn start(
 /// What a new backend must be given in cluster mode before it serves.
 pub(crate) type Join = Arc<dyn Fn(&Arc<Backend>) + Send + Sync>;
 
+/// Where a reload reads its config, and what of it the gateway serves.
+pub(crate) struct Source {
+    /// The file; none for the built-in default.
+    pub(crate) path: Option<PathBuf>,
+    /// The one namespace served (`sluice stdio`): the config read is
+    /// narrowed to it, so that no other backend starts. None: all.
+    pub(crate) only: Option<NamespaceName>,
+}
+
+impl Source {
+    fn narrow(&self, config: Config) -> Result<Config, String> {
+        let Some(ns) = &self.only else {
+            return Ok(config);
+        };
+        config.narrowed_to(ns.as_str()).ok_or_else(|| {
+            format!("the new config has no namespace `{ns}`, the one this gateway serves")
+        })
+    }
+}
+
 /// What a reload changes, owned by the serve loop.
 pub(crate) struct Gateway {
     pub(crate) config: Config,
-    /// Where the config came from; none for the built-in default.
-    source: Option<PathBuf>,
+    source: Source,
     started: Vec<Started>,
     draining: Vec<JoinHandle<()>>,
     stop_backends: CancellationToken,
@@ -66,7 +87,7 @@ pub(crate) struct Gateway {
 impl Gateway {
     pub(crate) fn new(
         config: Config,
-        source: Option<PathBuf>,
+        source: Source,
         started: Vec<Started>,
         stop_backends: CancellationToken,
         front: Arc<Front>,
@@ -87,11 +108,12 @@ impl Gateway {
     /// Reads the config again and applies it, or keeps the old one and
     /// logs why (the errors `sluice check` prints).
     pub(crate) fn reload(&mut self) {
-        let result = match &self.source {
+        let result = match &self.source.path {
             None => Err("the gateway runs its built-in default: no config file to reload".into()),
             Some(path) => config::load(path, &ProcessEnv)
                 .map_err(|e| e.to_string())
-                .and_then(|loaded| self.apply(loaded.config)),
+                .and_then(|loaded| self.source.narrow(loaded.config))
+                .and_then(|config| self.apply(config)),
         };
         self.metrics.reloaded(result.is_ok());
         match result {
@@ -121,7 +143,7 @@ impl Gateway {
             _ => None,
         };
         for b in &new.backends {
-            if old.backend(b.name.as_str()) != Some(b) {
+            if !old.backend(b.name.as_str()).is_some_and(|o| runs_as(o, b)) {
                 crate::upstream::check(b).map_err(|why| format!("backend `{}`: {why}", b.name))?;
             }
         }
@@ -147,7 +169,7 @@ impl Gateway {
         let mut fresh: Vec<Started> = Vec::new();
         let mut old_started = std::mem::take(&mut self.started);
         for b in &new.backends {
-            let same = old.backend(b.name.as_str()) == Some(b);
+            let same = old.backend(b.name.as_str()).is_some_and(|o| runs_as(o, b));
             let running = old_started.iter().position(|s| s.backend.name == b.name);
             if same && let Some(at) = running {
                 kept.push(old_started.swap_remove(at));
@@ -191,13 +213,27 @@ impl Gateway {
             .filter(|s| new.backend(s.backend.name.as_str()).is_none())
             .map(|s| s.backend.name.clone())
             .collect();
+        // Kept running, their tools served anew by the namespaces.
+        let retooled: Vec<&BackendName> = kept
+            .iter()
+            .filter(|s| {
+                old.backend(s.backend.name.as_str()) != new.backend(s.backend.name.as_str())
+            })
+            .map(|s| &s.backend.name)
+            .collect();
         let mut summary = format!(
             "backends added [{}], changed [{}], removed [{}], unchanged {}",
             join_names(&added),
             join_names(&changed),
             join_names(&removed.iter().collect::<Vec<_>>()),
-            kept.len(),
+            kept.len() - retooled.len(),
         );
+        if !retooled.is_empty() {
+            summary.push_str(&format!(
+                ", tools changed without a restart [{}]",
+                join_names(&retooled)
+            ));
+        }
         let namespaces = |of: &Config, without: &Config| -> Vec<String> {
             of.namespaces
                 .iter()
@@ -290,6 +326,16 @@ impl Gateway {
             .map(|s| s.task)
             .chain(self.draining)
             .collect()
+    }
+}
+
+/// Whether the backend `old` started serves `new` as it runs: they differ
+/// at most in `tools`, which the namespaces apply over it (its filter and
+/// renames), so its process and sessions are kept.
+fn runs_as(old: &BackendConfig, new: &BackendConfig) -> bool {
+    *old == BackendConfig {
+        tools: old.tools.clone(),
+        ..new.clone()
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::*;
 
-/// A gateway with two static tokens whose log is JSON at `audit_level`
+/// A gateway with two named static tokens whose log is JSON at `audit_level`
 /// for the trail, and a session opened by the second token: (gateway,
 /// session id).
 async fn gateway_with_session(audit_level: &str) -> (Gateway, String) {
@@ -23,7 +23,7 @@ async fn gateway_with_session(audit_level: &str) -> (Gateway, String) {
     let gw = Gateway::start_logged(
         &toml,
         &[
-            ("TEST_TOKENS", "alpha-token,beta-token"),
+            ("TEST_TOKENS", "alpha=alpha-token,beta=beta-token"),
             ("SLUICE_LOG", log.as_str()),
             ("SLUICE_LOG_FORMAT", "json"),
         ],
@@ -113,7 +113,8 @@ async fn calls_gets_and_reads_each_leave_one_audit_line() {
         ]
     );
     for v in &lines {
-        assert_eq!(v["principal"], "token#1", "{v}");
+        // By its name, not its position (issue 49).
+        assert_eq!(v["principal"], "beta", "{v}");
         assert_eq!(v["namespace"], "default", "{v}");
         assert!(v["duration_ms"].as_f64().is_some_and(|d| d >= 0.0), "{v}");
         assert!(v["timestamp"].is_string(), "{v}");

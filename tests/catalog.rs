@@ -194,12 +194,15 @@ async fn the_catalog_is_read_once_not_per_call() {
 async fn static_tokens_with_scopes_see_only_their_tools() {
     let toml = format!(
         "[auth]\nbearer_tokens_env = \"TEST_TOKENS\"\n\
-         token_scopes = {{ \"token#0\" = [\"admin\"], \"token#1\" = [\"read\"] }}\n{}\
+         token_scopes = {{ admin = [\"admin\"], reader = [\"read\"] }}\n{}\
          [namespaces.default]\nbackends = [\"demo\"]\ntool_scopes = {{ \"demo__add\" = [\"admin\"] }}\n\
          [namespaces.ops]\nbackends = [\"demo\"]\nrequire_scopes = [\"admin\"]\n",
         demo_backend("demo")
     );
-    let gw = Gateway::start_with_env(&toml, &[("TEST_TOKENS", "admin-token,reader-token")]);
+    let gw = Gateway::start_with_env(
+        &toml,
+        &[("TEST_TOKENS", "admin=admin-token,reader=reader-token")],
+    );
     let url = gw.url("/mcp");
     let open = |token: &'static str| {
         let url = url.clone();

@@ -744,3 +744,63 @@ async fn replicas_share_sessions_over_tls_as_an_acl_user() {
 const REDIS_COMMANDS: &str = "+auth +ping +get +set +del +exists +publish +subscribe \
     +zadd +zcard +zremrangebyscore +zrangebyscore +zpopmin +hget +hsetnx +multi +exec +evalsha \
     +script|load +hset +hmget +pexpire +zrem +zscore +time";
+
+/// How many times a client failed to authenticate to `redis` (its ACL
+/// log, read with the right password), by `redis-cli`.
+fn failed_auths(redis: &Redis, password: &str) -> u64 {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &redis.port.to_string(), "-a", password])
+        .args(["--no-auth-warning", "ACL", "LOG"])
+        .output()
+        .expect("redis-cli (Debian's redis-tools, which redis-server brings)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Failed AUTHs make one entry, its count rising with each.
+    let mut lines = text.lines();
+    let mut count = 0;
+    while let Some(line) = lines.next() {
+        if line == "count" {
+            count += lines
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    count
+}
+
+/// A Redis wrong from the start, here its password (issue 49, part 4): the
+/// cause is logged at WARN, once however often the heartbeat retries, and
+/// the password is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_redis_password_is_logged_once_with_its_cause() {
+    let redis = Redis::start_with(&["--requirepass", "the-right-redis-pw"]);
+    let toml = format!(
+        "[server]\nsession_ids = \"sealed\"\n[cluster]\nredis_url = \"redis://:a-wrong-redis-pw@127.0.0.1:{}/\"\n{}",
+        redis.port,
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_in_env_logged(&toml, &[("SLUICE_SESSION_KEY", &keygen())]);
+    let warned = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("WARN") && l.contains("redis unreachable"))
+            .map(str::to_owned)
+            .collect()
+    };
+    wait_until(Duration::from_secs(15), || !warned(&gw.log()).is_empty());
+    // Retried meanwhile: by the connection manager, and by each heartbeat
+    // (every 2 s), which then asks a connection of its own why.
+    // (Eight take about 5 s here: the line would have been logged again.)
+    let before = failed_auths(&redis, "the-right-redis-pw");
+    wait_until(Duration::from_secs(30), || {
+        failed_auths(&redis, "the-right-redis-pw") >= before + 8
+    });
+    assert_eq!(gw.metrics().get("sluice_cluster_up"), 0.0);
+    let log = gw.log();
+    let lines = warned(&log);
+    assert_eq!(lines.len(), 1, "{log}");
+    assert!(
+        lines[0].contains("cause=Password authentication failed"),
+        "{log}"
+    );
+    assert!(!log.contains("a-wrong-redis-pw"), "{log}");
+}

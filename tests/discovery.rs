@@ -231,13 +231,16 @@ async fn search_mode_lists_its_own_tools_and_calls_through_the_direct_path() {
 async fn search_sees_what_the_caller_may_list_by_the_names_it_lists() {
     let toml = format!(
         "[auth]\nbearer_tokens_env = \"TEST_TOKENS\"\n\
-         token_scopes = {{ \"token#0\" = [\"admin\"], \"token#1\" = [\"read\"] }}\n{}\
+         token_scopes = {{ admin = [\"admin\"], reader = [\"read\"] }}\n{}\
          tools = {{ exclude = [\"counter\"], rename = {{ echo = \"say\" }} }}\n\
          [namespaces.default]\nbackends = [\"demo\"]\ndiscovery = \"search\"\npinned = [\"demo__add\"]\n\
          tool_scopes = {{ \"demo__add\" = [\"admin\"] }}\n",
         demo_backend("demo")
     );
-    let gw = Gateway::start_with_env(&toml, &[("TEST_TOKENS", "admin-token,reader-token")]);
+    let gw = Gateway::start_with_env(
+        &toml,
+        &[("TEST_TOKENS", "admin=admin-token,reader=reader-token")],
+    );
     let url = gw.url("/mcp");
     let ask = async |token: &str, sid: Option<String>, method: &str, params: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});

@@ -241,6 +241,10 @@ async fn a_stopped_backend_fails_fast_and_rejoins() {
         http_get(&gw.base, "/readyz").is_ok_and(|(s, b)| s == 503 && b.contains("\"web\""))
     });
     assert_eq!(gw.metrics().get(r#"sluice_backend_up{backend="web"}"#), 0.0);
+    // Its session went with its connection: the backend's doing, not the
+    // gateway's (issue 49, part 4).
+    let lost = r#"sluice_backend_restarts_total{backend="web",reason="closed"}"#;
+    assert_eq!(gw.metrics().get(lost), 1.0);
     // Down means fast: the next call does not wait for a timeout.
     let r = call_tool(&http, &sid, "web__echo", json!({"text":"still down"})).await;
     assert!(r["error"]["message"].as_str().unwrap().contains("`web`"));

@@ -77,3 +77,45 @@ async fn an_unreachable_issuer_is_a_503_and_the_rest_still_answers() {
     let log = gw.stop();
     assert_eq!(log, Some(0));
 }
+
+/// An issuer whose metadata names another issuer (here, with a trailing
+/// `/`: issue 49, part 4): the log names both, the configured one and the
+/// one found, and where it was found; the token gets 503, not 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issuer_mismatch_is_logged_with_both_urls() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", listener.local_addr().unwrap());
+    let found = format!("{issuer}/");
+    let doc = json!({"issuer": found, "jwks_uri": format!("{issuer}/jwks")});
+    // Only RFC 8414's document: the OpenID ones that follow are 404.
+    let app = axum::Router::new().route(
+        "/.well-known/oauth-authorization-server",
+        axum::routing::get(move || async move { axum::Json(doc) }),
+    );
+    // Ends with the test's runtime.
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let toml = format!(
+        "[auth]\noauth = {{ issuer = \"{issuer}\", audience = \"http://127.0.0.1:7400/mcp\" }}\n{}",
+        demo_backend("demo")
+    );
+    let gw = Gateway::start_logged(&toml, &[]);
+    let http = Http::new(gw.url("/mcp"));
+    let token = token_with(json!({"alg": "RS256", "typ": "JWT", "kid": "k1"}));
+    let bearer = format!("Bearer {token}");
+    let r = http
+        .post_with(
+            None,
+            &[("authorization", bearer.as_str())],
+            &init_request(1),
+        )
+        .await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    let want = format!(
+        "issuer signing keys not fetched: the issuer's metadata at {issuer}/.well-known/oauth-authorization-server names the issuer \"{found}\", not the configured \"{issuer}\""
+    );
+    wait_until(std::time::Duration::from_secs(10), || {
+        gw.log().contains(&want)
+    });
+    assert!(!gw.log().contains(&token));
+}

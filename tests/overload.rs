@@ -4,16 +4,21 @@
 //! connection idle longest; a connection with a request in progress never
 //! gives way. One address holds at most `max_connections_per_peer`, and
 //! under pressure a connection gets less time to send its first head.
+//! Issue 49, item 2: nor does a flood of request heads whose bodies never
+//! come; a request whose body has come, and runs, still never gives way.
 //! Every test runs against the gateway process over real sockets, each
 //! socket bound to the loopback address it comes from; the suite also runs
 //! with `SLUICE_HTTP=hyper`.
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::FromRawFd;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
 
 use support::*;
 
@@ -25,11 +30,12 @@ const FOUR: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
 
 /// A gateway of `CAP` connections whose timeouts play no part (the
 /// header-read timeout under pressure is a tenth of it: 12 s), with no
-/// client connection open.
+/// client connection open. Requests still running when it stops (the
+/// tests' `busy_from`) are given a second.
 fn gateway(server: &str) -> Gateway {
     let gw = Gateway::start(&format!(
         "[server]\nmax_connections = {CAP}\nheader_read_timeout = \"120s\"\n\
-         body_read_timeout = \"120s\"\n{server}\n{}",
+         body_read_timeout = \"120s\"\nshutdown_grace = \"1s\"\n{server}\n{}",
         demo_backend("demo")
     ));
     settled(&gw);
@@ -64,6 +70,10 @@ fn address(gw: &Gateway) -> SocketAddr {
 
 /// A TCP connection to `to` from the loopback address `from`.
 fn connect_from(from: Ipv4Addr, to: SocketAddr) -> TcpStream {
+    try_connect_from(from, to).unwrap_or_else(|e| panic!("connect from {from}: {e}"))
+}
+
+fn try_connect_from(from: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
     let SocketAddr::V4(to) = to else {
         panic!("the gateway listens on IPv4 loopback")
     };
@@ -77,18 +87,23 @@ fn connect_from(from: Ipv4Addr, to: SocketAddr) -> TcpStream {
     };
     let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
     // SAFETY: a new socket, bound and connected with addresses built
-    // above; its descriptor is owned by the returned stream alone.
+    // above; its descriptor is owned by the returned stream alone (and
+    // closed with it on failure).
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         let stream = TcpStream::from_raw_fd(fd);
         let local = sockaddr(from, 0);
-        let bound = libc::bind(fd, (&raw const local).cast(), len);
-        assert_eq!(bound, 0, "bind {from}: {}", std::io::Error::last_os_error());
+        if libc::bind(fd, (&raw const local).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         let remote = sockaddr(*to.ip(), to.port());
-        let connected = libc::connect(fd, (&raw const remote).cast(), len);
-        assert_eq!(connected, 0, "connect: {}", std::io::Error::last_os_error());
-        stream
+        if libc::connect(fd, (&raw const remote).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stream)
     }
 }
 
@@ -132,27 +147,54 @@ fn fresh_status(from: Ipv4Addr, to: SocketAddr) -> u16 {
     std::str::from_utf8(&head[9..12]).unwrap().parse().unwrap()
 }
 
-/// `n` connections with a request in progress: each one's head and all
-/// of its body but the last byte sent, and read by the gateway.
-fn busy_from(n: usize, from: Ipv4Addr, to: SocketAddr) -> Vec<(KeepAlive, String)> {
-    let busy: Vec<_> = (0..n)
-        .map(|_| {
+/// `n` connections with a request in progress: each one's call (a sleep
+/// of ten minutes) sent whole, and its answer begun (an SSE stream, its
+/// first progress event read).
+fn busy_from(n: usize, from: Ipv4Addr, to: SocketAddr) -> Vec<KeepAlive> {
+    (0..n)
+        .map(|i| {
             let mut c = keep_alive(connect_from(from, to));
-            let wire = post_request("/mcp", &post_headers(), &initialize(7));
-            let (sent, last) = wire.split_at(wire.len() - 1);
-            c.send(sent.as_bytes());
-            (c, last.to_owned())
+            c.send(sleep_request(i as u64).as_bytes());
+            let mut line = String::new();
+            c.stream.read_line(&mut line).unwrap();
+            assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+            while !line.contains("notifications/progress") {
+                line.clear();
+                assert!(c.stream.read_line(&mut line).unwrap() > 0, "no progress");
+            }
+            c
         })
-        .collect();
-    busy.iter().for_each(|(c, _)| c.wait_read());
-    busy
+        .collect()
 }
 
-/// The request of `busy_from` finished: it is answered.
-fn finish(mut busy: (KeepAlive, String)) {
-    busy.0.send(busy.1.as_bytes());
-    let r = busy.0.response();
-    assert_eq!(r.status, 200, "{}", r.text());
+/// A 2026-07-28 call of the demo's `sleep_ms` for ten minutes, with
+/// progress (so its answer is a stream, begun at once).
+fn sleep_request(id: u64) -> String {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "overload", "version": "0"},
+        "progressToken": id,
+    });
+    let params = json!({"name": "demo__sleep_ms", "arguments": {"ms": 600_000}, "_meta": meta});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", ACCEPT_BOTH),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "demo__sleep_ms"),
+    ];
+    post_request("/mcp", &headers, &body.to_string())
+}
+
+/// A request of `busy_from` is still in progress: its connection was
+/// never closed.
+fn still_busy(c: &KeepAlive) {
+    assert!(
+        open(c.stream.get_ref()),
+        "a connection with a request in progress was displaced"
+    );
 }
 
 /// The gateway closed `s` (it reads the end, or a reset).
@@ -233,6 +275,117 @@ fn silent_sockets_at_the_cap_give_way_to_fresh_clients() {
     assert_eq!(m.get("sluice_connections_open"), CAP as f64);
 }
 
+/// How many of 10 fresh clients from `fresh`, one after another, each
+/// sending `initialize` at once on a new connection, are answered 200
+/// while `floods` (from an address, so many sockets, sending that) hold
+/// `held` of the gateway's places.
+fn served_in_flood(
+    to: SocketAddr,
+    floods: &[(Ipv4Addr, usize, &'static str)],
+    held: usize,
+    fresh: Ipv4Addr,
+) -> usize {
+    let served = |_| {
+        let mut s = try_connect_from(fresh, to).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(post_request("/mcp", &post_headers(), &initialize(1)).as_bytes())
+            .ok()?;
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).ok()?;
+        head.starts_with(b"HTTP/1.1 200").then_some(())
+    };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let flood: Vec<_> = floods
+            .iter()
+            .flat_map(|&(from, sockets, head)| flood_from(scope, from, to, sockets, head, &stop))
+            .collect();
+        wait_until(Duration::from_secs(20), || held_sockets(to.port()) >= held);
+        let served = (0..10).filter_map(served).count();
+        stop.store(true, Ordering::Relaxed);
+        flood.into_iter().for_each(|t| t.join().unwrap());
+        served
+    })
+}
+
+/// A flood from `from`: `sockets` at once, each sending `head` (nothing,
+/// or a request head whose body never comes) and re-opened as soon as the
+/// gateway lets it go, until `stop` (or a minute, or 5,000 a socket).
+fn flood_from<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    from: Ipv4Addr,
+    to: SocketAddr,
+    sockets: usize,
+    head: &'static str,
+    stop: &'scope AtomicBool,
+) -> Vec<std::thread::ScopedJoinHandle<'scope, ()>> {
+    let hold = move || {
+        let end = Instant::now() + Duration::from_secs(60);
+        let mut opened = 0;
+        while !stop.load(Ordering::Relaxed) && Instant::now() < end && opened < 5_000 {
+            let Ok(mut s) = try_connect_from(from, to) else {
+                continue;
+            };
+            opened += 1;
+            if s.write_all(head.as_bytes()).is_err() {
+                continue;
+            }
+            // Held until the gateway lets go (a 503, or the end), with a
+            // look at `stop` every 100 ms.
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let mut buf = [0u8; 512];
+            while !stop.load(Ordering::Relaxed) {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => break,
+                }
+            }
+        }
+    };
+    (0..sockets).map(|_| scope.spawn(hold)).collect()
+}
+
+/// A request head whose body never comes.
+const WITHHELD: &str = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+    Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+    Content-Length: 100000\r\n\r\n";
+
+/// Issue 49, item 2: request heads whose bodies never come, from two
+/// addresses and re-opened as fast as the gateway lets them go, hold
+/// every place; fresh clients from a third send their requests at once
+/// and are served, at least 9 in 10: each takes the place of the request
+/// whose body is furthest behind the floor rate (before, such a request
+/// was busy until `body_read_timeout`, and every fresh client got 503).
+#[test]
+fn withheld_bodies_at_the_cap_give_way_to_fresh_clients() {
+    let gw = gateway(""); // one address: at most half the cap, 10
+    let to = address(&gw);
+    let floods = [(TWO, 15, WITHHELD), (THREE, 15, WITHHELD)];
+    let served = served_in_flood(to, &floods, CAP, FOUR);
+    assert!(served >= 9, "{served} of 10 fresh clients served");
+    let m = gw.metrics();
+    assert!(
+        shed(&m, "slow_body") >= served as f64,
+        "{} shed for the {served} served",
+        shed(&m, "slow_body")
+    );
+}
+
+/// Issue 49, item 2: silent sockets from one address, re-opened as fast
+/// as the gateway lets them go, hold the address's share; fresh clients
+/// from that same address send their requests at once and are served, at
+/// least 9 in 10: each takes the place of the address's oldest silent one.
+#[test]
+fn a_silent_flood_keeps_no_fresh_client_of_its_own_address_out() {
+    let gw = gateway(""); // one address: at most half the cap, 10
+    let to = address(&gw);
+    let served = served_in_flood(to, &[(ONE, 30, "")], CAP / 2, ONE);
+    assert!(served >= 9, "{served} of 10 fresh clients served");
+}
+
 /// The oldest connection has a request in progress, the others are idle
 /// between requests: at the cap the oldest idle one gives way, the busy
 /// one finishes its request.
@@ -265,19 +418,22 @@ fn a_request_in_progress_is_never_displaced() {
         "the fresh client's, then the scrape's"
     );
     assert_eq!(shed(&m, "no_request"), 0.0);
-    finish(busy);
+    still_busy(&busy);
 }
 
 /// Every connection busy: a new one is refused at once with 503, and the
-/// busy ones are all answered.
+/// busy ones go on.
 #[test]
 fn at_the_cap_with_every_connection_busy_a_new_one_is_refused() {
     let gw = gateway(&format!("max_connections_per_peer = {CAP}"));
     let to = address(&gw);
     let busy = busy_from(CAP, ONE, to);
     assert_eq!(fresh_status(TWO, to), 503);
-    busy.into_iter().for_each(finish);
-    // (The scrape may find them all still open, and one idle gives way.)
+    busy.iter().for_each(still_busy);
+    // Their clients gone, the gateway lets go of them, and the scrape
+    // gets a place.
+    drop(busy);
+    wait_until(Duration::from_secs(20), || held_sockets(to.port()) < CAP);
     let m = gw.metrics();
     assert_eq!(m.get("sluice_connections_refused_total"), 1.0);
     assert_eq!(shed(&m, "no_request"), 0.0);
@@ -303,7 +459,7 @@ fn one_address_holds_at_most_its_share() {
     for s in &silent[7..] {
         assert!(open(s), "the address's five youngest are kept");
     }
-    busy.into_iter().for_each(finish);
+    busy.iter().for_each(still_busy);
     let m = gw.metrics();
     assert_eq!(m.get("sluice_connections_refused_per_peer_total"), 1.0);
     assert_eq!(m.get("sluice_connections_refused_total"), 0.0);

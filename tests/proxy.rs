@@ -285,6 +285,58 @@ async fn the_issuer_and_the_collector_go_through_the_environments_proxy() {
     wait_until(Duration::from_secs(20), || fetched(&collector));
 }
 
+/// Ten calls in a row to `backend` (an HTTP backend named `b`) through
+/// the proxy at `proxy`, each answered with its own text.
+async fn ten_calls_through(backend: &Fixture, proxy: &str) -> Gateway {
+    let toml = http_backend("b", &backend.url(), &format!("proxy = \"{proxy}\""));
+    let gw = Gateway::start_in_env_logged(&toml, &[]);
+    // Its handshake is the first two requests in a row.
+    let ready = (0..300).any(|_| {
+        let up = http_get(&gw.base, "/readyz").is_ok_and(|(status, _)| status == 200);
+        if !up {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        up
+    });
+    assert!(ready, "the backend never came up: {}", gw.log());
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    for i in 0..10 {
+        let text = format!("call {i}");
+        let reply = http
+            .tool(&sid, 2 + i, "b__echo", json!({ "text": text }))
+            .await;
+        let said = reply["result"]["content"][0]["text"].as_str();
+        assert_eq!(said, Some(text.as_str()), "call {i} of 10: {reply}");
+    }
+    gw
+}
+
+/// Issue 49: through a proxy that keeps no client connection and does not
+/// say so (tinyproxy's way: `CountingProxy::once`), no request is written
+/// on a connection the proxy has answered, so ten calls in a row all
+/// succeed. Reusing it, every second call got the proxy's 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_that_keeps_no_connection_gets_each_request_on_a_new_one() {
+    let backend = Fixture::start("127.0.0.1:0", &[]);
+    let proxy = CountingProxy::once();
+    let _gw = ten_calls_through(&backend, &proxy.url()).await;
+    let seen = proxy.seen();
+    assert_eq!(seen.after_answer, 0, "{:?}", seen.heads);
+    assert!(seen.forwarded[&backend.addr] >= 10, "{seen:?}");
+}
+
+/// The same with the real peer: Debian's tinyproxy (1.11), which forwards
+/// one request per client connection and answers in HTTP/1.1 without
+/// `Connection: close`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_calls_in_a_row_through_tinyproxy() {
+    let backend = Fixture::start("127.0.0.1:0", &[]);
+    let tinyproxy = support::proxy::Tinyproxy::start();
+    let gw = ten_calls_through(&backend, &tinyproxy.url()).await;
+    assert!(gw.is_running());
+}
+
 #[test]
 fn a_bad_proxy_is_a_config_error() {
     let dir = tempdir::Dir::new();

@@ -26,6 +26,21 @@ async fn echo(http: &Http, session: &str, tool: &str, id: u64) -> Value {
     http.tool(session, id, tool, json!({"text": "hi"})).await
 }
 
+/// Waits, within a bound, for a GET stream to say the tool list changed.
+async fn told_list_changed(stream: &mut ::reqwest::Response) {
+    let mut seen = String::new();
+    let told = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("notifications/tools/list_changed") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(told.is_ok(), "no list_changed on the GET stream: {seen:?}");
+}
+
 /// Removing a per-session HTTP backend closes its backend sessions (the
 /// backend's own count falls to 0) while the client session and the other
 /// backend go on.
@@ -87,17 +102,7 @@ async fn a_reload_that_adds_a_backend_makes_it_callable_on_live_sessions() {
         &format!("{}{}", demo_backend("demo"), demo_backend("extra")),
         "ok",
     );
-    let mut seen = String::new();
-    let told = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(chunk) = stream.chunk().await.unwrap() {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            if seen.contains("notifications/tools/list_changed") {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(told.is_ok(), "no list_changed on the GET stream: {seen:?}");
+    told_list_changed(&mut stream).await;
     // The new backend's tools are listed once it is up, and it answers.
     let mut names = Vec::new();
     for _ in 0..100 {
@@ -326,4 +331,85 @@ async fn a_reload_takes_the_key_ring_from_its_file() {
         )
         .await;
     assert_eq!(r.status, 404, "{}", r.body);
+}
+
+/// Issue 49: a reload that changes only a backend's `tools` (a rename and
+/// an exclude) is applied to the backend as it runs: its child is the same
+/// process and its session the same (`counter` goes on from where it
+/// was), a call in flight across the reload completes, the client's GET
+/// stream is told its list changed, and the tool is listed and called
+/// under its new name alone. A reload that changes `tools` and the command
+/// together still restarts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_of_tools_alone_keeps_the_backend_running() {
+    let links = tempdir::Dir::new();
+    let other = links.path().join("sluice-again");
+    std::os::unix::fs::symlink(BIN, &other).unwrap();
+    let demo = |command: &str, tools: &str| {
+        format!(
+            "[backends.demo]\ntransport = \"stdio\"\ncommand = \"{command}\"\nargs = [\"demo-server\"]\n{tools}\n"
+        )
+    };
+    let gw = Gateway::start(&demo(BIN, ""));
+    let http = Http::new(gw.url("/mcp"));
+    let session = http.initialize().await;
+    let r = http.tool(&session, 2, "demo__counter", json!({})).await;
+    assert_eq!(text_of(&r), "1", "{r}");
+    let child = only_child(&gw);
+    let mut stream = http.get_stream(&session).await;
+    assert_eq!(stream.status(), 200);
+    let slow = http.start_slow_call(&session, json!(3), 3000).await;
+
+    let renamed = "[backends.demo.tools]\nexclude = [\"add\"]\nrename = { echo = \"say\" }";
+    reload(&gw, &demo(BIN, renamed), "ok");
+    told_list_changed(&mut stream).await;
+    let names = tools(&http, &session).await;
+    assert!(names.contains(&"demo__say".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "demo__echo" || n == "demo__add"),
+        "{names:?}"
+    );
+    let r = echo(&http, &session, "demo__say", 4).await;
+    assert_eq!(text_of(&r), "hi", "{r}");
+    let r = echo(&http, &session, "demo__echo", 5).await;
+    assert!(
+        r["error"].is_object() || r["result"]["isError"] == true,
+        "{r}"
+    );
+    // The same process, the same backend session.
+    assert_eq!(only_child(&gw), child);
+    let r = http.tool(&session, 6, "demo__counter", json!({})).await;
+    assert_eq!(text_of(&r), "2", "{r}");
+    let slow = Reply::read(slow).await.messages();
+    let done = slow.iter().find(|m| m["id"] == 3).expect("no answer");
+    assert!(done["result"].is_object(), "{slow:?}");
+
+    // Another command as well: a new child, and a new session.
+    reload(&gw, &demo(other.to_str().unwrap(), renamed), "ok");
+    wait_until(Duration::from_secs(10), || {
+        children(gw.pid())
+            .iter()
+            .any(|(p, s)| *p != child && *s != 'Z')
+    });
+    wait_until(Duration::from_secs(10), || !exists(child));
+    let mut counted = Value::Null;
+    for id in 7..107 {
+        counted = http.tool(&session, id, "demo__counter", json!({})).await;
+        if counted["result"].is_object() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(text_of(&counted), "1", "{counted}");
+}
+
+/// The one live child of the gateway: its stdio backend.
+fn only_child(gw: &Gateway) -> u32 {
+    let live: Vec<u32> = children(gw.pid())
+        .into_iter()
+        .filter(|(_, state)| *state != 'Z')
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(live.len(), 1, "{live:?}");
+    live[0]
 }

@@ -341,6 +341,77 @@ fn the_namespace_flag_picks_the_namespace() {
     assert!(bad.stderr().contains("nowhere"));
 }
 
+/// Issue 49: `--namespace` starts only the backends that namespace serves,
+/// and a reload keeps to that rule: the children of `sluice stdio` are the
+/// served namespace's (told apart by a variable in their environment),
+/// before the reload and after it added a backend to each namespace.
+#[test]
+fn the_namespace_flag_starts_only_its_backends() {
+    let tagged = |name: &str| {
+        format!(
+            "{}env = {{ STDIO_TEST_TAG = \"{name}\" }}\n",
+            demo_backend(name)
+        )
+    };
+    let namespaces = |a: &str, b: &str| {
+        format!("[namespaces.a]\nbackends = [{a}]\n[namespaces.b]\nbackends = [{b}]\n")
+    };
+    let toml = format!(
+        "{}{}{}",
+        tagged("a"),
+        tagged("b"),
+        namespaces("\"a\"", "\"b\"")
+    );
+    let mut c = Client::start(&["--namespace", "a"], Some(&toml));
+    c.initialize();
+    assert!(c.tool_names().iter().any(|n| n == "a__echo"));
+    let pid = c.child.id();
+    assert_eq!(tags(pid), ["a"], "children of sluice stdio --namespace a");
+
+    let more = format!(
+        "{}{}{}{}{}",
+        tagged("a"),
+        tagged("b"),
+        tagged("a2"),
+        tagged("b2"),
+        namespaces("\"a\", \"a2\"", "\"b\", \"b2\"")
+    );
+    c.reload(&more);
+    let mut logs = String::new();
+    let deadline = Instant::now() + LINE_WAIT;
+    while !logs.contains("config reloaded") {
+        assert!(Instant::now() < deadline, "no reload logged: {logs}");
+        if let Ok(line) = c.stderr.recv_timeout(Duration::from_millis(100)) {
+            logs.push_str(&line);
+            logs.push('\n');
+        }
+    }
+    // `a2` is up once it lists (the reload started it).
+    let deadline = Instant::now() + LINE_WAIT;
+    while !c.tool_names().iter().any(|n| n == "a2__echo") {
+        assert!(Instant::now() < deadline, "a2 never listed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(tags(pid), ["a", "a2"], "after the reload; log: {logs}");
+    assert!(c.close().success());
+}
+
+/// The `STDIO_TEST_TAG` of each child of `pid`, sorted.
+fn tags(pid: u32) -> Vec<String> {
+    let mut tags: Vec<String> = children(pid)
+        .into_iter()
+        .filter_map(|(kid, _)| {
+            let env = std::fs::read(format!("/proc/{kid}/environ")).ok()?;
+            env.split(|b| *b == 0).find_map(|var| {
+                let tag = var.strip_prefix(b"STDIO_TEST_TAG=")?;
+                Some(String::from_utf8_lossy(tag).into_owned())
+            })
+        })
+        .collect();
+    tags.sort();
+    tags
+}
+
 /// A call's progress comes as lines before its result.
 #[test]
 fn progress_comes_before_the_result() {

@@ -392,3 +392,63 @@ fn a_config_asking_for_a_secret_does_not_start() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A child killed by a signal (issue 49, part 4): the log says so in words,
+/// `sluice_backend_restarts_total` counts it under `signal`, and the status
+/// page shows it beside the backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_child_is_told_by_its_signal() {
+    let gw = Gateway::start_logged(&demo_backend("demo"), &[]);
+    let kids = children(gw.pid());
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    // SAFETY: signalling the gateway's child, which this test started.
+    unsafe {
+        libc::kill(kids[0].0 as i32, libc::SIGKILL);
+    }
+    let restarted = r#"sluice_backend_restarts_total{backend="demo",reason="signal"}"#;
+    wait_until(Duration::from_secs(15), || {
+        gw.metrics().get_or_untouched(restarted) == 1.0
+    });
+    gw.wait_ready();
+    let m = gw.metrics();
+    for other in ["exited", "closed", "unhealthy"] {
+        let key = restarted.replace("signal", other);
+        assert_eq!(m.get_or_untouched(&key), 0.0, "{key}");
+    }
+    let log = gw.log();
+    assert!(
+        log.contains("backend session ended: killed by signal 9 (SIGKILL)"),
+        "{log}"
+    );
+    assert!(!log.contains("unix_wait_status"), "{log}");
+    let (status, page) = http_get(&gw.base, "/status").unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("<br>killed by signal 9 (SIGKILL) at "),
+        "{page}"
+    );
+}
+
+/// A command that exits 3 at once: every start is told as "exited with 3"
+/// and counted under `exited`, and the status page says why the backend is
+/// down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_exits_is_told_by_its_code() {
+    let toml = "[backends.quits]\ntransport = \"stdio\"\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"exit 3\"]\n";
+    let gw = Gateway::start_in_env_logged(toml, &[]);
+    let exited = r#"sluice_backend_restarts_total{backend="quits",reason="exited"}"#;
+    // Restarted with backoff (100 ms, then 200 ms): two starts, two exits.
+    wait_until(Duration::from_secs(15), || {
+        gw.metrics().get_or_untouched(exited) >= 2.0
+    });
+    let log = gw.log();
+    assert!(
+        log.contains("backend session ended: exited with 3"),
+        "{log}"
+    );
+    let (status, body) = http_get(&gw.base, "/readyz").unwrap();
+    assert_eq!(status, 503, "{body}");
+    let (_, page) = http_get(&gw.base, "/status").unwrap();
+    assert!(page.contains("class=\"down\">down: "), "{page}");
+    assert!(page.contains("<br>exited with 3 at "), "{page}");
+}

@@ -170,14 +170,28 @@ impl Keys {
             format!("{issuer}/.well-known/openid-configuration"),
         ];
         let mut last = String::from("no metadata found");
+        // A document naming another issuer says more than a later 404.
+        let mut mismatch = None;
         for candidate in candidates {
             let Ok(url) = candidate.parse::<Uri>() else {
                 continue;
             };
             match self.get_json(&url).await {
                 Ok(doc) => {
-                    if doc.get("issuer").and_then(|i| i.as_str()) != Some(&self.issuer) {
-                        last = "the issuer's metadata names another issuer".into();
+                    let named = doc.get("issuer").and_then(|i| i.as_str());
+                    if named != Some(&self.issuer) {
+                        // URLs, not secrets: the operator needs both to
+                        // see which side to correct (often a trailing `/`).
+                        mismatch = Some(match named {
+                            Some(other) => format!(
+                                "the issuer's metadata at {candidate} names the issuer {other:?}, not the configured {:?}",
+                                self.issuer
+                            ),
+                            None => format!(
+                                "the issuer's metadata at {candidate} names no issuer (the configured one is {:?})",
+                                self.issuer
+                            ),
+                        });
                         continue;
                     }
                     return doc
@@ -189,7 +203,7 @@ impl Keys {
                 Err(why) => last = why,
             }
         }
-        Err(last)
+        Err(mismatch.unwrap_or(last))
     }
 
     async fn get_json(&self, url: &Uri) -> Result<serde_json::Value, String> {

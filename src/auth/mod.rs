@@ -35,12 +35,22 @@ const VERIFIED_FOR: Duration = Duration::from_secs(300);
 
 /// The configured ways in, built once per config.
 pub(crate) struct Authenticator {
-    tokens: Vec<Secret>,
-    /// By token: its scopes, when `token_scopes` gives static tokens some.
-    token_scopes: Option<Vec<Arc<[String]>>>,
+    /// In `bearer_tokens_env`'s order.
+    tokens: Vec<StaticToken>,
+    /// Whether `token_scopes` gives static tokens scopes (else unscoped).
+    scoped: bool,
     /// Namespaces whose endpoint needs scopes of a scoped static token.
     static_namespace_scopes: FastMap<String, Vec<String>>,
     oauth: Option<OAuth>,
+}
+
+/// A static token with what each request that presents it gets: its
+/// principal and scopes, built once, so a request clones them (an `Arc`
+/// each for a named or scoped token, nothing allocated).
+struct StaticToken {
+    token: Secret,
+    principal: Principal,
+    scopes: Arc<[String]>,
 }
 
 struct OAuth {
@@ -94,10 +104,30 @@ pub(crate) enum Refusal {
     /// 401: no token, or one that is not valid here.
     Unauthorized(HeaderValue),
     /// 403: a valid token without the scopes this needs.
-    InsufficientScope(HeaderValue),
+    InsufficientScope {
+        /// `Bearer error="insufficient_scope", scope="..."`: every scope
+        /// the endpoint needs (RFC 6750 section 3.1).
+        challenge: HeaderValue,
+        /// The scopes the token lacks, space-separated, for the body.
+        missing: String,
+    },
     /// 503: the issuer's keys have not been fetched yet, so no token can
     /// be judged (a 401 would send clients into a new authorization).
     IssuerUnreachable,
+}
+
+impl Refusal {
+    fn insufficient(challenge: HeaderValue, needed: &[&str], held: &[String]) -> Refusal {
+        let missing: Vec<&str> = needed
+            .iter()
+            .copied()
+            .filter(|n| !held.iter().any(|h| h == n))
+            .collect();
+        Refusal::InsufficientScope {
+            challenge,
+            missing: missing.join(" "),
+        }
+    }
 }
 
 impl Authenticator {
@@ -122,21 +152,28 @@ impl Authenticator {
                 })
             }
         };
-        let token_scopes: Option<Vec<Arc<[String]>>> = settings
-            .token_scopes
-            .as_ref()
-            .map(|by| by.iter().map(|s| Arc::from(s.as_slice())).collect());
-        let static_namespace_scopes = match token_scopes {
-            None => FastMap::default(),
-            Some(_) => namespaces
+        let tokens = settings
+            .tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| StaticToken {
+                token: t.token.clone(),
+                principal: t.principal(i),
+                scopes: Arc::from(t.scopes.as_slice()),
+            })
+            .collect();
+        let scoped = settings.scoped_tokens;
+        let static_namespace_scopes = match scoped {
+            false => FastMap::default(),
+            true => namespaces
                 .iter()
                 .filter(|n| !n.require_scopes.is_empty())
                 .map(|n| (n.name.to_string(), n.require_scopes.clone()))
                 .collect(),
         };
         Ok(Arc::new(Authenticator {
-            tokens: settings.tokens.clone(),
-            token_scopes,
+            tokens,
+            scoped,
             static_namespace_scopes,
             oauth,
         }))
@@ -151,8 +188,8 @@ impl Authenticator {
         let Some(presented) = authorization.and_then(bearer) else {
             return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
         };
-        if let Some(i) = self.tokens.iter().position(|t| t.matches(presented)) {
-            return self.static_identity(i, namespace);
+        if let Some(t) = self.tokens.iter().find(|t| t.token.matches(presented)) {
+            return self.static_identity(t, namespace);
         }
         let Some(oauth) = &self.oauth else {
             return Err(Refusal::Unauthorized(self.challenge(namespace, None)));
@@ -164,37 +201,42 @@ impl Authenticator {
             Err(Failure::Invalid) => Err(Refusal::Unauthorized(
                 self.challenge(namespace, Some("invalid_token")),
             )),
-            Err(Failure::Scope) => Err(Refusal::InsufficientScope(
+            Err(Failure::Scope(held)) => Err(Refusal::insufficient(
                 self.challenge(namespace, Some("insufficient_scope")),
+                &oauth.scopes(namespace),
+                &held,
             )),
             Err(Failure::Unavailable) => Err(Refusal::IssuerUnreachable),
         }
     }
 
-    /// Static token `i`'s identity: its scopes when `token_scopes` gives
+    /// A static token's identity: its scopes when `token_scopes` gives
     /// static tokens some, held to a namespace's `require_scopes` as an
     /// OAuth token's are.
-    fn static_identity(&self, i: usize, namespace: &str) -> Result<Identity, Refusal> {
-        let Some(by) = &self.token_scopes else {
-            return Ok(Identity::unscoped(Principal::Token(i)));
-        };
-        let held = by.get(i).cloned().unwrap_or_else(|| Arc::from(Vec::new()));
-        let needed = self.static_namespace_scopes.get(namespace);
-        if needed.is_some_and(|n| !n.iter().all(|s| held.contains(s))) {
-            return Err(Refusal::InsufficientScope(
-                self.challenge(namespace, Some("insufficient_scope")),
-            ));
+    fn static_identity(&self, t: &StaticToken, namespace: &str) -> Result<Identity, Refusal> {
+        if !self.scoped {
+            return Ok(Identity::unscoped(t.principal.clone()));
+        }
+        if let Some(needed) = self.static_namespace_scopes.get(namespace)
+            && !needed.iter().all(|s| t.scopes.contains(s))
+        {
+            return Err(static_refusal(needed, &t.scopes));
         }
         Ok(Identity {
-            principal: Principal::Token(i),
+            principal: t.principal.clone(),
             token: None,
-            scopes: Some(held),
+            scopes: Some(t.scopes.clone()),
         })
     }
 
-    /// The static token a principal presented (for sealing its ids).
-    pub(crate) fn token(&self, i: usize) -> Option<&Secret> {
-        self.tokens.get(i)
+    /// The static token of a principal (for sealing its ids): found by the
+    /// principal, so a sealed id stays bound to the token's bytes whatever
+    /// its name or position.
+    pub(crate) fn token(&self, principal: &Principal) -> Option<&Secret> {
+        self.tokens
+            .iter()
+            .find(|t| t.principal == *principal)
+            .map(|t| &t.token)
     }
 
     /// The protected resource metadata (RFC 9728) for a request path
@@ -233,9 +275,24 @@ impl Authenticator {
     }
 }
 
+/// A static token short of a namespace's `require_scopes`: the scopes to
+/// name, as an OAuth token's 403 names them (no `resource_metadata`: a
+/// static token is not obtained by OAuth).
+fn static_refusal(needed: &[String], held: &[String]) -> Refusal {
+    let needed: Vec<&str> = needed.iter().map(String::as_str).collect();
+    // Built from validated scope names (no quotes or controls).
+    let challenge = HeaderValue::from_str(&format!(
+        "Bearer error=\"insufficient_scope\", scope=\"{}\"",
+        needed.join(" ")
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static("Bearer error=\"insufficient_scope\""));
+    Refusal::insufficient(challenge, &needed, held)
+}
+
 enum Failure {
     Invalid,
-    Scope,
+    /// Short of a scope: the scopes the token holds.
+    Scope(Box<[String]>),
     Unavailable,
 }
 
@@ -396,7 +453,7 @@ impl OAuth {
             .iter()
             .all(|s| held.iter().any(|h| h == s))
         {
-            return Err(Failure::Scope);
+            return Err(Failure::Scope(held.clone()));
         }
         Ok(Identity {
             principal: v.principal.clone(),

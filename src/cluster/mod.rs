@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use backend_sessions::{BackendSessions, Close};
@@ -50,6 +51,11 @@ const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
 /// Sessions ended while Redis was unreachable, held until it is back; past
 /// this, the oldest are dropped (each also expires with its id).
 const HELD_ENDINGS: usize = 10_000;
+/// A new cause for Redis being down is logged at most this often (a
+/// change of state always is).
+const REPORT_AGAIN: Duration = Duration::from_secs(60);
+/// The cause logged for a command that met `COMMAND_TIMEOUT`.
+const NO_ANSWER: &str = "no answer within 500 ms";
 
 pub struct Cluster {
     conn: ConnectionManager,
@@ -57,6 +63,9 @@ pub struct Cluster {
     /// This process (the boot id sealed into the ids it issues).
     replica: u32,
     up: AtomicBool,
+    /// Why Redis was last found down, and when that was logged (see
+    /// `mark`); None while it answers.
+    reported: parking_lot::Mutex<Option<(String, Instant)>>,
     metrics: Arc<Metrics>,
     /// Endings Redis could not take: (serial, expiry, id), sent when it is
     /// back, so a DELETE made meanwhile still reaches every replica.
@@ -126,6 +135,7 @@ impl Cluster {
             client,
             replica,
             up: AtomicBool::new(false),
+            reported: parking_lot::Mutex::new(None),
             metrics,
             held: Default::default(),
         });
@@ -143,14 +153,37 @@ impl Cluster {
         self.up.load(Ordering::Relaxed)
     }
 
-    fn mark(&self, up: bool) {
+    /// Records whether Redis answered, and logs a change: up, or down
+    /// with its cause (refused, a certificate not trusted, a wrong
+    /// password). A Redis wrong from the start is retried at every
+    /// heartbeat: its cause is logged once, and again only when it
+    /// changes, at most once per `REPORT_AGAIN`.
+    fn mark(&self, outcome: Result<(), &str>) {
+        let up = outcome.is_ok();
         let was = self.up.swap(up, Ordering::Relaxed);
         if was != up {
             self.metrics.cluster_up(up);
-            if up {
-                tracing::info!("redis reachable");
-            } else {
-                tracing::warn!("redis unreachable: revocations and caps are not shared meanwhile");
+        }
+        let mut reported = self.reported.lock();
+        match outcome {
+            Ok(()) => {
+                if !was {
+                    tracing::info!("redis reachable");
+                }
+                *reported = None;
+            }
+            Err(cause) => {
+                let again = match &*reported {
+                    None => true,
+                    Some((last, at)) => was || (last != cause && at.elapsed() >= REPORT_AGAIN),
+                };
+                if again {
+                    tracing::warn!(
+                        cause = %cause,
+                        "redis unreachable: revocations and caps are not shared meanwhile"
+                    );
+                    *reported = Some((cause.to_owned(), Instant::now()));
+                }
             }
         }
     }
@@ -172,18 +205,46 @@ impl Cluster {
         &self,
         f: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
     ) -> Option<T> {
+        match self.attempt(f).await {
+            Ok(v) => Some(v),
+            Err(why) => {
+                self.mark(Err(why.as_deref().unwrap_or(NO_ANSWER)));
+                None
+            }
+        }
+    }
+
+    /// One command under the deadline: its error's text, or None when no
+    /// answer came in time.
+    async fn attempt<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
+    ) -> Result<T, Option<String>> {
         let mut conn = self.conn.clone();
         match tokio::time::timeout(COMMAND_TIMEOUT, f(&mut conn)).await {
-            Ok(Ok(v)) => Some(v),
+            Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "redis command failed");
-                self.mark(false);
-                None
+                Err(Some(e.to_string()))
             }
-            Err(_) => {
-                self.mark(false);
-                None
-            }
+            Err(_) => Err(None),
+        }
+    }
+
+    /// Why Redis does not answer: the connection manager keeps connecting
+    /// behind a command that waits, so the command only times out; a
+    /// connection of its own says what fails (refused, a certificate not
+    /// trusted, a wrong password). Only the heartbeat asks, while Redis is
+    /// down: one connection per `HEARTBEAT`.
+    async fn why_unreachable(&self) -> String {
+        match tokio::time::timeout(
+            COMMAND_TIMEOUT,
+            self.client.get_multiplexed_async_connection(),
+        )
+        .await
+        {
+            Ok(Err(e)) => e.to_string(),
+            Ok(Ok(_)) | Err(_) => NO_ANSWER.to_owned(),
         }
     }
 
@@ -197,8 +258,8 @@ impl Cluster {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            let ok = self
-                .try_run(async |c| {
+            let beat = self
+                .attempt(async |c| {
                     c.set_options::<_, _, ()>(
                         &key,
                         1,
@@ -206,12 +267,20 @@ impl Cluster {
                     )
                     .await
                 })
-                .await
-                .is_some();
+                .await;
             let was_up = self.is_up();
-            self.mark(ok);
-            if ok && !was_up {
-                self.send_held().await;
+            match beat {
+                Ok(()) => {
+                    self.mark(Ok(()));
+                    if !was_up {
+                        self.send_held().await;
+                    }
+                }
+                Err(Some(why)) => self.mark(Err(&why)),
+                Err(None) => {
+                    let why = self.why_unreachable().await;
+                    self.mark(Err(&why));
+                }
             }
         }
         // Leaving: other replicas need not wait for the key to expire.

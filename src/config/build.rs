@@ -33,7 +33,7 @@ pub(super) enum Syntax {
 }
 
 impl Syntax {
-    fn backends(self) -> &'static str {
+    pub(super) fn backends(self) -> &'static str {
         match self {
             Self::Toml => "backends",
             Self::Desktop => "mcpServers",
@@ -48,22 +48,31 @@ impl Syntax {
     }
 }
 
+/// The config, with defaults in place of what is wrong; every problem is
+/// added to `issues` (the config is good only if none was).
 pub(super) fn build(
     file: File,
     syntax: Syntax,
     env: &dyn Env,
     provenance: &[(String, Source)],
-    issues: Vec<Issue>,
-) -> Result<Config, Vec<Issue>> {
+    issues: &mut Vec<Issue>,
+) -> Config {
     let mut b = Builder {
         env,
         syntax,
         provenance,
-        issues,
+        issues: std::mem::take(issues),
         secrets: secret_vars(&file, syntax),
         proxy_reported: false,
     };
     let has_auth = file.auth.is_some();
+    // From what the file asks for, not from what was built: an [auth]
+    // refused (its token variable unset, say) is reported once, not again
+    // as every namespace's scopes.
+    let scoped = file
+        .auth
+        .as_ref()
+        .is_some_and(|a| a.oauth.is_some() || a.token_scopes.is_some());
     let server = b.server(file.server, has_auth);
     let auth = file.auth.and_then(|a| b.auth(a));
     let metrics = b.metrics(file.metrics);
@@ -92,7 +101,6 @@ pub(super) fn build(
     let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
 
     let oauth = auth.as_ref().is_some_and(|a| a.oauth.is_some());
-    let scoped = oauth || auth.as_ref().is_some_and(|a| a.token_scopes.is_some());
     for ns in &namespaces {
         for (key, used) in [
             ("require_scopes", !ns.require_scopes.is_empty()),
@@ -122,19 +130,16 @@ pub(super) fn build(
     }
     let cluster = file.cluster.and_then(|c| b.cluster(c, &server));
     let tracing = file.tracing.and_then(|t| b.tracing(t));
-    if b.issues.is_empty() {
-        Ok(Config {
-            server,
-            auth,
-            metrics,
-            cluster,
-            limits,
-            tracing,
-            backends,
-            namespaces,
-        })
-    } else {
-        Err(b.issues)
+    *issues = b.issues;
+    Config {
+        server,
+        auth,
+        metrics,
+        cluster,
+        limits,
+        tracing,
+        backends,
+        namespaces,
     }
 }
 

@@ -7,7 +7,9 @@
 use std::fmt::{self, Write as _};
 
 use super::duration::format as dur;
-use super::{Isolation, Loaded, Prefix, SessionIdMode, SessionMode, Source, Transport};
+use super::{
+    AuthSettings, Isolation, Loaded, Prefix, SessionIdMode, SessionMode, Source, Transport,
+};
 
 pub fn describe(loaded: &Loaded) -> String {
     let c = &loaded.config;
@@ -196,6 +198,9 @@ pub fn describe(loaded: &Loaded) -> String {
         None => line("tracing.otlp_endpoint", "off".to_owned()),
     }
 
+    if let Some(a) = c.auth.as_ref().filter(|a| !a.tokens.is_empty()) {
+        principals(&mut text, a);
+    }
     text.push_str("backends:\n");
     for b in &c.backends {
         let _ = writeln!(text, "  {}: {}", b.name, transport(&b.transport));
@@ -284,6 +289,21 @@ pub fn describe(loaded: &Loaded) -> String {
         }
     }
     text
+}
+
+/// Each static token's principal with its scopes, never the token.
+fn principals(text: &mut String, auth: &AuthSettings) {
+    text.push_str("principals:\n");
+    for (i, t) in auth.tokens.iter().enumerate() {
+        let scopes = if !auth.scoped_tokens {
+            "unscoped (sees every tool)".to_owned()
+        } else if t.scopes.is_empty() {
+            "scopes [] (no scoped tool)".to_owned()
+        } else {
+            format!("scopes [{}]", t.scopes.join(", "))
+        };
+        let _ = writeln!(text, "  {}: {scopes}", t.principal(i));
+    }
 }
 
 fn transport(t: &Transport) -> String {

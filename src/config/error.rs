@@ -1,12 +1,13 @@
 //! Config problems. Stages collect `Issue`s (a message plus where it points:
 //! a key path, a line, or nowhere) and keep going, so one `sluice check`
 //! run shows every problem; only at the end are key paths turned into line
-//! numbers against the parsed TOML document.
+//! numbers, through the lines of the document's keys ([`KeyLines`]), and
+//! the problems put in line order.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use toml::Spanned;
-use toml::de::{DeString, DeTable, DeValue};
+use toml::de::{DeTable, DeValue};
 
 /// Every problem found in one config, each rendered as
 /// `origin[:line]: message` on its own line.
@@ -19,6 +20,8 @@ pub struct ConfigError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Problem {
     line: Option<usize>,
+    /// Reported by `sluice check` without refusing the config.
+    warning: bool,
     message: String,
 }
 
@@ -28,119 +31,92 @@ impl ConfigError {
         &self.origin
     }
 
-    /// One rendered line per problem, in the order they were found.
+    /// One rendered line per problem, in line order (those without a line
+    /// last).
     pub fn lines(&self) -> impl Iterator<Item = String> + '_ {
-        self.problems.iter().map(|p| match p.line {
-            Some(line) => format!("{}:{line}: {}", self.origin, p.message),
-            None => format!("{}: {}", self.origin, p.message),
+        self.problems.iter().map(|p| {
+            let warning = if p.warning { "warning: " } else { "" };
+            match p.line {
+                Some(line) => format!("{}:{line}: {warning}{}", self.origin, p.message),
+                None => format!("{}: {warning}{}", self.origin, p.message),
+            }
         })
     }
 
-    /// Every problem of `errors`, in line order (those without a line
-    /// last), each once.
-    pub(super) fn merged(origin: &str, errors: impl IntoIterator<Item = ConfigError>) -> Self {
-        let mut problems: Vec<Problem> = errors.into_iter().flat_map(|e| e.problems).collect();
-        problems.sort_by_key(|p| (p.line.is_none(), p.line));
-        problems.dedup();
-        Self {
-            origin: origin.to_owned(),
-            problems,
-        }
-    }
-
-    /// Every problem serde finds in `table`, not only the first: each
-    /// top-level table, and each backend and namespace, read alone (every
-    /// key of `File` is optional, so a part reads as a whole file would).
-    /// `first` is what reading it whole said, kept if no part fails alone.
-    pub(super) fn each_of<'i, T: serde::Deserialize<'i>>(
-        origin: &str,
-        text: &str,
-        table: &Spanned<DeTable<'i>>,
-        first: &toml::de::Error,
-    ) -> Self {
-        fn one<'i>(key: &Spanned<DeString<'i>>, value: Spanned<DeValue<'i>>) -> DeTable<'i> {
-            let mut t = DeTable::new();
-            t.insert(key.clone(), value);
-            t
-        }
-        let whole = table.get_ref();
-        let mut parts: Vec<DeTable<'i>> = Vec::new();
-        for (key, value) in whole.iter() {
-            match (&**key.get_ref(), value.get_ref()) {
-                ("backends" | "namespaces", DeValue::Table(entries)) => {
-                    for (name, entry) in entries.iter() {
-                        let inner = one(name, entry.clone());
-                        parts.push(one(key, Spanned::new(value.span(), DeValue::Table(inner))));
-                    }
-                }
-                _ => parts.push(one(key, value.clone())),
-            }
-        }
-        let found: Vec<ConfigError> = parts
-            .into_iter()
-            .filter_map(|part| {
-                let part = Spanned::new(table.span(), part);
-                T::deserialize(toml::Deserializer::from(part)).err()
-            })
-            .map(|e| Self::from_toml(origin, &e, text, Some(whole)))
-            .collect();
-        match found.is_empty() {
-            true => Self::from_toml(origin, first, text, Some(whole)),
-            false => Self::merged(origin, found),
-        }
+    /// How many of the problems are errors rather than warnings.
+    pub fn errors(&self) -> usize {
+        self.problems.iter().filter(|p| !p.warning).count()
     }
 
     pub(super) fn single(origin: &str, line: Option<usize>, message: String) -> Self {
         Self {
             origin: origin.to_owned(),
-            problems: vec![Problem { line, message }],
+            problems: vec![Problem {
+                line,
+                warning: false,
+                message,
+            }],
         }
     }
 
-    pub(super) fn resolve(origin: &str, issues: Vec<Issue>, doc: Option<Document<'_>>) -> Self {
-        let problems = issues
+    /// Ties every issue to its line, and puts them in line order (a stable
+    /// sort: problems of one line stay in the order they were found),
+    /// each once.
+    pub(super) fn resolve(
+        origin: &str,
+        errors: Vec<Issue>,
+        warnings: Vec<Issue>,
+        lines: &KeyLines,
+    ) -> Self {
+        let tagged = errors
             .into_iter()
-            .map(|issue| Problem {
-                line: match issue.at {
-                    At::Key(path) => doc.and_then(|d| d.line_of_key(&path)),
-                    At::Line(line) => Some(line),
-                    At::Nowhere => None,
-                },
+            .map(|i| (i, false))
+            .chain(warnings.into_iter().map(|i| (i, true)));
+        let mut problems: Vec<Problem> = tagged
+            .map(|(issue, warning)| Problem {
+                line: lines.line(&issue.at),
+                warning,
                 message: issue.message,
             })
             .collect();
+        problems.sort_by_key(|p| (p.line.is_none(), p.line));
+        let mut seen = HashSet::new();
+        problems.retain(|p| seen.insert((p.line, p.message.clone())));
         Self {
             origin: origin.to_owned(),
             problems,
         }
     }
+}
 
-    /// Converts a TOML syntax or deserialization error: the span gives the
-    /// line, and the parsed table (absent for syntax errors) the key path.
-    pub(super) fn from_toml(
-        origin: &str,
-        err: &toml::de::Error,
-        text: &str,
-        table: Option<&DeTable<'_>>,
-    ) -> Self {
-        let pos = err.span().map(|s| s.start);
-        let line = pos.map(|pos| line_of(text, pos));
-        let path = match (pos, table) {
-            (Some(pos), Some(table)) => {
-                let mut path = Vec::new();
-                find_path(table, pos, &mut path).then_some(path)
-            }
-            _ => None,
-        };
-        let mut message = describe_serde(err.message(), path.as_deref());
-        // Syntax errors such as "duplicate key" do not say which key.
-        if let (None, Some(span)) = (table, err.span()) {
-            let snippet = text.get(span).unwrap_or_default();
-            if !snippet.is_empty() && snippet.len() <= 60 && !snippet.contains('\n') {
-                message.push_str(&format!(" at `{snippet}`"));
-            }
+/// A TOML syntax error: its span gives the line. Such errors (say,
+/// "duplicate key") do not name what they are about, so a short span is
+/// quoted.
+pub(super) fn syntax_issue(err: &toml::de::Error, text: &str) -> Issue {
+    let mut message = err.message().to_owned();
+    if let Some(span) = err.span() {
+        let snippet = text.get(span).unwrap_or_default();
+        if !snippet.is_empty() && snippet.len() <= 60 && !snippet.contains('\n') {
+            message.push_str(&format!(" at `{snippet}`"));
         }
-        Self::single(origin, line, message)
+    }
+    Issue {
+        at: err
+            .span()
+            .map_or(At::Nowhere, |s| At::Line(line_of(text, s.start))),
+        message,
+    }
+}
+
+/// What serde refused in a parsed document: the span gives the line, and
+/// `path` (what the span falls in, see [`locate`]) the key it names.
+pub(super) fn serde_issue(err: &toml::de::Error, text: &str, path: Option<&[Seg]>) -> Issue {
+    let rendered = path.map(render);
+    Issue {
+        at: err
+            .span()
+            .map_or(At::Nowhere, |s| At::Line(line_of(text, s.start))),
+        message: describe_serde(err.message(), rendered.as_deref()),
     }
 }
 
@@ -173,44 +149,70 @@ pub(super) enum At {
     Nowhere,
 }
 
-/// The source text and its parsed table, for turning spans into lines.
-#[derive(Clone, Copy)]
-pub(super) struct Document<'a> {
-    pub(super) text: &'a str,
-    pub(super) table: &'a DeTable<'a>,
-}
+/// The line of every key and array item of a document, by the path of
+/// raw keys (an array item by its index) the build stage names it with.
+#[derive(Debug, Default)]
+pub(super) struct KeyLines(HashMap<Vec<String>, usize>);
 
-impl Document<'_> {
-    fn line_of_key(&self, path: &[String]) -> Option<usize> {
-        let mut best = None;
-        let mut table = self.table;
-        let mut array = None;
-        for seg in path {
-            let value: &Spanned<DeValue<'_>> = if let Some(items) = array.take() {
-                let items: &[Spanned<DeValue<'_>>] = items;
-                let Some(item) = seg.parse::<usize>().ok().and_then(|i| items.get(i)) else {
-                    break;
-                };
-                best = Some(item.span().start);
-                item
-            } else {
-                let Some((k, v)) = table.iter().find(|(k, _)| k.get_ref() == seg) else {
-                    break;
-                };
-                best = Some(k.span().start);
-                v
-            };
-            match value.get_ref() {
-                DeValue::Table(t) => table = t,
-                DeValue::Array(a) => array = Some(&**a),
-                _ => break,
-            }
+impl KeyLines {
+    /// Keeps the first line given for a path.
+    pub(super) fn insert(&mut self, path: Vec<String>, line: usize) {
+        self.0.entry(path).or_insert(line);
+    }
+
+    pub(super) fn toml(text: &str, table: &DeTable<'_>) -> Self {
+        let mut lines = Self::default();
+        lines.walk_table(text, table, &mut Vec::new());
+        lines
+    }
+
+    fn walk_table(&mut self, text: &str, table: &DeTable<'_>, path: &mut Vec<String>) {
+        for (k, v) in table {
+            path.push(String::from(&**k.get_ref()));
+            self.insert(path.clone(), line_of(text, k.span().start));
+            self.walk_value(text, v.get_ref(), path);
+            path.pop();
         }
-        best.map(|pos| line_of(self.text, pos))
+    }
+
+    fn walk_value(&mut self, text: &str, v: &DeValue<'_>, path: &mut Vec<String>) {
+        match v {
+            DeValue::Table(t) => self.walk_table(text, t, path),
+            DeValue::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(i.to_string());
+                    self.insert(path.clone(), line_of(text, item.span().start));
+                    self.walk_value(text, item.get_ref(), path);
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The paths of the keys and items on these lines.
+    pub(super) fn paths_on(&self, lines: &[usize]) -> Vec<&[String]> {
+        self.0
+            .iter()
+            .filter(|(_, line)| lines.contains(line))
+            .map(|(path, _)| path.as_slice())
+            .collect()
+    }
+
+    /// The line of the deepest part of `at`'s key path the document has.
+    pub(super) fn line(&self, at: &At) -> Option<usize> {
+        match at {
+            At::Key(path) => (1..=path.len())
+                .rev()
+                .find_map(|n| self.0.get(&path[..n]).copied()),
+            At::Line(line) => Some(*line),
+            At::Nowhere => None,
+        }
     }
 }
 
-fn line_of(text: &str, pos: usize) -> usize {
+/// The line `pos` (a byte offset into `text`) is on, from 1.
+pub(super) fn line_of(text: &str, pos: usize) -> usize {
     let end = pos.min(text.len());
     text.as_bytes()[..end]
         .iter()
@@ -219,11 +221,22 @@ fn line_of(text: &str, pos: usize) -> usize {
         + 1
 }
 
-/// Finds the key path whose key or (scalar) value covers `pos`, as rendered
-/// segments (see [`join`]).
-fn find_path(table: &DeTable<'_>, pos: usize, path: &mut Vec<String>) -> bool {
+/// One step of a path into a parsed TOML document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Seg {
+    Key(String),
+    Item(usize),
+}
+
+/// The path to the key, or the innermost value, whose span covers `pos`.
+pub(super) fn locate(table: &DeTable<'_>, pos: usize) -> Option<Vec<Seg>> {
+    let mut path = Vec::new();
+    find_path(table, pos, &mut path).then_some(path)
+}
+
+fn find_path(table: &DeTable<'_>, pos: usize, path: &mut Vec<Seg>) -> bool {
     for (k, v) in table {
-        path.push(key_segment(k.get_ref()));
+        path.push(Seg::Key(String::from(&**k.get_ref())));
         if covers(k.span(), pos) || find_in_value(v, pos, path) {
             return true;
         }
@@ -232,12 +245,12 @@ fn find_path(table: &DeTable<'_>, pos: usize, path: &mut Vec<String>) -> bool {
     false
 }
 
-fn find_in_value(v: &Spanned<DeValue<'_>>, pos: usize, path: &mut Vec<String>) -> bool {
+fn find_in_value(v: &toml::Spanned<DeValue<'_>>, pos: usize, path: &mut Vec<Seg>) -> bool {
     match v.get_ref() {
         DeValue::Table(t) if find_path(t, pos, path) => return true,
         DeValue::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                path.push(format!("[{i}]"));
+                path.push(Seg::Item(i));
                 if find_in_value(item, pos, path) {
                     return true;
                 }
@@ -251,6 +264,16 @@ fn find_in_value(v: &Spanned<DeValue<'_>>, pos: usize, path: &mut Vec<String>) -
 
 fn covers(span: std::ops::Range<usize>, pos: usize) -> bool {
     span.start <= pos && pos < span.end.max(span.start + 1)
+}
+
+/// A path as messages spell it (see [`join`]).
+fn render(path: &[Seg]) -> Vec<String> {
+    path.iter()
+        .map(|seg| match seg {
+            Seg::Key(k) => key_segment(k),
+            Seg::Item(i) => format!("[{i}]"),
+        })
+        .collect()
 }
 
 /// One key as TOML would spell it: bare when possible, quoted otherwise.

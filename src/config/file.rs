@@ -142,7 +142,7 @@ pub(super) struct FileTls {
 pub(super) struct FileAuth {
     pub(super) bearer_tokens_env: Option<String>,
     pub(super) oauth: Option<FileOAuth>,
-    /// A static token's principal (`token#N`) -> its scopes.
+    /// A static token's principal name (`NAME=TOKEN`'s NAME) -> its scopes.
     pub(super) token_scopes: Option<IndexMap<String, Vec<String>>>,
 }
 

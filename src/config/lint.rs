@@ -1,40 +1,38 @@
-//! What `sluice check` finds in a config that parses: problems a start
-//! would meet only later, at a backend's first start or at `/readyz`.
-//! A stdio command that cannot be found is an error (a launcher that a
-//! machine may install on first use only a warning); a backend no
+//! What `sluice check` finds in a config beyond loading it: problems a
+//! start would meet only later, at a backend's first start or at
+//! `/readyz`. A stdio command that cannot be found is an error, whatever
+//! it is: a launcher (`npx`, `uvx`, `bunx`, `pipx`) fetches what it runs,
+//! but must itself be there, or the backend never starts. A backend no
 //! namespace serves is a warning (it still starts, and holds `/readyz`).
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
+use super::build::Syntax;
 use super::env::Env;
+use super::error::{At, Issue, dotted};
 use super::{Config, Transport};
 
-/// Launchers that fetch what they run: often put on a machine by the
-/// same provisioning that starts the gateway, so their absence is only
-/// reported.
-const LAUNCHERS: [&str; 4] = ["npx", "uvx", "bunx", "pipx"];
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Severity {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Severity {
     Error,
     Warning,
 }
 
-/// One problem, with the key it is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub severity: Severity,
-    pub key: String,
-    pub message: String,
-}
-
-/// Every problem `config` has that parsing could not see, in the order of
+/// Every problem `config` has that loading could not see, in the order of
 /// its backends. `env` is the gateway's environment (its `PATH`, which a
-/// child gets unless its `env` sets one).
-pub fn lint(config: &Config, env: &dyn Env) -> Vec<Finding> {
+/// child gets unless its `env` sets one); `syntax` names the keys.
+pub(super) fn lint(config: &Config, env: &dyn Env, syntax: Syntax) -> Vec<(Severity, Issue)> {
     let mut found = Vec::new();
+    let mut at = |severity, path: &[&str], message: String| {
+        let issue = Issue {
+            at: At::Key(path.iter().map(|s| (*s).to_owned()).collect()),
+            message: format!("`{}`: {message}", dotted(path)),
+        };
+        found.push((severity, issue));
+    };
+    let section = syntax.backends();
     for b in &config.backends {
         if let Transport::Stdio {
             command,
@@ -49,15 +47,8 @@ pub fn lint(config: &Config, env: &dyn Env) -> Vec<Finding> {
                 .map(|(_, v)| v.clone())
                 .or_else(|| env.var("PATH"));
             if resolve(command, path.as_deref(), cwd.as_deref()).is_none() {
-                let launcher = LAUNCHERS.contains(&command.as_str());
-                found.push(Finding {
-                    severity: match launcher {
-                        true => Severity::Warning,
-                        false => Severity::Error,
-                    },
-                    key: format!("backends.{}.command", b.name),
-                    message: not_found(command),
-                });
+                let key = [section, b.name.as_str(), "command"];
+                at(Severity::Error, &key, not_found(command));
             }
         }
         if !config
@@ -65,23 +56,22 @@ pub fn lint(config: &Config, env: &dyn Env) -> Vec<Finding> {
             .iter()
             .any(|n| n.backends.contains(&b.name))
         {
-            found.push(Finding {
-                severity: Severity::Warning,
-                key: format!("backends.{}", b.name),
-                message: "no namespace serves it: it still starts, and /readyz waits for it"
-                    .to_owned(),
-            });
+            at(
+                Severity::Warning,
+                &[section, b.name.as_str()],
+                "no namespace serves it: it still starts, and /readyz waits for it".to_owned(),
+            );
         }
     }
     let listen = config.server.listen;
     if config.auth.is_some() && !listen.ip().is_loopback() && config.server.tls.is_none() {
-        found.push(Finding {
-            severity: Severity::Warning,
-            key: "server.tls".to_owned(),
-            message: format!(
+        at(
+            Severity::Warning,
+            &["server", "tls"],
+            format!(
                 "listening on {listen}, beyond loopback, in plain TCP: bearer tokens cross the network in clear unless a TLS proxy in front terminates it (or set [server] tls)"
             ),
-        });
+        );
     }
     found
 }

@@ -33,6 +33,7 @@ mod file;
 pub mod keys;
 mod lint;
 mod overrides;
+mod reading;
 mod tls;
 mod tools;
 
@@ -44,10 +45,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
-
 pub use crate::http1::proxy::Proxy;
-use crate::vocab::{BackendName, NamespaceName};
+use crate::vocab::{BackendName, NamespaceName, Principal, PrincipalName, UnnamedToken};
 
 pub use describe::describe;
 
@@ -56,13 +55,11 @@ pub const DEFAULT_NAMESPACE: &str = file::DEFAULT_NAMESPACE;
 pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
-pub use lint::{Finding, Severity, lint};
 pub use tls::{TlsError, TlsFiles, provider as tls_provider};
 pub(crate) use tools::glob;
 pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
 
-use build::Syntax;
-use error::{Document, Issue};
+use reading::Reading;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -142,13 +139,35 @@ pub enum SessionIdMode {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthSettings {
-    /// Static bearer tokens, each one principal (empty with `oauth` alone).
-    pub tokens: Vec<Secret>,
-    /// `token_scopes`: each static token's scopes, by its index (None:
-    /// static tokens are unscoped and see every tool).
-    pub token_scopes: Option<Vec<Vec<String>>>,
+    /// Static bearer tokens, each one principal, in `bearer_tokens_env`'s
+    /// order (empty with `oauth` alone).
+    pub tokens: Vec<StaticToken>,
+    /// Whether `token_scopes` is set: static tokens are then scoped (one it
+    /// does not name holds none); without it they see every tool.
+    pub scoped_tokens: bool,
     /// OAuth 2.1 access tokens (JWTs) from one issuer.
     pub oauth: Option<OAuthSettings>,
+}
+
+/// One entry of `bearer_tokens_env`: `NAME=TOKEN`, or a bare token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticToken {
+    /// The principal's name; None: unnamed, shown as `token#N` and keyed
+    /// by nothing (with `token_scopes` set every entry has one).
+    pub name: Option<PrincipalName>,
+    pub token: Secret,
+    /// Its `token_scopes` (empty when unscoped or not named there).
+    pub scopes: Vec<String>,
+}
+
+impl StaticToken {
+    /// Who presents this token, the entry at `position`.
+    pub fn principal(&self, position: usize) -> Principal {
+        match &self.name {
+            Some(name) => Principal::Named(name.clone()),
+            None => Principal::Unnamed(UnnamedToken::new(self.token.expose(), position)),
+        }
+    }
 }
 
 /// `[auth] oauth`: JWT access tokens, checked against the issuer's keys.
@@ -454,6 +473,16 @@ impl Config {
         self.namespaces.iter().find(|n| n.name.as_str() == name)
     }
 
+    /// The config with `namespace` alone and the backends it serves (for
+    /// `sluice stdio --namespace`, which has no use for the others' children);
+    /// None when it has no such namespace.
+    pub fn narrowed_to(mut self, namespace: &str) -> Option<Config> {
+        let served = self.namespace(namespace)?.clone();
+        self.backends.retain(|b| served.backends.contains(&b.name));
+        self.namespaces = vec![served];
+        Some(self)
+    }
+
     /// Applies `--listen`, which outranks the file and the environment but
     /// not the rule that an unauthenticated gateway stays on loopback.
     pub fn set_listen(&mut self, listen: SocketAddr) -> Result<(), ConfigError> {
@@ -472,6 +501,21 @@ impl Config {
 /// Reads and loads a config file: the `mcpServers` JSON form when the file
 /// name ends in `.json` or the content starts with `{`, TOML otherwise.
 pub fn load(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
+    let (origin, reading) = read(path, env)?;
+    reading.into_result(&origin)
+}
+
+/// What `sluice check` reports: every problem loading finds and every
+/// problem a start would meet only later (a stdio command not found, a
+/// backend no namespace serves), each with its line, in line order. Ok:
+/// the config, and its warnings rendered (none is an error); Err: every
+/// problem, errors and warnings alike.
+pub fn check(path: &Path, env: &dyn Env) -> Result<(Loaded, Vec<String>), ConfigError> {
+    let (origin, reading) = read(path, env)?;
+    reading.check(&origin, env)
+}
+
+fn read(path: &Path, env: &dyn Env) -> Result<(String, Reading), ConfigError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::single(&origin, None, format!("cannot read config file: {e}")))?;
@@ -479,45 +523,22 @@ pub fn load(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
         .extension()
         .is_some_and(|ext| ext.eq_ignore_ascii_case("json"))
         || text.trim_start().starts_with('{');
-    if json {
-        parse_desktop(&text, &origin, env)
-    } else {
-        parse_toml(&text, &origin, env)
-    }
+    let reading = match json {
+        true => Reading::desktop(&text, env),
+        false => Reading::toml(&text, env),
+    };
+    Ok((origin, reading))
 }
 
 /// Loads TOML text; `origin` names it in messages.
 pub fn parse_toml(text: &str, origin: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
-    let (table, syntax) = toml::de::DeTable::parse_recoverable(text);
-    if !syntax.is_empty() {
-        let each = syntax
-            .iter()
-            .map(|e| ConfigError::from_toml(origin, e, text, None));
-        return Err(ConfigError::merged(origin, each));
-    }
-    let mut file = file::File::deserialize(toml::Deserializer::from(table.clone()))
-        .map_err(|e| ConfigError::each_of::<file::File>(origin, text, &table, &e))?;
-    file.restore_order(table.get_ref());
-    let doc = Document {
-        text,
-        table: table.get_ref(),
-    };
-    finish(file, Syntax::Toml, env)
-        .map_err(|issues| ConfigError::resolve(origin, issues, Some(doc)))
+    Reading::toml(text, env).into_result(origin)
 }
 
 /// Loads the `mcpServers` JSON that desktop MCP clients use; `origin` names
 /// it in messages.
 pub fn parse_desktop(text: &str, origin: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
-    let file = desktop::parse(text).map_err(|issues| ConfigError::resolve(origin, issues, None))?;
-    finish(file, Syntax::Desktop, env).map_err(|issues| ConfigError::resolve(origin, issues, None))
-}
-
-fn finish(mut file: file::File, syntax: Syntax, env: &dyn Env) -> Result<Loaded, Vec<Issue>> {
-    let mut issues = Vec::new();
-    let provenance = overrides::apply(&mut file, env, &mut issues);
-    let config = build::build(file, syntax, env, &provenance, issues)?;
-    Ok(Loaded { config, provenance })
+    Reading::desktop(text, env).into_result(origin)
 }
 
 /// The built-in config used without `--config`: the gateway's own demo

@@ -48,6 +48,7 @@ pub(super) const LIMITS_KEYS: [&str; 4] = [
     "max_streams_per_principal",
 ];
 pub(super) const CLUSTER_KEYS: [&str; 1] = ["redis_url"];
+pub(super) const TRACING_KEYS: [&str; 3] = ["otlp_endpoint", "sampling_ratio", "service_name"];
 
 enum Rejected {
     Section,
@@ -56,7 +57,7 @@ enum Rejected {
 }
 
 /// Applies every override in `env` to `file` and returns the provenance of
-/// each [server], [auth] and [metrics] key, in declaration order.
+/// each key `check` shows a source for, in declaration order.
 pub(super) fn apply(
     file: &mut File,
     env: &dyn Env,
@@ -129,6 +130,7 @@ pub(super) fn apply(
     sections.push(("metrics", &METRICS_KEYS));
     sections.push(("limits", &LIMITS_KEYS));
     sections.push(("cluster", &CLUSTER_KEYS));
+    sections.push(("tracing", &TRACING_KEYS));
     let mut provenance = Vec::new();
     for (section, keys) in sections {
         for key in keys {
@@ -142,6 +144,18 @@ pub(super) fn apply(
             };
             provenance.push((full, source));
         }
+    }
+    // Tables only the file can set, whose source `check` shows too.
+    let from_file = |written: bool| match written {
+        true => Source::File,
+        false => Source::Default,
+    };
+    provenance.push((
+        "server.tls".to_owned(),
+        from_file(file.server.tls.is_some()),
+    ));
+    if let Some(auth) = &file.auth {
+        provenance.push(("auth.oauth".to_owned(), from_file(auth.oauth.is_some())));
     }
     provenance
 }
@@ -188,6 +202,12 @@ fn written(file: &File) -> Vec<String> {
         l.max_streams_per_principal.is_some(),
     ];
     let cluster = [file.cluster.as_ref().is_some_and(|c| c.redis_url.is_some())];
+    let t = file.tracing.as_ref();
+    let tracing = [
+        t.is_some_and(|t| t.otlp_endpoint.is_some()),
+        t.is_some_and(|t| t.sampling_ratio.is_some()),
+        t.is_some_and(|t| t.service_name.is_some()),
+    ];
     let mut out = Vec::new();
     for (section, keys, present) in [
         ("server", &SERVER_KEYS[..], &server[..]),
@@ -195,6 +215,7 @@ fn written(file: &File) -> Vec<String> {
         ("metrics", &METRICS_KEYS[..], &metrics[..]),
         ("limits", &LIMITS_KEYS[..], &limits[..]),
         ("cluster", &CLUSTER_KEYS[..], &cluster[..]),
+        ("tracing", &TRACING_KEYS[..], &tracing[..]),
     ] {
         for (key, present) in keys.iter().zip(present) {
             if *present {

@@ -3,6 +3,8 @@
 //! at start and at each reload alike, so a file the check accepts is one
 //! the listener can serve: the chain parses, the key parses for the
 //! provider the listener uses, and the key is the chain's leaf's own.
+//! `[cluster]`'s client certificate and CA are checked the same way, as
+//! the Redis client's rustls reads them at each connection.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,11 +42,22 @@ pub fn provider() -> Arc<CryptoProvider> {
 impl TlsFiles {
     /// Reads both files whole; nothing is kept from a failed read.
     pub fn load(&self, provider: &CryptoProvider) -> Result<Arc<CertifiedKey>, TlsError> {
+        self.load_as(provider, CERT_KEY, KEY_KEY)
+    }
+
+    /// As [`load`](Self::load), for files that other keys name: the same
+    /// checks as rustls's `with_client_auth_cert` makes of a client's.
+    pub(crate) fn load_as(
+        &self,
+        provider: &CryptoProvider,
+        cert_key: &'static str,
+        key_key: &'static str,
+    ) -> Result<Arc<CertifiedKey>, TlsError> {
         let fail = |key, why: String| TlsError { key, why };
-        let chain = read_chain(&self.cert_file).map_err(|why| fail(CERT_KEY, why))?;
+        let chain = read_chain(&self.cert_file).map_err(|why| fail(cert_key, why))?;
         let key = PrivateKeyDer::from_pem_file(&self.key_file).map_err(|e| {
             fail(
-                KEY_KEY,
+                key_key,
                 format!(
                     "`{}`: {}",
                     self.key_file.display(),
@@ -54,7 +67,7 @@ impl TlsFiles {
         })?;
         let signing = provider.key_provider.load_private_key(key).map_err(|e| {
             fail(
-                KEY_KEY,
+                key_key,
                 format!("`{}`: not a usable key: {e}", self.key_file.display()),
             )
         })?;
@@ -67,7 +80,7 @@ impl TlsFiles {
             }
             Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
                 Err(fail(
-                    KEY_KEY,
+                    key_key,
                     format!(
                         "`{}` is not the key of the certificate in `{}`",
                         self.key_file.display(),
@@ -76,11 +89,26 @@ impl TlsFiles {
                 ))
             }
             Err(e) => Err(fail(
-                CERT_KEY,
+                cert_key,
                 format!("`{}`: {e}", self.cert_file.display()),
             )),
         }
     }
+}
+
+/// A CA file as a TLS client reads one: certificates, each one that
+/// rustls takes as a trust anchor.
+pub(crate) fn check_roots(path: &Path) -> Result<(), String> {
+    let mut store = rustls::RootCertStore::empty();
+    for cert in read_chain(path)? {
+        store.add(cert).map_err(|e| {
+            format!(
+                "`{}`: a certificate rustls cannot trust as a CA: {e}",
+                path.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// The chain, leaf first, as the file orders it.

@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use axum::body::{Body, HttpBody};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::stream::{Stream, StreamExt};
 use hyper::body::{Frame, SizeHint};
 
+use super::message::Message;
+use super::sse_body::{self, Event};
 use crate::jsonrpc::Framed;
-
 use crate::vocab::SessionId;
 
 pub(crate) enum Answer {
@@ -116,19 +116,18 @@ pub(super) fn json_response(body: impl Into<JsonBody>, session_id: Option<&str>)
 
 /// A framed answer's pieces, none of them copied, under its length (so
 /// hyper frames it by `Content-Length` as the own path does); the budget
-/// its result holds is given back when the body has been sent (or dropped).
+/// its result holds goes with the result's piece, given back when that has
+/// been sent (or dropped). On one line, as `sluice stdio`'s relay of it
+/// must be (`Payload::into_line`).
 fn framed_body(framed: Framed) -> Body {
     let length = framed.len() as u64;
-    let (result, held) = framed.result.into_parts();
-    let result = Box::<str>::from(result).into_string();
     Body::new(Pieces {
         pieces: vec![
             Bytes::from_static(Framed::TAIL.as_bytes()),
-            Bytes::from(result),
+            framed.result.into_line(),
             Bytes::from(framed.head),
         ],
         left: length,
-        _held: held,
     })
 }
 
@@ -136,7 +135,6 @@ fn framed_body(framed: Framed) -> Body {
 struct Pieces {
     pieces: Vec<Bytes>,
     left: u64,
-    _held: Option<crate::budget::Permit>,
 }
 
 impl HttpBody for Pieces {
@@ -168,15 +166,8 @@ pub(super) const JSON: HeaderValue = HeaderValue::from_static("application/json"
 /// How often an idle SSE response writes a keep-alive comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// An SSE response of JSON-RPC lines, with keep-alives, unbuffered by proxies.
-pub(super) fn sse(lines: impl Stream<Item = String> + Send + 'static) -> Response {
-    let events =
-        lines.map(|line| Ok::<_, Infallible>(Event::default().event("message").data(line)));
-    let mut response = Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response();
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+/// An SSE response of JSON-RPC messages, with keep-alives, unbuffered by
+/// proxies; a large result among them written as it lies.
+pub(super) fn sse(messages: impl Stream<Item = Message> + Send + 'static) -> Response {
+    sse_body::response(messages.map(Event::Message), Some(KEEP_ALIVE))
 }

@@ -4,7 +4,7 @@ use axum::http::uri::Authority;
 use axum::http::{Version, header};
 
 use super::authority;
-use super::error::Reject;
+use super::error::{Reject, ScopeShortfall};
 use super::headers::{HeaderLookup, visible_str};
 use crate::auth::{Authenticator, Identity, Refusal};
 use crate::vocab::{Principal, SessionId};
@@ -131,9 +131,9 @@ impl Policy {
     /// in the config) and the namespace.
     pub(crate) fn binding(&self, principal: &Principal, namespace: &str) -> Vec<u8> {
         let who: &[u8] = match (principal, &self.auth) {
-            (Principal::Token(i), Some(auth)) => {
-                auth.token(*i).map_or(&[][..], |t| t.expose().as_bytes())
-            }
+            (Principal::Named(_) | Principal::Unnamed(_), Some(auth)) => auth
+                .token(principal)
+                .map_or(&[][..], |t| t.expose().as_bytes()),
             (Principal::Subject(digest), _) => digest,
             _ => &[],
         };
@@ -150,18 +150,14 @@ impl Policy {
     }
 
     /// A name for a principal that every replica computes alike and that
-    /// reveals nothing of its token (None: anonymous, no tenant to count).
+    /// reveals nothing of its token (None: anonymous, no tenant to count):
+    /// a named token's name (the principal, whatever token it holds now),
+    /// an unnamed one's digest of the token.
     pub(crate) fn principal_digest(&self, principal: &Principal) -> Option<String> {
-        use sha2::Digest as _;
         match principal {
             Principal::Anonymous => None,
-            Principal::Token(i) => {
-                let token = self.auth.as_ref()?.token(*i)?;
-                let mut h = sha2::Sha256::new();
-                h.update(b"sluice-principal\0");
-                h.update(token.expose().as_bytes());
-                Some(crate::vocab::hex(&h.finalize()[..16]))
-            }
+            Principal::Named(name) => Some(format!("name-{name}")),
+            Principal::Unnamed(t) => Some(crate::vocab::hex(t.digest())),
             // Already a digest of issuer and subject.
             Principal::Subject(digest) => Some(format!("sub-{}", crate::vocab::hex(digest))),
         }
@@ -181,7 +177,9 @@ impl Policy {
             .await
             .map_err(|refusal| match refusal {
                 Refusal::Unauthorized(challenge) => Reject::Unauthorized(challenge),
-                Refusal::InsufficientScope(challenge) => Reject::InsufficientScope(challenge),
+                Refusal::InsufficientScope { challenge, missing } => {
+                    Reject::InsufficientScope(Box::new(ScopeShortfall { challenge, missing }))
+                }
                 Refusal::IssuerUnreachable => Reject::IssuerUnreachable,
             })
     }

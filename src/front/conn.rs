@@ -148,10 +148,16 @@ pub(super) async fn serve(tcp: TcpStream, serve: Serve, place: Place) {
             }
         })
         .await;
+        let begun = |r: &Taken| match &r.feed {
+            None => io.tcp.begin(),
+            Some(feed) => io.tcp.receive(feed.queued()),
+        };
         let request = match request {
-            // Busy until answered: never displaced meanwhile. One that
-            // was displaced has had its socket shut: it serves no more.
-            Next::Request(r) if io.tcp.begin() => r,
+            // Busy until answered: never displaced meanwhile (receiving
+            // while its body is still to come: displaced if it falls
+            // behind, `places`). One that was displaced has had its
+            // socket shut: it serves no more.
+            Next::Request(r) if begun(&r) => r,
             Next::Request(_) | Next::Closed => {
                 io.release();
                 return;
@@ -320,7 +326,14 @@ impl Io {
         loop {
             if let Some(feed) = feed.filter(|f| !f.is_whole()) {
                 if !self.buf.is_empty() {
-                    let n = feed.left().min(self.buf.len());
+                    let left = feed.left();
+                    let n = left.min(self.buf.len());
+                    // Displaced meanwhile: the request does not run on a
+                    // body its client was cut off from.
+                    if !self.tcp.received(n, n == left) {
+                        feed.cut();
+                        return Poll::Ready(());
+                    }
                     feed.push(self.buf.split_to(n).freeze());
                     continue;
                 }
@@ -436,7 +449,15 @@ impl Io {
                     if data.is_empty() {
                         continue;
                     }
-                    if chunked {
+                    if chunked && data.len() >= WRITE_CHUNK {
+                        // A large piece (an SSE answer's result, as it
+                        // lies) is written where it lies, not copied.
+                        h1::write_chunk_head(out, data.len());
+                        self.write_two(out, &data).await?;
+                        out.clear();
+                        out.extend_from_slice(b"\r\n");
+                        continue;
+                    } else if chunked {
                         h1::write_chunk(out, &data);
                     } else if out.is_empty() || out.len() + data.len() > WRITE_CHUNK {
                         self.write_two(out, &data).await?;

@@ -28,8 +28,9 @@ pub enum ModernError {
 pub enum Reject {
     /// No valid credential; the `WWW-Authenticate` challenge to send.
     Unauthorized(HeaderValue),
-    /// A valid OAuth token without a required scope (its challenge).
-    InsufficientScope(HeaderValue),
+    /// A valid token without a required scope (its challenge, and the
+    /// scopes it lacks).
+    InsufficientScope(Box<ScopeShortfall>),
     /// `[auth] oauth`: the issuer's keys could not be fetched yet.
     IssuerUnreachable,
     ForbiddenOrigin,
@@ -87,6 +88,17 @@ pub enum Reject {
     TooManyStreams,
 }
 
+/// A 403's particulars (boxed: rare, and a `Reject` travels in every
+/// request's `Result`).
+#[derive(Debug)]
+pub struct ScopeShortfall {
+    /// `Bearer error="insufficient_scope", scope="..."`: every scope the
+    /// endpoint needs.
+    pub(crate) challenge: HeaderValue,
+    /// The scopes the token lacks, space-separated.
+    pub(crate) missing: String,
+}
+
 impl Reject {
     /// Which era's request was refused, for the request metrics.
     pub fn era(&self) -> crate::protocol::Era {
@@ -104,10 +116,13 @@ impl Reject {
                 jsonrpc::TRANSPORT_ERROR,
                 "Unauthorized: a valid bearer token is required".into(),
             ),
-            InsufficientScope(_) => (
+            InsufficientScope(refusal) => (
                 StatusCode::FORBIDDEN,
                 jsonrpc::TRANSPORT_ERROR,
-                "Forbidden: the access token lacks a scope this endpoint requires".into(),
+                format!(
+                    "Forbidden: the token lacks scopes this endpoint requires: {}",
+                    refusal.missing
+                ),
             ),
             ForbiddenOrigin => (
                 StatusCode::FORBIDDEN,
@@ -353,8 +368,11 @@ impl IntoResponse for Reject {
             (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         let headers = response.headers_mut();
         match self {
-            Reject::Unauthorized(challenge) | Reject::InsufficientScope(challenge) => {
+            Reject::Unauthorized(challenge) => {
                 headers.insert(header::WWW_AUTHENTICATE, challenge.clone());
+            }
+            Reject::InsufficientScope(refusal) => {
+                headers.insert(header::WWW_AUTHENTICATE, refusal.challenge.clone());
             }
             Reject::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));

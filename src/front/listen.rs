@@ -83,5 +83,5 @@ pub(super) fn open(
                 std::future::ready(go)
             }
         }));
-    super::answer::sse(lines)
+    super::answer::sse(lines.map(super::message::Message::line))
 }

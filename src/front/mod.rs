@@ -9,10 +9,12 @@ mod checks;
 mod conn;
 mod era;
 mod error;
+mod event_pieces;
 mod follow;
 mod headers;
 mod limits;
 mod listen;
+mod message;
 mod ops;
 mod places;
 mod post;
@@ -21,6 +23,7 @@ mod replicas;
 mod reply;
 pub mod server;
 mod sse;
+mod sse_body;
 mod status;
 mod stream;
 mod tls;
@@ -43,6 +46,7 @@ pub use checks::Policy;
 pub(crate) use conn::{hyper_builder, read_whole as read_requests};
 pub(crate) use era::modern::client_headers;
 pub(crate) use limits::Limits;
+pub(crate) use message::Message;
 pub(crate) use relay::{MAX_ANSWER, Sink, relay};
 pub(crate) use tls::Certs;
 
@@ -159,15 +163,13 @@ impl Edge {
             Err(reject) => Either::Right(ready(front.refuse(&Method::POST, reject).into())),
         }
     }
-}
 
-impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
-    type Response = Response;
-    type Error = std::convert::Infallible;
-    type Future = futures_util::future::BoxFuture<'static, Result<Response, Self::Error>>;
-
-    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
-        let req = req.map(Body::new);
+    /// A request hyper read, its body as the connection hands it over
+    /// (`conn::busy` watches it arrive).
+    fn serve(
+        &self,
+        req: Request<Body>,
+    ) -> futures_util::future::BoxFuture<'static, Result<Response, std::convert::Infallible>> {
         if req.method() == Method::POST && req.uri().path() == "/mcp" {
             let front = self.front.clone();
             let (parts, body) = req.into_parts();
@@ -184,6 +186,16 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), req))
         }
+    }
+}
+
+impl hyper::service::Service<Request<hyper::body::Incoming>> for Edge {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
+        self.serve(req.map(Body::new))
     }
 }
 

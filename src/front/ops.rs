@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::Front;
 use super::error::OpsRefusal;
+use crate::metrics::Format;
 
 /// OAuth 2.0 Protected Resource Metadata (RFC 9728) of the endpoint whose
 /// path follows the well-known prefix; 404 without `[auth] oauth`.
@@ -95,13 +96,20 @@ pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap)
     front
         .metrics
         .entries("revoked_ids", "gateway", front.sessions.revoked());
+    // OpenMetrics for a scraper that asks for it, else the classic text.
+    let accept: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let format = Format::negotiate(&accept.join(","));
     (
         StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        front.metrics.render(),
+        [
+            (header::CONTENT_TYPE, format.content_type()),
+            (header::VARY, "Accept"),
+        ],
+        front.metrics.render_as(format),
     )
         .into_response()
 }

@@ -4,16 +4,29 @@
 //!
 //! Every accepted connection holds a [`Place`] in the table until it
 //! closes. Its [`Phase`] says what it is doing: waiting for its first
-//! request head, busy with a request (its response, an SSE stream
-//! included, still being written), or idle between requests. At the cap a
-//! new connection displaces, in this order, the connection that has waited
-//! longest without sending a complete request head, then the keep-alive
-//! connection idle longest; a busy one never. A connection is displaced by
-//! `shutdown(2)` of its socket: its reader (this gateway's own or hyper's)
-//! sees the end of the stream and the connection ends as if the client had
-//! closed it. The table removes a connection under its lock before the
-//! socket is closed (`Place` is dropped first), so a descriptor shut down
-//! is always the displaced connection's own.
+//! request head, receiving a request's body (its head taken, the rest of
+//! its body still to come), busy with a request (its body whole, its
+//! response, an SSE stream included, still being written), or idle between
+//! requests. At the cap a new connection displaces the connection that
+//! owes the longest: one that has sent no complete request head owes it
+//! since it was accepted, a request whose body has fallen behind `FLOOR`
+//! owes since it fell behind (its head's time, and a second more for every
+//! `FLOOR` bytes of the body that came). With none waiting or behind, the
+//! keep-alive connection idle longest gives way; a busy one never, nor one
+//! whose body keeps to `FLOOR`. A connection is displaced by `shutdown(2)` of its
+//! socket: its reader (this gateway's own or hyper's) sees the end of the
+//! stream and the connection ends as if the client had closed it. The
+//! table removes a connection under its lock before the socket is closed
+//! (`Place` is dropped first), so a descriptor shut down is always the
+//! displaced connection's own.
+//!
+//! A body is displaceable as soon as it falls behind, with no grace: a
+//! flood of heads whose bodies never come, re-opened as fast as they are
+//! let go, would otherwise take every place that comes free before any
+//! client could. In that order the flood's connections give way to each
+//! other and to a client that sends its request whole, which is busy from
+//! its head on; and a client accepted a moment ago, not read yet, owes
+//! less than any head that came before it.
 //!
 //! One address holds at most `max_connections_per_peer`: past it, a new
 //! connection from that address displaces one of the address's own (in the
@@ -23,14 +36,16 @@
 //! (the header-read timeout, shortened while the gateway is full).
 //!
 //! Cost per request: a compare-and-swap when its head is taken and one
-//! when its response ends; the table is locked only at accept, at close
-//! and while it sheds.
+//! when its response ends; a body that does not come with its head takes
+//! one more as each read of it arrives. The table is locked only at
+//! accept, at close and while it sheds; a shed looks at every place only
+//! when a body may be receiving or no connection waits for its head.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -44,22 +59,41 @@ use crate::metrics::{Metrics, ShedReason};
 pub(crate) const PRESSURE: (usize, usize) = (3, 4);
 pub(crate) const SHORT_HEAD: Duration = Duration::from_secs(1);
 
-/// A connection's phase, in the low two bits of its word; an idle one's
-/// high bits hold when it went idle (µs since its `epoch`).
+/// The least rate (bytes a second, from its head on) at which a request's
+/// body keeps its place when a new connection needs one: 16 KiB/s, 128
+/// kbit/s, an eighth of a 1 Mbit/s uplink. A body of the largest size
+/// `max_body_bytes` allows by default (4 MiB) must come at 140 KB/s
+/// anyway to beat `body_read_timeout` (30 s); one on loopback or a LAN
+/// comes hundreds of times faster. Holding a place against it costs a
+/// client this rate for every place held, and no longer than
+/// `body_read_timeout`.
+pub(crate) const FLOOR: u64 = 16 * 1024;
+
+/// A connection's phase, in the low three bits of its word. An idle one's
+/// high bits hold when it went idle, a receiving one's when its body falls
+/// behind `FLOOR` (its head's time, and a second more for every `FLOOR`
+/// bytes that have come), both in µs since its `epoch`.
 const WAITING: u64 = 0;
 const BUSY: u64 = 1;
 const IDLE: u64 = 2;
 const DISPLACED: u64 = 3;
-const STATE: u64 = 3;
+const RECEIVING: u64 = 4;
+const STATE: u64 = 7;
+/// Where a word's time begins.
+const AT: u32 = 3;
+const MAX_AT: u64 = u64::MAX >> AT;
 
 /// What one connection is doing, shared by its reader and the table.
 pub(crate) struct Phase {
     word: AtomicU64,
     epoch: Instant,
+    /// The table's `receiving`.
+    receiving: Arc<AtomicBool>,
 }
 
 impl Phase {
-    /// A request head was taken: busy until `end`. False when the
+    /// A request head was taken with its body whole, or the body that was
+    /// still arriving has come: busy until `end`. False when the
     /// connection was displaced: it serves nothing more.
     pub(crate) fn begin(&self) -> bool {
         let mut word = self.word.load(Ordering::Relaxed);
@@ -80,21 +114,79 @@ impl Phase {
         }
     }
 
+    /// A request whose head came at `head` with `had` bytes of its body
+    /// waits for the rest: receiving until `begin` (or `end`), from
+    /// waiting or idle as the head is taken, or from busy when a handler
+    /// finds the body missing (hyper's). False when the connection was
+    /// displaced.
+    pub(crate) fn receive(&self, had: usize, head: Instant) -> bool {
+        let behind = micros(self.epoch, head)
+            .saturating_add(owed(had))
+            .min(MAX_AT);
+        let receiving = (behind << AT) | RECEIVING;
+        let mut word = self.word.load(Ordering::Relaxed);
+        while word & STATE != DISPLACED {
+            match self.word.compare_exchange_weak(
+                word,
+                receiving,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    // After the word: a shed that clears the flag before
+                    // this store sees the word when it looks.
+                    self.receiving.store(true, Ordering::Release);
+                    return true;
+                }
+                Err(now) => word = now,
+            }
+        }
+        false
+    }
+
+    /// `n` more bytes of a receiving request's body have come: it falls
+    /// behind `FLOOR` that much later. False when the connection was
+    /// displaced.
+    pub(crate) fn received(&self, n: usize) -> bool {
+        let mut word = self.word.load(Ordering::Relaxed);
+        while word & STATE == RECEIVING {
+            let behind = (word >> AT).saturating_add(owed(n)).min(MAX_AT);
+            match self.word.compare_exchange_weak(
+                word,
+                (behind << AT) | RECEIVING,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => word = now,
+            }
+        }
+        word & STATE != DISPLACED
+    }
+
     /// The request's response has ended (or been dropped): idle since `now`.
+    /// (A request answered before its body came, refused, say, ends from
+    /// receiving.)
     pub(crate) fn end(&self, now: Instant) {
-        let us = u64::try_from(now.saturating_duration_since(self.epoch).as_micros())
-            .unwrap_or(u64::MAX);
-        let idle = (us.min(u64::MAX >> 2) << 2) | IDLE;
-        let _ = self
-            .word
-            .compare_exchange(BUSY, idle, Ordering::Release, Ordering::Relaxed);
+        let idle = (micros(self.epoch, now).min(MAX_AT) << AT) | IDLE;
+        let mut from = BUSY;
+        loop {
+            match self
+                .word
+                .compare_exchange(from, idle, Ordering::Release, Ordering::Relaxed)
+            {
+                Err(word) if word & STATE == RECEIVING => from = word,
+                _ => return,
+            }
+        }
     }
 
     fn load(&self) -> u64 {
         self.word.load(Ordering::Acquire)
     }
 
-    /// From `seen` (waiting or idle) to displaced, unless it moved.
+    /// From `seen` (waiting, receiving or idle) to displaced, unless it
+    /// moved.
     fn displace(&self, seen: u64) -> bool {
         self.word
             .compare_exchange(seen, DISPLACED, Ordering::AcqRel, Ordering::Relaxed)
@@ -143,6 +235,11 @@ pub(crate) struct Places {
     pressure: usize,
     short_head: Duration,
     epoch: Instant,
+    /// A connection may be receiving a body: set as one begins to,
+    /// cleared by a shed that looks and finds none. Without it a shed
+    /// that has a connection waiting for its head to displace looks no
+    /// further (a flood of silent sockets displaces each in O(1)).
+    receiving: Arc<AtomicBool>,
     metrics: Arc<Metrics>,
 }
 
@@ -207,6 +304,7 @@ impl Places {
             pressure: max * PRESSURE.0 / PRESSURE.1,
             short_head: (header_read / 10).max(SHORT_HEAD).min(header_read),
             epoch: Instant::now(),
+            receiving: Arc::new(AtomicBool::new(false)),
             metrics,
         })
     }
@@ -227,6 +325,7 @@ impl Places {
         let phase = Arc::new(Phase {
             word: AtomicU64::new(WAITING),
             epoch: self.epoch,
+            receiving: self.receiving.clone(),
         });
         let index = match table.free.pop() {
             Some(i) => i,
@@ -324,14 +423,36 @@ impl Places {
         table.live > self.pressure
     }
 
-    /// Displaces one connection (of `peer`, if given; never `spare`):
-    /// the one waiting longest for its first head, else the one idle
-    /// longest. False when there is none.
+    /// Displaces one connection (of `peer`, if given; never `spare`), in
+    /// the order the module's doc gives. False when there is none (every
+    /// one busy, or receiving a body that keeps to `FLOOR`).
     fn shed(&self, table: &mut Table, peer: Option<IpAddr>, spare: Option<Key>) -> bool {
+        let bodies = self.receiving.swap(false, Ordering::AcqRel);
+        match self.shed_once(table, peer, spare, bodies) {
+            Some(displaced) => {
+                // The ones chosen moved on (a head taken, a body come)
+                // before they could be displaced: again, looking at all.
+                displaced || self.shed_once(table, peer, spare, true) == Some(true)
+            }
+            None => false,
+        }
+    }
+
+    /// `shed`, looking at bodies and idle connections only if `bodies`
+    /// may be receiving or none waits for its head. None when there was
+    /// none to choose; false when those chosen had moved on.
+    fn shed_once(
+        &self,
+        table: &mut Table,
+        peer: Option<IpAddr>,
+        spare: Option<Key>,
+        bodies: bool,
+    ) -> Option<bool> {
         let ours = |held: &Held| peer.is_none_or(|p| held.peer == p);
-        // Waiting: the oldest first. Keys no longer waiting go at the
-        // front, and are passed over further in.
+        // Waiting: the oldest. Keys no longer waiting go at the front,
+        // and are passed over further in.
         let mut at = 0;
+        let mut waiting = None;
         while at < table.fresh.len() {
             let key = table.fresh[at];
             let word = held(&table.slots, key).map(|h| h.phase.load());
@@ -344,37 +465,62 @@ impl Places {
                 continue;
             };
             let held = held(&table.slots, key).expect("just seen");
-            if Some(key) == spare || !ours(held) {
-                at += 1;
-                continue;
-            }
-            if held.phase.displace(word) {
-                shut(held.fd);
-                table.fresh.remove(at);
-                table.displacing += 1;
-                self.metrics.connection_shed(ShedReason::no_request);
-                return true;
+            if Some(key) != spare && ours(held) {
+                waiting = Some((held, word, micros(self.epoch, held.since)));
+                break;
             }
             at += 1;
         }
-        // Idle between requests: the longest idle first.
-        let oldest = table
-            .slots
-            .iter()
-            .filter_map(|s| s.held.as_ref())
-            .filter(|h| ours(h))
-            .map(|h| (h, h.phase.load()))
-            .filter(|(_, w)| w & STATE == IDLE)
-            .min_by_key(|(_, w)| w >> 2);
-        if let Some((held, word)) = oldest
-            && held.phase.displace(word)
-        {
-            shut(held.fd);
-            table.displacing += 1;
-            self.metrics.connection_shed(ShedReason::idle);
-            return true;
+        // The body behind longest, and the connection idle longest, in
+        // one pass.
+        let now = micros(self.epoch, Instant::now());
+        let (mut behind, mut idle) = (None, None);
+        let slots = match bodies || waiting.is_none() {
+            true => &table.slots[..],
+            false => &[],
+        };
+        for held in slots.iter().filter_map(|s| s.held.as_ref()) {
+            let word = held.phase.load();
+            let since = word >> AT;
+            if word & STATE == RECEIVING {
+                self.receiving.store(true, Ordering::Relaxed);
+            }
+            let first = match word & STATE {
+                _ if !ours(held) => continue,
+                IDLE => &mut idle,
+                RECEIVING if since <= now => &mut behind,
+                _ => continue,
+            };
+            if first.is_none_or(|(_, _, s): (&Held, u64, u64)| s > since) {
+                *first = Some((held, word, since));
+            }
         }
-        false
+        // Of the waiting one and the body behind, the one that owes
+        // longest first.
+        let owes = |c: &Option<(&Held, u64, u64)>| c.map_or(u64::MAX, |(_, _, since)| since);
+        let waiting = (waiting, ShedReason::no_request);
+        let behind = (behind, ShedReason::slow_body);
+        let (first, then) = match owes(&waiting.0) <= owes(&behind.0) {
+            true => (waiting, behind),
+            false => (behind, waiting),
+        };
+        let mut chosen = None;
+        for (choice, reason) in [first, then, (idle, ShedReason::idle)] {
+            let Some((held, word, _)) = choice else {
+                continue;
+            };
+            if held.phase.displace(word) {
+                shut(held.fd);
+                if reason == ShedReason::no_request {
+                    table.fresh.remove(at);
+                }
+                table.displacing += 1;
+                self.metrics.connection_shed(reason);
+                return Some(true);
+            }
+            chosen = Some(false);
+        }
+        chosen
     }
 
     fn leave(&self, key: Key) {
@@ -405,6 +551,19 @@ impl Places {
     }
 }
 
+/// µs from `epoch` to `now`.
+fn micros(epoch: Instant, now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(epoch).as_micros()).unwrap_or(u64::MAX)
+}
+
+/// µs that `bytes` of a body buy at `FLOOR`.
+fn owed(bytes: usize) -> u64 {
+    u64::try_from(bytes)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(1_000_000)
+        / FLOOR
+}
+
 fn held(slots: &[Slot], key: Key) -> Option<&Held> {
     let slot = slots.get(key.index as usize)?;
     if slot.generation != key.generation {
@@ -427,3 +586,6 @@ fn shut(fd: RawFd) {
         libc::shutdown(fd, libc::SHUT_RDWR);
     }
 }
+
+#[cfg(test)]
+mod tests;

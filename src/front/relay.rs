@@ -9,26 +9,29 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 
-use crate::jsonrpc;
-use crate::upstream::event_stream;
+use super::event_pieces::EventPieces;
+use super::message::Message;
+use crate::jsonrpc::{self, Skim};
 
-/// The largest JSON answer read whole (an event stream's events have
-/// their own bound, `event_stream`).
+/// The largest answer read (a JSON body whole, an event of a stream).
 pub(crate) const MAX_ANSWER: usize = 64 * 1024 * 1024;
 
 /// Where the messages go, in order.
 pub(crate) trait Sink {
     /// Queues one message; false once the client is gone.
-    fn send(&self, message: Vec<u8>) -> impl Future<Output = bool> + Send;
+    fn send(&self, message: Message) -> impl Future<Output = bool> + Send;
 }
 
-/// Sends an answer to `out` message by message. `request` is the id of the request
-/// it answers: a refusal names no id (it refuses the HTTP request), so the
-/// line written for it takes the request's, and an answer that carries no
-/// response at all (a failed stream) is answered with an error, so no
-/// request is left waiting. Without `request`, a refusal is written only
-/// when `answer_refusals` (a line that was no message at all). Returns
-/// once the answer has ended (or the client has gone).
+/// Sends an answer to `out` message by message, each in the pieces the
+/// answer's body came in: a large result, one piece as it lies, is never
+/// copied, and the share of the body budget it holds goes with it until
+/// it has been written. `request` is the id of the request it answers: a
+/// refusal names no id (it refuses the HTTP request), so the line written
+/// for it takes the request's, and an answer that carries no response at
+/// all (a failed stream) is answered with an error, so no request is left
+/// waiting. Without `request`, a refusal is written only when
+/// `answer_refusals` (a line that was no message at all). Returns once
+/// the answer has ended (or the client has gone).
 pub(crate) async fn relay(
     response: Response,
     out: &impl Sink,
@@ -41,22 +44,34 @@ pub(crate) async fn relay(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    let body = response.into_body();
+    let mut frames = response.into_body().into_data_stream();
     if streamed {
         let mut answered = false;
-        let mut events = std::pin::pin!(event_stream::events(body.into_data_stream()));
-        while let Some(event) = events.next().await {
-            let data = match event {
-                Ok(e) if e.data.is_empty() => continue,
-                Ok(e) => e.data,
-                Err(e) => {
-                    tracing::warn!(error = %e, "an answer's stream failed");
-                    break;
+        let mut events = EventPieces::new(MAX_ANSWER);
+        let mut ready = Vec::new();
+        loop {
+            let frame = frames.next().await;
+            let last = frame.is_none();
+            let ended = match frame {
+                Some(Ok(frame)) => events.feed(frame, &mut ready).map_err(|e| e.to_string()),
+                Some(Err(e)) => Err(e.to_string()),
+                None => {
+                    std::mem::take(&mut events).end(&mut ready);
+                    Ok(())
                 }
             };
-            answered |= request.is_some_and(|id| answers(data.as_bytes(), id));
-            if !out.send(data.into_bytes()).await {
-                return;
+            for message in ready.drain(..).filter(|m| !m.is_empty()) {
+                answered |= request.is_some_and(|id| answers(&message, id));
+                if !out.send(message).await {
+                    return;
+                }
+            }
+            if let Err(e) = ended {
+                tracing::warn!(error = %e, "an answer's stream failed");
+                break;
+            }
+            if last {
+                break;
             }
         }
         if let Some(id) = request.filter(|_| !answered) {
@@ -65,58 +80,66 @@ pub(crate) async fn relay(
                 jsonrpc::INTERNAL_ERROR,
                 "the gateway's answer ended before the response",
             );
-            out.send(line.into_bytes()).await;
+            out.send(Message::line(line)).await;
         }
         return;
     }
-    let bytes = match axum::body::to_bytes(body, MAX_ANSWER).await {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::warn!(error = %e, "an answer could not be read");
-            bytes::Bytes::new()
-        }
-    };
-    let line = match (status.is_success(), request) {
-        (true, _) if bytes.is_empty() => None,
-        (true, _) => Some(bytes.to_vec()),
-        (false, Some(id)) => Some(refusal(&bytes, status, id)),
+    let mut pieces = Vec::new();
+    let mut length = 0;
+    while let Some(frame) = frames.next().await {
+        let why = match frame {
+            Ok(frame) if length + frame.len() <= MAX_ANSWER => {
+                length += frame.len();
+                pieces.push(frame);
+                continue;
+            }
+            Ok(_) => format!("longer than {MAX_ANSWER} bytes"),
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(error = %why, "an answer could not be read");
+        pieces.clear();
+        break;
+    }
+    let message = Message::of_pieces(pieces);
+    let message = match (status.is_success(), request) {
+        (true, _) if message.is_empty() => None,
+        (true, _) => Some(message),
+        (false, Some(id)) => Some(Message::line(refusal(&message.to_vec(), status, id))),
         (false, None) => {
-            tracing::warn!(%status, body = %String::from_utf8_lossy(&bytes), "a message was refused");
-            answer_refusals.then(|| bytes.to_vec())
+            tracing::warn!(%status, body = %String::from_utf8_lossy(&message.to_vec()), "a message was refused");
+            answer_refusals.then_some(message)
         }
     };
-    if let Some(line) = line {
-        out.send(line).await;
+    if let Some(message) = message {
+        out.send(message).await;
     }
 }
 
-/// Whether `data` is the response to the request `id`.
-fn answers(data: &[u8], id: &RawValue) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Envelope<'a> {
-        #[serde(borrow)]
-        id: Option<&'a RawValue>,
-        method: Option<serde::de::IgnoredAny>,
+/// Whether `message` is the response to the request `id` (read in
+/// passing, however large it is).
+fn answers(message: &Message, id: &RawValue) -> bool {
+    let mut skim = Skim::new();
+    for piece in message.pieces() {
+        skim.feed(piece);
     }
-    serde_json::from_slice::<Envelope>(data)
-        .is_ok_and(|e| e.method.is_none() && e.id.is_some_and(|i| i.get() == id.get()))
+    let said = skim.finish();
+    !said.method && said.id.as_deref() == Some(id.get())
 }
 
 /// A refused request's line: the refusal's JSON-RPC error under the
 /// request's id, or one made from the status when the body has none.
-fn refusal(body: &[u8], status: StatusCode, id: &RawValue) -> Vec<u8> {
+fn refusal(body: &[u8], status: StatusCode, id: &RawValue) -> String {
     #[derive(serde::Deserialize)]
     struct Refusal {
         error: Box<RawValue>,
     }
     match serde_json::from_slice::<Refusal>(body) {
-        Ok(r) => jsonrpc::response(id, &jsonrpc::Outcome::Error(r.error)).into_bytes(),
+        Ok(r) => jsonrpc::response(id, &jsonrpc::Outcome::Error(r.error)),
         Err(_) => jsonrpc::error_response(
             Some(id),
             jsonrpc::INTERNAL_ERROR,
             &format!("the gateway refused the request ({status})"),
-        )
-        .into_bytes(),
+        ),
     }
 }
 
@@ -130,11 +153,11 @@ mod tests {
         let body =
             br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}"#;
         let line = refusal(body, StatusCode::NOT_FOUND, &id);
-        let line: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        let line: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(line["id"], 7);
         assert_eq!(line["error"]["code"], -32001);
         let line = refusal(b"", StatusCode::BAD_GATEWAY, &id);
-        let line: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        let line: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(line["error"]["code"], jsonrpc::INTERNAL_ERROR);
     }
 }

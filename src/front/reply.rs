@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Front;
 use super::answer::{Answer, Json, sse};
+use super::message::Message;
 use crate::cancel_flag::RequestCancel;
 use crate::jsonrpc::{self, Outcome, RawId, Request};
 use crate::metrics::{self, method_label};
@@ -389,8 +390,8 @@ impl Flow {
         }
     }
 
-    /// The lines an event becomes; questions to be parked wait.
-    fn take(&mut self, event: BackendEvent) -> Vec<String> {
+    /// The messages an event becomes; questions to be parked wait.
+    fn take(&mut self, event: BackendEvent) -> Vec<Message> {
         match (&event, self.reply.rules.questions()) {
             (BackendEvent::Request { .. }, Questions::Parked(park)) => {
                 self.asked.push(event);
@@ -399,30 +400,30 @@ impl Flow {
                 while let Some(more) = self.running.as_mut().and_then(|r| r.events.try_recv()) {
                     match more {
                         BackendEvent::Request { .. } => self.asked.push(more),
-                        BackendEvent::Notification(line) => lines.push(line),
+                        BackendEvent::Notification(line) => lines.push(Message::line(line)),
                     }
                 }
                 lines.push(self.park(park));
                 lines
             }
-            _ => vec![event.line()],
+            _ => vec![Message::line(event.line())],
         }
     }
 
     /// Hands the running request over with its questions; the response
     /// ends with what `park` makes of them.
-    fn park(&mut self, park: fn(&Reply, Running, Vec<BackendEvent>) -> Outcome) -> String {
+    fn park(&mut self, park: fn(&Reply, Running, Vec<BackendEvent>) -> Outcome) -> Message {
         let running = self.running.take();
         let asked = std::mem::take(&mut self.asked);
         let outcome = match running {
             Some(running) => park(&self.reply, running, asked),
             None => unreachable!("parked once"),
         };
-        jsonrpc::response(&self.reply.id, &outcome)
+        Message::response(&self.reply.id, outcome)
     }
 
-    /// The next lines of the stream; None once the outcome was sent.
-    async fn next(&mut self) -> Option<Vec<String>> {
+    /// The next messages of the stream; None once the outcome was sent.
+    async fn next(&mut self) -> Option<Vec<Message>> {
         let step = {
             let running = self.running.as_mut()?;
             tokio::select! {
@@ -447,16 +448,16 @@ impl Flow {
     }
 
     /// What was emitted before the outcome, then the outcome (if the
-    /// request was not cancelled). Questions asked too late to be parked
-    /// are dropped.
-    fn last(&self, mut running: Running, outcome: Option<Outcome>) -> Vec<String> {
+    /// request was not cancelled; a large result framed, as it lies).
+    /// Questions asked too late to be parked are dropped.
+    fn last(&self, mut running: Running, outcome: Option<Outcome>) -> Vec<Message> {
         running.finish();
         let streamed = matches!(self.reply.rules.questions(), Questions::Streamed);
-        let mut lines: Vec<String> = std::iter::from_fn(|| running.events.try_recv())
+        let mut lines: Vec<Message> = std::iter::from_fn(|| running.events.try_recv())
             .filter(|e| streamed || matches!(e, BackendEvent::Notification(_)))
-            .map(|e| e.line())
+            .map(|e| Message::line(e.line()))
             .collect();
-        lines.extend(outcome.map(|o| jsonrpc::response(&self.reply.id, &o)));
+        lines.extend(outcome.map(|o| Message::response(&self.reply.id, o)));
         lines
     }
 }
@@ -560,14 +561,15 @@ fn subscription(call: &Call) -> Option<(bool, String)> {
     Some((subscribe, p.uri))
 }
 
-/// A request inside a batch: its response line only (progress is dropped).
-pub(super) async fn outcome_line(ctx: &Ctx, req: Request) -> Option<String> {
+/// A request inside a batch: its response only (progress is dropped), a
+/// large result framed, as it lies.
+pub(super) async fn outcome_message(ctx: &Ctx, req: Request) -> Option<Message> {
     let (tx, _rx) = events::channel(1);
     let (id, call) = Call::of(req);
     let cancel = ctx.track(&id);
     let span = ctx.span(&id, &call);
     let outcome = run(ctx, call, span, &tx, &cancel, Instant::now()).await?;
-    Some(jsonrpc::response(&id, &outcome))
+    Some(Message::response(&id, outcome))
 }
 
 /// A client's answer to a request a backend sent it; in cluster mode one

@@ -25,14 +25,12 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, header};
-use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
@@ -44,7 +42,9 @@ use super::checks;
 use super::error::Reject;
 use super::headers::RequestHeaders;
 use super::limits::StreamSlot;
+use super::message::Message as Outbound;
 use super::relay::{MAX_ANSWER, Sink, relay};
+use super::sse_body::{self, Event};
 use super::{Front, Layout, post, stream as get_stream};
 use crate::jsonrpc::{Body as RpcBody, Message};
 use crate::protocol::{SESSION_HEADER, VERSION_HEADER};
@@ -71,7 +71,7 @@ struct Shared {
     id: String,
     namespace: String,
     principal: Principal,
-    queue: mpsc::Sender<String>,
+    queue: mpsc::Sender<Outbound>,
     /// Cancelled when the stream ends, by any path: every task of the
     /// stream ends with it.
     done: CancellationToken,
@@ -163,7 +163,7 @@ async fn open(
     // next is made only once it has been written.
     let mut tick = tokio::time::interval(front.stream_keep_alive);
     tick.reset();
-    let first = Event::default().event("endpoint").data(endpoint);
+    let first = Event::Named("endpoint", endpoint);
     let messages = stream::unfold(
         (owner, outbound, unused, tick),
         |(owner, mut outbound, mut unused, mut tick)| async move {
@@ -174,13 +174,13 @@ async fn open(
                 tokio::select! {
                     _ = done.cancelled() => return None,
                     _ = stopping.cancelled() => return None,
-                    line = outbound.recv() => break Event::default().event("message").data(line?),
+                    message = outbound.recv() => break Event::Message(message?),
                     _ = tick.tick() => {
                         let session = owner.shared.session.lock().as_ref().map(|(id, _)| id.clone());
                         if session.is_some_and(|id| !owner.front.sessions.touch(&id)) {
                             return None;
                         }
-                        break Event::default().comment("keep-alive");
+                        break Event::Comment("keep-alive");
                     }
                     _ = &mut unused, if !initialized => {
                         if owner.shared.session.lock().is_none() {
@@ -192,14 +192,9 @@ async fn open(
             Some((event, (owner, outbound, unused, tick)))
         },
     );
-    let events = stream::once(std::future::ready(first))
-        .chain(messages)
-        .map(Ok::<_, Infallible>);
-    let mut response = Sse::new(events).into_response();
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    let events = stream::once(std::future::ready(first)).chain(messages);
+    // Keep-alives are the ticks above.
+    Ok(sse_body::response(events, None))
 }
 
 /// A POST to the message endpoint: checked here as `/mcp` checks a POST's
@@ -316,9 +311,9 @@ impl Shared {
     }
 
     /// Queues a message for the stream; false once the stream has ended.
-    async fn send(&self, line: String) -> bool {
+    async fn send(&self, message: Outbound) -> bool {
         tokio::select! {
-            sent = self.queue.send(line) => sent.is_ok(),
+            sent = self.queue.send(message) => sent.is_ok(),
             _ = self.done.cancelled() => false,
         }
     }
@@ -384,11 +379,11 @@ impl Shared {
         let (Some(session), Some(version)) = (session, version) else {
             // Refused in band (bad params): the client may try again.
             self.initializing.store(false, Ordering::Release);
-            self.send(line).await;
+            self.send(Outbound::line(line)).await;
             return Ok(StatusCode::ACCEPTED.into_response());
         };
         *self.session.lock() = Some((SessionId::from_header(&session), version));
-        self.send(line).await;
+        self.send(Outbound::line(line)).await;
         let slot = self.slot.lock().take();
         if let Some(slot) = slot {
             let beats = get_stream::beats(
@@ -416,7 +411,7 @@ impl Shared {
         let mut beats = std::pin::pin!(beats);
         while let Some(beat) = beats.next().await {
             if let Some(line) = beat
-                && !self.send(line).await
+                && !self.send(Outbound::line(line)).await
             {
                 break;
             }
@@ -426,10 +421,8 @@ impl Shared {
 }
 
 impl Sink for Shared {
-    async fn send(&self, message: Vec<u8>) -> bool {
-        let line = String::from_utf8(message)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        Shared::send(self, line).await
+    async fn send(&self, message: Outbound) -> bool {
+        Shared::send(self, message).await
     }
 }
 

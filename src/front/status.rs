@@ -1,5 +1,6 @@
 //! `GET /status`: a page for the people who run the gateway. Backends (how
-//! they are reached, up or down and since when, their sessions, restarts),
+//! they are reached, up or down and since when, how their last session
+//! to end on its own ended, their sessions, restarts),
 //! client sessions, the request rate and latency over the last minutes, and
 //! sessions and memory over the last hour, drawn as small charts. All of it
 //! from counters the gateway keeps anyway, sampled every `EVERY` into a
@@ -109,10 +110,14 @@ fn render(front: &Front) -> String {
             None => "<td class=\"up\">up</td>".to_owned(),
             Some(p) => format!("<td class=\"down\">down: {}</td>", escape(p)),
         };
-        let last = last.map_or_else(
+        let mut last = last.map_or_else(
             || "–".to_owned(),
             |(p, at)| format!("{} at {}", escape(p), clock(at)),
         );
+        // Why its process or session last ended on its own.
+        if let Some((exit, at)) = b.last_exit() {
+            let _ = write!(last, "<br>{} at {}", escape(&exit), clock(at));
+        }
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td>{state}<td>{last}</td><td>{live}</td><td>{opened}</td><td>{closed}</td><td>{restarts}</td></tr>",

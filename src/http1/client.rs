@@ -282,13 +282,19 @@ impl Client {
                 Err(e) => return Err(e),
             };
             refused_by_proxy(target, head.status)?;
+            // Through a forward proxy, only as long as it says it keeps it.
+            let keep_alive = head.keep_alive
+                && target.forward.as_ref().is_none_or(|_| {
+                    let said = |name| head.headers.options(name);
+                    target::proxy_keeps(said("connection"), said("proxy-connection"))
+                });
             return Ok(Response {
                 status: head.status,
                 headers: Headers::Own(head.headers),
                 content_length: head.content_length,
                 body: Body::Own(ResponseBody {
                     decoder: head.body,
-                    keep_alive: head.keep_alive,
+                    keep_alive,
                     conn: Some(conn),
                     shared: shared.clone(),
                 }),

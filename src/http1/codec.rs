@@ -18,7 +18,7 @@ mod date;
 mod request;
 mod response;
 
-pub(crate) use body::{Decoder, Step, write_chunk};
+pub(crate) use body::{Decoder, Step, write_chunk, write_chunk_head};
 pub(crate) use request::{ReadRequest, RequestBody, read_request_head};
 pub(crate) use request::{is_framing, says_length, write_head as write_request_head};
 pub(crate) use response::{Framing, Head, Headers, read_head as read_response_head};

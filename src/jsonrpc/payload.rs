@@ -6,6 +6,7 @@
 
 use std::ops::Deref;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -38,6 +39,134 @@ impl Payload {
     /// The raw JSON and the budget it holds, apart.
     pub fn into_parts(self) -> (Box<RawValue>, Option<Permit>) {
         (self.raw, self.held)
+    }
+
+    /// A result and the budget it holds, together again.
+    pub fn from_parts(raw: Box<RawValue>, held: Option<Permit>) -> Payload {
+        Payload { raw, held }
+    }
+
+    /// The result object with `members` (`"key":value`, comma-separated)
+    /// written in front of its own, where it lies: its buffer grown in
+    /// place and its bytes moved up once, never copied to another. The
+    /// member whose value lies at `dropped` (a range of `get()`) is made
+    /// spaces, comma included. Given back unchanged when the result is no
+    /// object, or that member's key is not written plainly before its
+    /// value (`"key":`, spaces around the colon aside).
+    pub fn prepend_members(
+        self,
+        members: &str,
+        dropped: Option<std::ops::Range<usize>>,
+    ) -> Result<Payload, Payload> {
+        let text = self.raw.get().as_bytes();
+        let open = match text.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(at) if text[at] == b'{' => at,
+            _ => return Err(self),
+        };
+        let blank = match dropped.map(|value| member_span(text, value)) {
+            None => None,
+            Some(Some(span)) => Some(span),
+            Some(None) => return Err(self),
+        };
+        let Payload { raw, held } = self;
+        let mut bytes = String::from(Box::<str>::from(raw)).into_bytes();
+        let was = blank.clone().map(|span| bytes[span].to_vec());
+        if let Some(span) = blank.clone() {
+            bytes[span].fill(b' ');
+        }
+        let close = bytes.iter().rposition(|&b| b == b'}').unwrap_or(open);
+        let others = bytes[open + 1..close]
+            .iter()
+            .any(|b| !b.is_ascii_whitespace());
+        let mut front = members.to_owned();
+        if others {
+            front.push(',');
+        }
+        // Moved up once, in place (a mapped buffer grows by remapping).
+        let (len, n) = (bytes.len(), front.len());
+        bytes.reserve_exact(n);
+        bytes.resize(len + n, 0);
+        bytes.copy_within(open + 1..len, open + 1 + n);
+        bytes[open + 1..open + 1 + n].copy_from_slice(front.as_bytes());
+        let edited = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok();
+        if !edited {
+            // Not JSON (members that are not): put back as it came.
+            bytes.drain(open + 1..open + 1 + n);
+            if let (Some(span), Some(was)) = (blank, was) {
+                bytes[span].copy_from_slice(&was);
+            }
+        }
+        // UTF-8 JSON either way: as it came, or checked just above.
+        let raw = String::from_utf8(bytes)
+            .ok()
+            .and_then(|text| RawValue::from_string(text).ok())
+            .unwrap_or_default();
+        let payload = Payload { raw, held };
+        if edited { Ok(payload) } else { Err(payload) }
+    }
+
+    /// The raw JSON as bytes, where they lie, on one line (its line ends,
+    /// whitespace in JSON, made spaces in place): what a stream of lines
+    /// or events writes. The budget it held goes with the bytes, given
+    /// back when the last of them (the piece being written) drops.
+    pub fn into_line(self) -> Bytes {
+        let mut bytes = Box::<str>::from(self.raw).into_boxed_bytes();
+        blank_line_ends(&mut bytes);
+        match self.held {
+            None => Bytes::from(bytes),
+            Some(permit) => Bytes::from_owner(Held {
+                bytes,
+                _permit: permit,
+            }),
+        }
+    }
+}
+
+/// Where a member lies in `object` whose value lies at `value`: from its
+/// key's quote to its value's end, with the comma before it (or else the
+/// one after it), if its key is written plainly.
+fn member_span(object: &[u8], value: std::ops::Range<usize>) -> Option<std::ops::Range<usize>> {
+    let before = object[..value.start].trim_ascii_end().strip_suffix(b":")?;
+    let key_end = before.trim_ascii_end().len();
+    if !object[..key_end].ends_with(b"\"") {
+        return None;
+    }
+    let key_start = object[..key_end - 1].iter().rposition(|&b| b == b'"')?;
+    // An escape anywhere near: not a key written plainly.
+    if object[key_start..key_end].contains(&b'\\') || object[..key_start].ends_with(b"\\") {
+        return None;
+    }
+    let ahead = object[..key_start].trim_ascii_end();
+    if ahead.ends_with(b",") {
+        return Some(ahead.len() - 1..value.end);
+    }
+    let after = &object[value.end..];
+    let gap = after.len() - after.trim_ascii_start().len();
+    Some(match after.get(gap) {
+        Some(b',') => key_start..value.end + gap + 1,
+        _ => key_start..value.end,
+    })
+}
+
+/// Bytes that hold their share of the body budget while they live.
+struct Held {
+    bytes: Box<[u8]>,
+    _permit: Permit,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// Makes JSON's line ends (`\n`, `\r`: whitespace, since a string holds
+/// them escaped) spaces, so that a message stays on one line.
+pub fn blank_line_ends(json: &mut [u8]) {
+    let mut from = 0;
+    while let Some(at) = memchr::memchr2(b'\n', b'\r', &json[from..]) {
+        json[from + at] = b' ';
+        from += at + 1;
     }
 }
 
@@ -179,6 +308,56 @@ mod tests {
         ] {
             assert_eq!(take_result(body.to_vec()).unwrap_err(), body);
         }
+    }
+
+    #[test]
+    fn members_are_written_in_front_where_the_result_lies() {
+        let read = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+        for (object, want) in [
+            (
+                r#"{"a":1,"_meta":{"x":2},"b":[3]}"#,
+                r#"{"k":0,"a":1,"b":[3]}"#,
+            ),
+            (r#"{ "_meta" : {"x":"}"} , "b":3 }"#, r#"{"k":0,"b":3}"#),
+            (r#"{"a":1 ,"_meta":null}"#, r#"{"k":0,"a":1}"#),
+            (r#" {"_meta":[]} "#, r#"{"k":0}"#),
+            (r#"{"a":{"_meta":1}}"#, r#"{"k":0,"a":{"_meta":1}}"#),
+            ("{}", r#"{"k":0}"#),
+        ] {
+            let raw = RawValue::from_string(object.to_owned()).unwrap();
+            let text = raw.get();
+            let fields: indexmap::IndexMap<String, &RawValue> = serde_json::from_str(text).unwrap();
+            let dropped = fields.get("_meta").map(|v| {
+                let at = v.get().as_ptr() as usize - text.as_ptr() as usize;
+                at..at + v.get().len()
+            });
+            let budget = Box::leak(Box::new(crate::budget::Budget::new()));
+            let held = Payload::held(raw, budget.take(9).unwrap());
+            let done = held.prepend_members(r#""k":0"#, dropped).unwrap();
+            assert_eq!(read(done.get()), read(want), "{object}");
+            assert_eq!(budget.held(), 9, "the budget goes with it");
+        }
+        let given_back = |object: &str, members: &str, dropped| {
+            let raw = Payload::from(RawValue::from_string(object.to_owned()).unwrap());
+            let back = raw.prepend_members(members, dropped).unwrap_err();
+            assert_eq!(back.get(), object);
+        };
+        given_back("[1]", r#""k":0"#, None);
+        given_back(r#"{"\u005fmeta":1,"a":2}"#, r#""k":0"#, Some(14..15));
+        given_back(r#"{"a":1,"_meta":2}"#, r#""k":"#, Some(15..16));
+    }
+
+    #[test]
+    fn a_result_leaves_on_one_line_with_its_budget() {
+        let budget = Box::leak(Box::new(crate::budget::Budget::new()));
+        let raw = RawValue::from_string("{\"a\":\r\n [1,\n2]}".to_owned()).unwrap();
+        let line = Payload::held(raw, budget.take(100).unwrap()).into_line();
+        assert_eq!(&line[..], b"{\"a\":   [1, 2]}");
+        let piece = line.slice(2..5);
+        drop(line);
+        assert_eq!(budget.held(), 100, "held while any piece lives");
+        drop(piece);
+        assert_eq!(budget.held(), 0);
     }
 
     #[test]

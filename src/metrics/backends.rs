@@ -1,9 +1,11 @@
-//! Backends: up or down, their sessions, their list refreshes.
+//! Backends: up or down, their sessions and restarts, their list refreshes.
 
 use std::sync::atomic::Ordering;
 
 use super::Metrics;
-use super::labels::{BackendLabel, BackendReasonLabel, RefreshLabels};
+use super::labels::{
+    BackendLabel, BackendReasonLabel, RefreshLabels, RestartLabels, RestartReason,
+};
 use crate::vocab::BackendName;
 
 impl Metrics {
@@ -20,6 +22,17 @@ impl Metrics {
         self.backend_up.remove(&BackendLabel {
             backend: backend.to_string(),
         });
+    }
+
+    /// One of the backend's sessions ended on its own (or failed its
+    /// health check), and another will be started.
+    pub fn backend_restarted(&self, backend: &BackendName, reason: RestartReason) {
+        self.backend_restarts
+            .get_or_create(&RestartLabels {
+                backend: backend.to_string(),
+                reason,
+            })
+            .inc();
     }
 
     pub fn backend_session_opened(&self, backend: &BackendName) {

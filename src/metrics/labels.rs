@@ -37,6 +37,9 @@ pub enum ShedReason {
     /// Under pressure, it sent no request head within the shortened
     /// header-read timeout.
     head_timeout,
+    /// Displaced at the cap: its request's body had fallen behind the
+    /// floor rate (`front/places.rs`, `FLOOR`).
+    slow_body,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -84,6 +87,29 @@ pub(super) struct BackendLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct VersionLabel {
     pub(super) mcp_protocol_version: &'static str,
+}
+
+/// Why a backend session ended without the gateway asking, so that
+/// another is started (`sluice_backend_restarts_total`). More reasons may
+/// come (a sandbox's limits); each is one variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum RestartReason {
+    /// The process exited (with a status code).
+    exited,
+    /// The process was killed by a signal.
+    signal,
+    /// It closed its output (stdout, the HTTP connection or event stream)
+    /// while it ran.
+    closed,
+    /// It failed its handshake or a health check, and the gateway ended it.
+    unhealthy,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RestartLabels {
+    pub(super) backend: String,
+    pub(super) reason: RestartReason,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

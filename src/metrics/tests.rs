@@ -99,3 +99,96 @@ fn operation_series_are_bounded_and_kept_per_metrics() {
     assert_eq!(ErrorType::code(-31999).label(), "_OTHER");
     assert_eq!(ErrorType::code(-32602).label(), "-32602");
 }
+
+/// The classic text a scraper gets by default reads right to a classic
+/// (0.0.4) parser: counters keep their type and help. prometheus-client's
+/// own OpenMetrics text, read the same way, loses both (what issue 49 found).
+#[test]
+fn classic_text_keeps_counters_typed_and_described() {
+    use prometheus_parse::{Scrape, Value};
+    let m = Metrics::new().with_cluster();
+    m.session_opened();
+    m.request(Era::Legacy, method_label("tools/call"), Outcome::ok, 0.01);
+    m.backend_restarted(&BackendName::new("demo").unwrap(), RestartReason::signal);
+    let parse = |text: &str| Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let classic = parse(&m.render());
+    // (A labelled family is written once it has a series; every counter
+    // of a running gateway is checked in tests/exposition.rs.)
+    for name in [
+        "sluice_client_sessions_opened_total",
+        "sluice_requests_total",
+        "sluice_backend_restarts_total",
+    ] {
+        let sample = classic.samples.iter().find(|s| s.metric == name).unwrap();
+        assert!(
+            matches!(sample.value, Value::Counter(1.0)),
+            "{name}: {:?}",
+            sample.value
+        );
+        assert!(
+            classic.docs.get(name).is_some_and(|h| !h.is_empty()),
+            "{name} has no help"
+        );
+    }
+    let text = m.render();
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(text.contains(r#"sluice_backend_restarts_total{backend="demo",reason="signal"} 1"#));
+    // Gauges and histograms are as they were.
+    assert!(text.contains("# TYPE sluice_client_sessions_live gauge\n"));
+    assert!(text.contains("# TYPE sluice_request_duration_seconds histogram\n"));
+    assert!(text.contains("# TYPE sluice_cluster_up gauge\n"));
+
+    // The OpenMetrics text, for a scraper that asks for it.
+    let open = m.render_as(Format::OpenMetrics);
+    assert!(open.ends_with("# EOF\n"), "{open}");
+    assert!(open.contains("# TYPE sluice_requests counter\n"));
+    let misread = parse(&open);
+    let sample = misread
+        .samples
+        .iter()
+        .find(|s| s.metric == "sluice_requests_total")
+        .unwrap();
+    assert!(matches!(sample.value, Value::Untyped(_)));
+    // The same samples either way.
+    let samples = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(samples(&text), samples(&open));
+}
+
+#[test]
+fn openmetrics_only_for_a_scraper_that_prefers_it() {
+    use Format::{OpenMetrics, Prometheus};
+    for (accept, want) in [
+        ("", Prometheus),
+        ("*/*", Prometheus),
+        ("text/plain", Prometheus),
+        ("application/json", Prometheus),
+        ("application/openmetrics-text", OpenMetrics),
+        ("Application/OpenMetrics-Text; version=1.0.0", OpenMetrics),
+        // Prometheus 2's and 3's defaults.
+        (
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+            OpenMetrics,
+        ),
+        (
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
+            OpenMetrics,
+        ),
+        // Plain text preferred, or only another version asked for.
+        (
+            "text/plain;version=0.0.4,application/openmetrics-text;q=0.5",
+            Prometheus,
+        ),
+        ("application/openmetrics-text;version=0.0.1", Prometheus),
+        ("application/openmetrics-text;q=0", Prometheus),
+        // A tie goes to the more specific range, then to the classic text.
+        ("application/openmetrics-text, */*", OpenMetrics),
+        ("application/openmetrics-text, text/plain", Prometheus),
+    ] {
+        assert_eq!(Format::negotiate(accept), want, "{accept}");
+    }
+}

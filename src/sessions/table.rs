@@ -375,7 +375,7 @@ mod tests {
     fn session(n: u64, principal: u64) -> Arc<Session> {
         Session::new(
             SessionId::from_header(&format!("s{n}")),
-            Principal::Token(principal as usize),
+            Principal::named(principal as usize),
             LegacyVersion::V2025_11_25,
             ClientCaps::default(),
             None,

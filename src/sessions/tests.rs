@@ -108,16 +108,16 @@ async fn full_table_of_busy_sessions_refuses() {
 async fn principal_cap_evicts_only_that_principals_sessions() {
     let (s, _) = sessions(100, 2, 60_000);
     let other = s
-        .open(Principal::Token(1), V, ClientCaps::default(), b"")
+        .open(Principal::named(1), V, ClientCaps::default(), b"")
         .unwrap();
     let a = s
-        .open(Principal::Token(0), V, ClientCaps::default(), b"")
+        .open(Principal::named(0), V, ClientCaps::default(), b"")
         .unwrap();
     let _b = s
-        .open(Principal::Token(0), V, ClientCaps::default(), b"")
+        .open(Principal::named(0), V, ClientCaps::default(), b"")
         .unwrap();
     let _c = s
-        .open(Principal::Token(0), V, ClientCaps::default(), b"")
+        .open(Principal::named(0), V, ClientCaps::default(), b"")
         .unwrap();
     assert!(a.ended().is_cancelled());
     assert!(!other.ended().is_cancelled());
@@ -128,11 +128,11 @@ async fn principal_cap_evicts_only_that_principals_sessions() {
 async fn sessions_are_bound_to_their_principal() {
     let (s, _) = sessions(100, 100, 60_000);
     let a = s
-        .open(Principal::Token(0), V, ClientCaps::default(), b"")
+        .open(Principal::named(0), V, ClientCaps::default(), b"")
         .unwrap();
-    assert!(s.begin(&a.id, &Principal::Token(1), b"").is_err());
-    assert!(s.delete(&a.id, &Principal::Token(1), b"").is_err());
-    assert!(s.begin(&a.id, &Principal::Token(0), b"").is_ok());
+    assert!(s.begin(&a.id, &Principal::named(1), b"").is_err());
+    assert!(s.delete(&a.id, &Principal::named(1), b"").is_err());
+    assert!(s.begin(&a.id, &Principal::named(0), b"").is_ok());
 }
 
 #[tokio::test(start_paused = true)]
@@ -166,17 +166,17 @@ async fn principal_eviction_takes_the_principals_own_oldest() {
     let (s, _) = sessions(100_000, 3, 60_000);
     // Many sessions of others, older than the principal's.
     for i in 0..50_000 {
-        s.open(Principal::Token(1 + i % 7), V, ClientCaps::default(), b"")
+        s.open(Principal::named(1 + i % 7), V, ClientCaps::default(), b"")
             .unwrap();
     }
     let mine: Vec<_> = (0..3)
         .map(|_| {
-            s.open(Principal::Token(0), V, ClientCaps::default(), b"")
+            s.open(Principal::named(0), V, ClientCaps::default(), b"")
                 .unwrap()
         })
         .collect();
-    let _busy = s.begin(&mine[0].id, &Principal::Token(0), b"").unwrap();
-    s.open(Principal::Token(0), V, ClientCaps::default(), b"")
+    let _busy = s.begin(&mine[0].id, &Principal::named(0), b"").unwrap();
+    s.open(Principal::named(0), V, ClientCaps::default(), b"")
         .unwrap();
     assert!(!mine[0].ended().is_cancelled(), "busy: never evicted");
     assert!(
@@ -208,20 +208,20 @@ fn sealed_sessions(lifetime: Duration) -> (Arc<Sessions>, Arc<Metrics>) {
 async fn sealed_sessions_resume_until_revoked_or_expired() {
     let (s, m) = sealed_sessions(Duration::from_secs(3600));
     let caps = ClientCaps::parse(r#"{"sampling":{}}"#);
-    let a = s.open(Principal::Token(0), V, caps, b"t0/ns").unwrap();
+    let a = s.open(Principal::named(0), V, caps, b"t0/ns").unwrap();
     let id = a.id.clone();
     tokio::time::advance(Duration::from_millis(1500)).await;
     assert_eq!(s.sweep(), 1, "evicted when idle");
     assert!(a.ended().is_cancelled());
     assert!(
-        s.begin(&id, &Principal::Token(1), b"t1/ns").is_err(),
+        s.begin(&id, &Principal::named(1), b"t1/ns").is_err(),
         "another principal"
     );
     assert!(
-        s.begin(&id, &Principal::Token(0), b"t0/other").is_err(),
+        s.begin(&id, &Principal::named(0), b"t0/other").is_err(),
         "another namespace"
     );
-    let back = s.begin(&id, &Principal::Token(0), b"t0/ns").unwrap();
+    let back = s.begin(&id, &Principal::named(0), b"t0/ns").unwrap();
     assert_eq!(back.session().caps, caps, "capabilities come back with it");
     assert_eq!(back.session().version, V);
     assert!(!back.session().ended().is_cancelled());
@@ -229,8 +229,8 @@ async fn sealed_sessions_resume_until_revoked_or_expired() {
     assert_eq!(m.sessions_live(), 1);
     s.assert_consistent();
     // DELETE revokes: gone here, and it cannot come back.
-    assert!(s.delete(&id, &Principal::Token(0), b"t0/ns").is_ok());
-    assert!(s.begin(&id, &Principal::Token(0), b"t0/ns").is_err());
+    assert!(s.delete(&id, &Principal::named(0), b"t0/ns").is_ok());
+    assert!(s.begin(&id, &Principal::named(0), b"t0/ns").is_err());
     assert_eq!(s.revoked(), 1);
 
     let (s, _) = sealed_sessions(Duration::ZERO);

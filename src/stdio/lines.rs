@@ -1,7 +1,8 @@
 //! The two pipes: stdin read as lines (each at most `max` bytes; a longer
 //! one is dropped whole and reported), stdout written as lines by one task
-//! (each message on one line, flushed; a client that stops reading for
-//! `write_timeout` counts as gone).
+//! (each message on one line, flushed, a large result among its pieces
+//! written where it lies; a client that stops reading for `write_timeout`
+//! counts as gone).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +11,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::front::Message;
 
 /// Lines read ahead of the loop: the client meets backpressure past them.
 const READ_AHEAD: usize = 16;
@@ -93,10 +96,10 @@ async fn next_line(
 
 /// Where lines for the client go.
 #[derive(Clone)]
-pub(super) struct Out(mpsc::Sender<Vec<u8>>);
+pub(super) struct Out(mpsc::Sender<Message>);
 
 impl crate::front::Sink for Out {
-    fn send(&self, message: Vec<u8>) -> impl Future<Output = bool> + Send {
+    fn send(&self, message: Message) -> impl Future<Output = bool> + Send {
         Out::send(self, message)
     }
 }
@@ -111,7 +114,7 @@ pub(super) struct Unless {
 }
 
 impl crate::front::Sink for Unless {
-    async fn send(&self, message: Vec<u8>) -> bool {
+    async fn send(&self, message: Message) -> bool {
         if self.cancelled.load(Ordering::Acquire) {
             return false;
         }
@@ -120,17 +123,10 @@ impl crate::front::Sink for Unless {
 }
 
 impl Out {
-    /// Queues one message; false once the client is gone. A message's
-    /// line ends are whitespace in JSON (a string holds them escaped), so
-    /// they become spaces and the message stays one line.
-    pub(super) async fn send(&self, message: impl Into<Vec<u8>>) -> bool {
-        let mut line: Vec<u8> = message.into();
-        for b in &mut line {
-            if *b == b'\n' || *b == b'\r' {
-                *b = b' ';
-            }
-        }
-        self.0.send(line).await.is_ok()
+    /// Queues one message (on one line: a `Message` holds no line end);
+    /// false once the client is gone.
+    pub(super) async fn send(&self, message: Message) -> bool {
+        self.0.send(message).await.is_ok()
     }
 }
 
@@ -141,13 +137,14 @@ pub(super) fn write(
     write_timeout: Duration,
     gone: CancellationToken,
 ) -> (Out, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
+    let (tx, mut rx) = mpsc::channel::<Message>(WRITE_QUEUE);
     let task = tokio::spawn(async move {
         let mut output = output;
-        while let Some(mut line) = rx.recv().await {
-            line.push(b'\n');
+        while let Some(message) = rx.recv().await {
             let written = async {
-                output.write_all(&line).await?;
+                for piece in message.written(b"", b"\n") {
+                    output.write_all(&piece).await?;
+                }
                 output.flush().await
             };
             match tokio::time::timeout(write_timeout, written).await {

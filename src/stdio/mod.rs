@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{Assembled, Edge, ServeError};
 use crate::config::Config;
-use crate::front::relay;
+use crate::front::{Message, relay};
 use client::{Client, Session};
 use lines::{Line, Out};
 
@@ -71,13 +71,8 @@ pub async fn serve(
         ns => format!("/ns/{ns}/mcp"),
     };
     let unknown = || ServeError::UnknownNamespace(namespace.clone());
-    if !config
-        .namespaces
-        .iter()
-        .any(|n| n.name.as_str() == namespace)
-    {
-        return Err(unknown());
-    }
+    // Only the namespace's own backends start (a reload keeps to it too).
+    let config = config.narrowed_to(&namespace).ok_or_else(unknown)?;
     let path: axum::http::Uri = path.parse().map_err(|_| unknown())?;
     let max_line = config.server.max_body_bytes;
     let write_timeout = config.server.write_timeout;
@@ -85,6 +80,7 @@ pub async fn serve(
         auth: None,
         tls: None,
         loopback_host_only: true,
+        only: config.namespaces.first().map(|n| n.name.clone()),
     };
     let mut gateway = Assembled::start(config, source, edge).await?;
     tracing::info!(
@@ -181,7 +177,7 @@ impl Conversation {
                     format!("a line of {n} bytes is longer than server.max_body_bytes; dropped");
                 tracing::warn!("{why}");
                 let error = crate::jsonrpc::error_response(None, crate::jsonrpc::PARSE_ERROR, &why);
-                self.out.send(error).await;
+                self.out.send(Message::line(error)).await;
                 return;
             }
         };
@@ -257,7 +253,7 @@ impl Conversation {
             self.listening = Some(tokio::spawn(listen(stream, self.out.clone())));
             self.session = Some(session);
         }
-        self.out.send(body).await;
+        self.out.send(Message::of_pieces(vec![body])).await;
     }
 
     /// Waiting requests start, in order, while there is room.

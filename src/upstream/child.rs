@@ -72,10 +72,16 @@ pub(super) fn spawn(spec: &StdioSpec) -> std::io::Result<Spawned> {
 
 /// Ends the child and everything in its process group, then reaps it.
 /// Stdin is already closed by the caller; well-behaved servers exit on EOF.
-pub(super) async fn terminate(child: &mut Child, backend: &BackendName) {
+/// Returns the child's status if it exited before it was signalled.
+pub(super) async fn terminate(
+    child: &mut Child,
+    backend: &BackendName,
+) -> Option<std::process::ExitStatus> {
     let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+    let mut own = None;
     if let Ok(Ok(status)) = tokio::time::timeout(Duration::from_millis(500), child.wait()).await {
         tracing::debug!(backend = %backend, %status, "child exited on stdin EOF");
+        own = Some(status);
     } else {
         signal_group(pgid, libc::SIGTERM);
         if tokio::time::timeout(Duration::from_secs(2), child.wait())
@@ -88,6 +94,7 @@ pub(super) async fn terminate(child: &mut Child, backend: &BackendName) {
     }
     // Descendants may outlive the leader; the group id stays theirs.
     signal_group(pgid, libc::SIGKILL);
+    own
 }
 
 /// A child's process group. `kill_on_drop` ends only the leader; this

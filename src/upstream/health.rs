@@ -1,6 +1,7 @@
 //! A backend's health as calls see it: up, starting, restarting (waited
-//! out, briefly), down or stopped; its history for the status page; how
-//! full its bounded maps are.
+//! out, briefly), down or stopped; its history for the status page (with
+//! how its last session to end on its own ended); how full its bounded
+//! maps are.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -148,6 +149,15 @@ impl Backend {
     pub fn history(&self) -> (Option<(&'static str, std::time::SystemTime)>, u64) {
         let h = self.history.lock();
         (h.last_problem, h.restarts)
+    }
+
+    /// How the last of its sessions that ended on its own ended ("exited
+    /// with 3", "killed by signal 9 (SIGKILL)"), and when.
+    pub fn last_exit(&self) -> Option<(String, std::time::SystemTime)> {
+        self.ctx
+            .last_exit
+            .get()
+            .map(|(exit, at)| (exit.to_string(), at))
     }
 
     /// Records how full this backend's bounded maps are, for /metrics.

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use super::conn::Writes;
 use super::deadline::Deadline;
 use super::event_stream;
+use super::exit::Exit;
 use super::link::{EndReason, Link, SharedSession};
 use super::meta;
 use super::{InitInfo, LinkCtx, UpstreamError};
@@ -207,12 +208,13 @@ async fn own(
     writer: tokio::task::JoinHandle<()>,
     listener: tokio::task::JoinHandle<()>,
 ) {
-    tokio::select! {
-        _ = link.close_requested().cancelled() => {}
+    let lost = tokio::select! {
+        _ = link.close_requested().cancelled() => false,
         _ = wire.fatal.cancelled() => {
             tracing::warn!(backend = %wire.ctx.name, "backend unreachable; session dropped");
+            true
         }
-    }
+    };
     wire.closing.cancel();
     // Callers waiting for answers are failed now (and drop their POSTs),
     // not once the DELETE below is done; dropping the writer drops the
@@ -226,6 +228,10 @@ async fn own(
         wire.delete().await;
     }
     let reason = link.ended();
+    if reason == EndReason::Failed {
+        wire.ctx
+            .ended_on_its_own(if lost { Exit::Closed } else { Exit::Unhealthy });
+    }
     if !wire.modern {
         wire.ctx
             .metrics

@@ -14,8 +14,9 @@ use tokio::sync::mpsc;
 use super::conn::{Conn, Frame, Writes};
 use super::deadline::Deadline;
 use super::event_stream;
+use super::exit::Exit;
 use super::http::HttpSpec;
-use super::link::{self, Link};
+use super::link::{self, EndReason, Link};
 use super::{LinkCtx, UpstreamError};
 use crate::http1::client::Target;
 use crate::workers::Handoff;
@@ -98,13 +99,19 @@ async fn own(
     mut reader: tokio::task::JoinHandle<()>,
     ctx: LinkCtx,
 ) {
-    tokio::select! {
-        _ = link.close_requested().cancelled() => {}
-        _ = &mut reader => tracing::warn!(backend = %ctx.name, "backend event stream ended"),
-    }
+    let lost = tokio::select! {
+        _ = link.close_requested().cancelled() => false,
+        _ = &mut reader => {
+            tracing::warn!(backend = %ctx.name, "backend event stream ended");
+            true
+        }
+    };
     writer.abort();
     reader.abort();
     let reason = link.ended();
+    if reason == EndReason::Failed {
+        ctx.ended_on_its_own(if lost { Exit::Closed } else { Exit::Unhealthy });
+    }
     ctx.metrics
         .backend_session_closed(&ctx.name, reason.label());
 }

@@ -1,10 +1,12 @@
 //! What every link of a backend shares: its name, metrics and timeout,
 //! where what it announces goes, the client a per-session link serves and
-//! what that client can be asked, and the bounds on its warnings.
+//! what that client can be asked, the bounds on its warnings, and the
+//! last of its sessions that ended on its own.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::exit::{Exit, LastExit};
 use super::{Notice, conn, notice, throttle};
 use crate::metrics::Metrics;
 use crate::protocol::ClientCaps;
@@ -32,9 +34,23 @@ pub(super) struct LinkCtx {
     pub(super) stderr: Arc<throttle::Throttle>,
     /// The lists a 2026-07-28 backend announces changes of, now.
     pub(super) watched: Arc<notice::Watched>,
+    /// The last of its sessions that ended on its own, for the status page.
+    pub(super) last_exit: Arc<LastExit>,
 }
 
 impl LinkCtx {
+    /// One of the backend's sessions ended without the gateway asking (or
+    /// failed its checks): logged in words, counted, and kept.
+    pub(super) fn ended_on_its_own(&self, exit: Exit) {
+        tracing::warn!(
+            backend = %self.name,
+            reason = ?exit.reason(),
+            "backend session ended: {exit}"
+        );
+        self.metrics.backend_restarted(&self.name, exit.reason());
+        self.last_exit.record(exit);
+    }
+
     /// Passes on what the link announced, marked with its client if it has one.
     pub(super) fn notice(&self, mut notice: Notice) {
         if let Notice::ResourceUpdated { client, .. }

@@ -60,6 +60,7 @@ impl Backend {
                     warnings: Arc::new(throttle::Throttle::new(5, Duration::from_secs(10))),
                     stderr: Arc::new(throttle::Throttle::new(100, Duration::from_secs(10))),
                     watched: Arc::default(),
+                    last_exit: Arc::default(),
                 },
                 transport,
                 pool: match config.isolation {

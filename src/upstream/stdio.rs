@@ -13,12 +13,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::child::{self, Spawned, StdioSpec};
 use super::conn::{Conn, Frame, Writes};
-use super::link::{self, Link};
+use super::exit::Exit;
+use super::line_reader::{Line, LineReader};
+use super::link::{self, EndReason, Link};
 use super::{LinkCtx, UpstreamError};
+use crate::budget::{BODIES, Refused};
+use crate::jsonrpc::{self, Outcome, Payload};
 use crate::workers::Handoff;
 
-/// A line longer than this from a backend is a protocol error, not a reason
-/// to buffer without bound.
+/// A line longer than this from a backend is dropped as it is read (its
+/// caller told), not a reason to buffer without bound.
 const MAX_LINE: usize = 64 * 1024 * 1024;
 const WRITE_QUEUE: usize = 1024;
 /// Queued lines are written together up to this many bytes: one syscall
@@ -64,7 +68,8 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
 }
 
 /// The owner: waits for a close request or the child's end, then makes
-/// sure the child and its descendants are gone and reaped.
+/// sure the child and its descendants are gone and reaped, and says why a
+/// session the gateway did not end ended.
 async fn own(
     link: Arc<Link>,
     mut child: Child,
@@ -73,25 +78,41 @@ async fn own(
     closing: CancellationToken,
     ctx: LinkCtx,
 ) {
-    tokio::select! {
-        _ = link.close_requested().cancelled() => {}
-        status = child.wait() => {
-            tracing::warn!(backend = %ctx.name, status = ?status.ok(), "backend process exited");
-        }
-        _ = &mut reader => {
-            tracing::warn!(backend = %ctx.name, "backend closed its stdout");
-        }
+    let mut status = tokio::select! {
+        _ = link.close_requested().cancelled() => None,
+        status = child.wait() => status.ok(),
+        _ = &mut reader => None,
+    };
+    // Gone already (a child that exits at once fails its handshake, and
+    // the close that follows may be seen first).
+    if status.is_none() {
+        status = child.try_wait().ok().flatten();
     }
+    // Its stdout is closed: it is ending, or chose to stop answering.
+    let output_closed = reader.is_finished();
     // Closing stdin first lets a well-behaved server exit on its own.
     closing.cancel();
-    let still_running = child.try_wait().ok().flatten().is_none();
-    if still_running {
-        child::terminate(&mut child, &ctx.name).await;
+    let mut later = None;
+    if status.is_none() {
+        later = child::terminate(&mut child, &ctx.name).await;
     }
     // The leader is reaped; its descendants go with the group.
     drop(group);
     reader.abort();
+    // Asked to close for a reason of the gateway's own (idle, shutdown,
+    // its client gone): nothing went wrong.
+    let asked = link.close_requested().is_cancelled();
     let reason = link.ended();
+    if reason == EndReason::Failed {
+        ctx.ended_on_its_own(match (status, later) {
+            (Some(s), _) => Exit::of(s),
+            // A process that closed its stdout, then exited as stdin closed.
+            (None, Some(s)) if output_closed => Exit::of(s),
+            (None, _) if output_closed || !asked => Exit::Closed,
+            // Still running when the gateway gave up on it.
+            (None, _) => Exit::Unhealthy,
+        });
+    }
     ctx.metrics
         .backend_session_closed(&ctx.name, reason.label());
 }
@@ -161,28 +182,83 @@ async fn write_lines(
     let _ = stdin.shutdown().await;
 }
 
+/// Reads the child's lines and dispatches them. A long one (a large
+/// result) is read into its own buffer under the body budget and becomes
+/// its result where it lies; one the budget refuses, or longer than
+/// `MAX_LINE`, is dropped as it is read, and its caller told why.
 async fn read_lines(stdout: ChildStdout, conn: Arc<Conn>, ctx: LinkCtx) {
-    let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE));
+    let mut lines = LineReader::new(stdout, MAX_LINE, &BODIES);
     // Callers on other workers get the answers of one read together (what
-    // it holds is sent when it is dropped, the task aborted included).
+    // it holds is sent before the reader waits, and when it is dropped,
+    // the task aborted included).
     let mut handoff = Handoff::new();
-    while let Some(line) = handoff.next(&mut lines).await {
-        match line {
-            Ok(line) if line.trim().is_empty() => {}
-            Ok(line) => {
-                if let Some(notice) = conn.dispatch_via(&line, None, &mut handoff).0 {
-                    ctx.notice(notice);
+    loop {
+        let notice = match lines.next(&mut handoff).await {
+            Ok(Some(Line::Small(line))) if line.trim_ascii().is_empty() => None,
+            Ok(Some(Line::Small(line))) => conn.dispatch_via(line, None, &mut handoff).0,
+            Ok(Some(Line::Large(line, permit))) => match jsonrpc::take_result(line) {
+                Ok((id, result)) => {
+                    let outcome = Outcome::Result(Payload::held(result, permit));
+                    conn.answer_pending(&id, outcome, &mut handoff);
+                    None
                 }
+                // Anything but a result (its bytes held until it is read).
+                Err(other) => conn.dispatch_via(&other, None, &mut handoff).0,
+            },
+            Ok(Some(Line::Skipped {
+                said,
+                refused,
+                length,
+            })) => {
+                skipped(&conn, &ctx, said, refused, length);
+                None
             }
+            Ok(None) => break,
             Err(e) => {
                 tracing::warn!(backend = %ctx.name, error = %e, "backend output unreadable; session ends");
                 break;
             }
+        };
+        if let Some(notice) = notice {
+            ctx.notice(notice);
         }
     }
     // No answer can come any more: whoever waits (the handshake included,
     // for a child that exits at once) learns it now, not at its deadline.
     conn.fail_all();
+}
+
+/// A line dropped unread: the call it answers (if it is a response to
+/// one) fails with why.
+fn skipped(
+    conn: &Conn,
+    ctx: &LinkCtx,
+    said: jsonrpc::Skimmed,
+    refused: Option<Refused>,
+    length: usize,
+) {
+    if refused.is_some() {
+        ctx.metrics.body_refused();
+    }
+    if let Some(suppressed) = ctx.warnings.admit() {
+        tracing::warn!(backend = %ctx.name, length, over_budget = refused.is_some(), suppressed, "a backend line was dropped unread");
+    }
+    let call = said
+        .id
+        .filter(|_| !said.method)
+        .and_then(|id| id.parse::<u64>().ok());
+    if let Some(id) = call {
+        conn.fail(
+            id,
+            match refused {
+                Some(refused) => UpstreamError::over_budget(&ctx.name, refused),
+                None => UpstreamError::protocol(
+                    &ctx.name,
+                    format!("answered with a line longer than {MAX_LINE} bytes, dropped unread"),
+                ),
+            },
+        );
+    }
 }
 
 /// The backend's stderr, a line a log line, at a bounded rate.

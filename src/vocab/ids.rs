@@ -5,6 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::PrincipalName;
+
 /// 192 bits of OS randomness, hex encoded: visible ASCII, unguessable (or,
 /// with sealed ids, the sealed session).
 #[derive(Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -40,14 +42,78 @@ impl fmt::Debug for SessionId {
     }
 }
 
-/// Who is calling: a configured bearer token (by position, never its value),
-/// an OAuth subject (a digest of its issuer and `sub`, never the claims
+/// Who is calling: a static bearer token (by its name, or an unnamed one
+/// by a digest of the token; never by its position, never its value), an
+/// OAuth subject (a digest of its issuer and `sub`, never the claims
 /// themselves), or anonymous when the gateway runs without `[auth]`.
+///
+/// A principal owns sessions, counts against per-principal limits and is
+/// what scopes are given to, so it must not change when the list of tokens
+/// does: a token's position did (retiring the first token made the second
+/// `token#0`, with the first one's scopes and sessions).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Principal {
     Anonymous,
-    Token(usize),
+    /// A named static token (`NAME=TOKEN`): the name is the principal,
+    /// wherever the token stands in the list. One `Arc` to clone, as a
+    /// request's scopes or OAuth token already are.
+    Named(PrincipalName),
+    /// A static token without a name.
+    Unnamed(UnnamedToken),
     Subject([u8; 16]),
+}
+
+/// An unnamed static token as a principal: known by a digest of the token
+/// itself, so a reload that moves or removes tokens never hands one
+/// token's sessions to another; shown by its position (`token#N`), which
+/// is why nothing may be keyed by it.
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct UnnamedToken {
+    digest: [u8; 16],
+    position: u32,
+}
+
+impl UnnamedToken {
+    /// The unnamed token `token`, at `position` in `bearer_tokens_env`.
+    pub fn new(token: &str, position: usize) -> UnnamedToken {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        h.update(b"sluice-principal\0");
+        h.update(token.as_bytes());
+        let mut digest = [0; 16];
+        digest.copy_from_slice(&h.finalize()[..16]);
+        UnnamedToken {
+            digest,
+            position: u32::try_from(position).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// What reveals nothing of the token and is alike on every replica.
+    pub fn digest(&self) -> &[u8; 16] {
+        &self.digest
+    }
+}
+
+/// The token, not its position: the same token is the same principal
+/// after a reload that moved it.
+impl PartialEq for UnnamedToken {
+    fn eq(&self, other: &Self) -> bool {
+        self.digest == other.digest
+    }
+}
+
+impl Eq for UnnamedToken {}
+
+impl std::hash::Hash for UnnamedToken {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.digest.hash(state);
+    }
+}
+
+impl fmt::Debug for UnnamedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "token#{}", self.position)
+    }
 }
 
 impl Principal {
@@ -65,11 +131,20 @@ impl Principal {
     }
 }
 
+#[cfg(test)]
+impl Principal {
+    /// The principal of static token `alice{n}`, for tests.
+    pub(crate) fn named(n: usize) -> Principal {
+        Principal::Named(PrincipalName::new(&format!("alice{n}")).expect("a valid name"))
+    }
+}
+
 impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Principal::Anonymous => f.write_str("anonymous"),
-            Principal::Token(i) => write!(f, "token#{i}"),
+            Principal::Named(name) => f.write_str(name.as_str()),
+            Principal::Unnamed(t) => write!(f, "token#{}", t.position),
             Principal::Subject(d) => write!(f, "subject#{}", super::hex(&d[..4])),
         }
     }

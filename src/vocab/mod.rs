@@ -8,9 +8,9 @@ mod keys;
 mod names;
 pub(crate) mod random;
 
-pub use ids::{ClientKey, ClientSession, Principal, SessionId};
+pub use ids::{ClientKey, ClientSession, Principal, SessionId, UnnamedToken};
 pub use keys::{KeyError, decode_keys, generate_key};
-pub use names::{BackendName, InvalidName, NamespaceName};
+pub use names::{BackendName, InvalidName, NamespaceName, PrincipalName};
 
 /// Lower-case hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
@@ -43,6 +43,29 @@ pub fn unix_now() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::{Principal, PrincipalName, UnnamedToken};
+
+    /// A bare token is the same principal wherever it stands, and shown
+    /// where it stands now; names are never positions.
+    #[test]
+    fn principals_are_tokens_or_names_never_positions() {
+        let moved = Principal::Unnamed(UnnamedToken::new("tok-b", 0));
+        assert_eq!(moved, Principal::Unnamed(UnnamedToken::new("tok-b", 1)));
+        assert_ne!(moved, Principal::Unnamed(UnnamedToken::new("tok-a", 0)));
+        assert_eq!(moved.to_string(), "token#0");
+        assert!(!format!("{moved:?}").contains("tok-b"));
+        for good in ["alice", "ops.bot-2", "A_b"] {
+            let p = Principal::Named(PrincipalName::new(good).unwrap());
+            assert_eq!(p.to_string(), good);
+        }
+        for bad in ["", "token#0", "a b", "a=b", &"x".repeat(65)] {
+            assert!(!PrincipalName::is_valid(bad), "{bad}");
+        }
+        // Cloned per request and kept in every session: no larger than
+        // the position it replaced made it.
+        assert_eq!(std::mem::size_of::<Principal>(), 24);
+    }
+
     #[test]
     fn hex_round_trips() {
         let bytes: [u8; 16] = core::array::from_fn(|i| (i * 17) as u8);

@@ -1,7 +1,11 @@
 //! Validated names. A backend name becomes the prefix of every tool it
 //! exposes (`{backend}__{tool}`), so it must not contain the separator
 //! itself, nor start or end with `_` (which would make `a___b` ambiguous).
-//! A namespace name appears in URL paths (`/ns/{namespace}/mcp`).
+//! A namespace name appears in URL paths (`/ns/{namespace}/mcp`). A
+//! principal's name (a static token's, `NAME=TOKEN`) appears in logs, in
+//! `sluice check` and as a config key (`token_scopes`), so it is as plain,
+//! with `.` besides (`alice.ops`); never `#`, which positional `token#N`
+//! displays use, so a name can never be taken for a position.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -38,6 +42,19 @@ fn check_backend(name: &str) -> Result<(), &'static str> {
     }
     if name.starts_with('_') || name.ends_with('_') {
         return Err("must not start or end with `_`");
+    }
+    Ok(())
+}
+
+fn check_principal(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() || name.len() > MAX_LEN {
+        return Err("must be 1-64 characters long");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return Err("may contain only A-Z, a-z, 0-9, `_`, `-` and `.`");
     }
     Ok(())
 }
@@ -118,3 +135,26 @@ name_type!(
     "namespace",
     check_chars
 );
+name_type!(
+    /// A static token's principal, named in `bearer_tokens_env`
+    /// (`NAME=TOKEN`): what `token_scopes`, the audit trail and `sluice
+    /// check` call it, whatever its position; cheap to clone.
+    PrincipalName,
+    "principal",
+    check_principal
+);
+
+/// Replicas tell each other which client a message is for (`ClientKey`):
+/// a principal's name goes as its text, and is checked again on arrival.
+impl serde::Serialize for PrincipalName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PrincipalName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        PrincipalName::new(&text).map_err(serde::de::Error::custom)
+    }
+}

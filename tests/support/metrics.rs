@@ -168,12 +168,15 @@ fn schema() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
         use sluice::metrics::{
-            CloseReason, ErrorType, LimitReason, Outcome, ResumeCause, ShedReason, method_label,
+            CloseReason, ErrorType, LimitReason, Outcome, RestartReason, ResumeCause, ShedReason,
+            method_label,
         };
         use sluice::protocol::Era;
         use sluice::vocab::BackendName;
 
-        let m = sluice::metrics::Metrics::new();
+        // Cluster mode's own metric too.
+        let m = sluice::metrics::Metrics::new().with_cluster();
+        m.cluster_up(true);
         for reason in [
             CloseReason::delete,
             CloseReason::idle,
@@ -194,6 +197,7 @@ fn schema() -> &'static Schema {
             ShedReason::no_request,
             ShedReason::idle,
             ShedReason::head_timeout,
+            ShedReason::slow_body,
         ] {
             m.connection_shed(reason);
         }
@@ -210,6 +214,14 @@ fn schema() -> &'static Schema {
         m.backend_session_opened(&backend);
         m.backend_session_closed(&backend, ANY);
         m.backend_up(&backend, true);
+        for reason in [
+            RestartReason::exited,
+            RestartReason::signal,
+            RestartReason::closed,
+            RestartReason::unhealthy,
+        ] {
+            m.backend_restarted(&backend, reason);
+        }
         m.list_refresh(&backend, ANY);
         m.entries(ANY, ANY, 0);
         m.answer_dropped(ANY);

@@ -981,6 +981,20 @@ impl Redis {
         redis
     }
 
+    /// On a new port, with these directives added (`--requirepass`, say);
+    /// waits until it listens.
+    pub fn start_with(directives: &[&str]) -> Redis {
+        let port = free_port();
+        let port_arg = port.to_string();
+        let mut args = vec!["--port", port_arg.as_str()];
+        args.extend(directives);
+        let redis = Self::spawn(port, &args);
+        wait_until(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        redis
+    }
+
     /// On a TLS port only (no plain one), clients holding a certificate
     /// `ca` signed, with `directives` added (its ACL users).
     pub fn start_tls(cert: &Path, key: &Path, ca: &Path, directives: &[&str]) -> Redis {

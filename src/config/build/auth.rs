@@ -1,8 +1,29 @@
 //! `[auth]`: static bearer tokens, OAuth access tokens, scope names.
 
 use super::super::file::{self, FileAuth};
-use super::super::{AuthSettings, OAuthSettings, Secret};
+use super::super::{AuthSettings, OAuthSettings, Secret, StaticToken};
 use super::{Builder, absolute_url};
+use crate::vocab::PrincipalName;
+
+/// Why these are not scope names as OAuth spells them (RFC 6749 section
+/// 3.3: no spaces, no quotes or backslashes).
+fn not_scopes(scopes: &[String]) -> Option<String> {
+    let bad = scopes
+        .iter()
+        .find(|s| s.is_empty() || s.contains([' ', '"', '\\']) || s.contains(char::is_control))?;
+    Some(format!(
+        "`{bad}` is not a scope (no spaces, quotes or backslashes)"
+    ))
+}
+
+/// How to move from positional keys to names, with the operator's own
+/// variable.
+fn migration(var: &str) -> String {
+    format!(
+        "Name the tokens, {var}=alice=tok-a,bob=tok-b, then key token_scopes by those names: \
+         token_scopes = {{ alice = [\"mcp:admin\"], bob = [\"mcp:read\"] }}"
+    )
+}
 
 impl Builder<'_> {
     pub(super) fn auth(&mut self, a: FileAuth) -> Option<AuthSettings> {
@@ -25,7 +46,7 @@ impl Builder<'_> {
             }
             return Some(AuthSettings {
                 tokens: Vec::new(),
-                token_scopes: None,
+                scoped_tokens: false,
                 oauth,
             });
         };
@@ -34,13 +55,57 @@ impl Builder<'_> {
                 "auth.bearer_tokens_env",
                 format!("environment variable `{var}` is not set"),
             );
+            // Its keys can still be wrong whatever the tokens are.
+            if let Some(by) = &a.token_scopes {
+                for key in by.keys() {
+                    self.scope_key(key, &var);
+                }
+            }
             return None;
         };
-        let tokens: Vec<Secret> = value
+        let mut tokens = self.static_tokens(&var, &value)?;
+        let scoped_tokens = a.token_scopes.is_some();
+        if let Some(by) = a.token_scopes {
+            self.token_scopes(by, &var, &mut tokens);
+        }
+        Some(AuthSettings {
+            tokens,
+            scoped_tokens,
+            oauth,
+        })
+    }
+
+    /// The entries of `bearer_tokens_env`, comma-separated: `NAME=TOKEN`,
+    /// or a bare token. An entry is named when the text before its first
+    /// `=` is a principal name and the text after it is a token (not
+    /// empty, not starting with `=`); otherwise the whole entry is one
+    /// unnamed token, so a token ending in base64 padding (`c2VjcmV0==`)
+    /// stays whole. Any token, `=` and all, can be named: `bob=a=b` is
+    /// bob's token `a=b`. No message quotes a token.
+    fn static_tokens(&mut self, var: &str, value: &str) -> Option<Vec<StaticToken>> {
+        let tokens: Vec<StaticToken> = value
             .split(',')
             .map(str::trim)
             .filter(|t| !t.is_empty())
-            .map(Secret::new)
+            .map(|entry| {
+                let named = entry.split_once('=').and_then(|(name, token)| {
+                    let token = token.trim();
+                    let name = PrincipalName::new(name.trim()).ok()?;
+                    (!token.is_empty() && !token.starts_with('=')).then_some((name, token))
+                });
+                match named {
+                    Some((name, token)) => StaticToken {
+                        name: Some(name),
+                        token: Secret::new(token),
+                        scopes: Vec::new(),
+                    },
+                    None => StaticToken {
+                        name: None,
+                        token: Secret::new(entry),
+                        scopes: Vec::new(),
+                    },
+                }
+            })
             .collect();
         if tokens.is_empty() {
             self.setting(
@@ -49,55 +114,120 @@ impl Builder<'_> {
             );
             return None;
         }
-        let token_scopes = a.token_scopes.map(|by| self.token_scopes(by, tokens.len()));
-        Some(AuthSettings {
-            tokens,
-            token_scopes,
-            oauth,
-        })
+        let shown = |i: usize| tokens[i].principal(i).to_string();
+        let mut problems = Vec::new();
+        for (i, t) in tokens.iter().enumerate() {
+            let Some(j) = tokens[..i].iter().position(|earlier| {
+                earlier.token.expose() == t.token.expose()
+                    || (earlier.name.is_some() && earlier.name == t.name)
+            }) else {
+                continue;
+            };
+            problems.push(if tokens[j].name.is_some() && tokens[j].name == t.name {
+                format!(
+                    "`{var}` names `{}` twice (each name is one principal)",
+                    shown(i)
+                )
+            } else {
+                format!(
+                    "`{var}` holds the same token twice ({} and {}): one token is one principal",
+                    shown(j),
+                    shown(i)
+                )
+            });
+        }
+        for p in problems {
+            self.setting("auth.bearer_tokens_env", p);
+        }
+        Some(tokens)
     }
 
-    /// `token_scopes`, by token index: each key a static token's principal
-    /// (`token#N`, N from 0 in `bearer_tokens_env`'s order), each token not
-    /// named holding no scope.
+    /// `token_scopes`: each key names an entry of `bearer_tokens_env`, and
+    /// every entry is named, so that scopes follow the principal, never a
+    /// position (which moves when a token before it is retired).
     fn token_scopes(
         &mut self,
         by: indexmap::IndexMap<String, Vec<String>>,
-        tokens: usize,
-    ) -> Vec<Vec<String>> {
-        let mut scopes = vec![Vec::new(); tokens];
-        for (principal, held) in by {
-            let key = format!("auth.token_scopes.{principal}");
-            let held = self.scopes(&key, held);
-            match principal
-                .strip_prefix("token#")
-                .and_then(|n| n.parse::<usize>().ok())
-                .filter(|n| *n < tokens)
-            {
-                Some(i) => scopes[i] = held,
-                None => self.setting(
-                    &key,
-                    format!(
-                        "not a static token's principal: token#0 to token#{} (their order in bearer_tokens_env)",
-                        tokens.saturating_sub(1)
-                    ),
+        var: &str,
+        tokens: &mut [StaticToken],
+    ) {
+        let unnamed: Vec<String> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.name.is_none())
+            .map(|(i, t)| t.principal(i).to_string())
+            .collect();
+        if !unnamed.is_empty() {
+            self.setting(
+                "auth.token_scopes",
+                format!(
+                    "every entry of `{var}` needs a name when token_scopes is set; {} {} \
+                     none. {}",
+                    unnamed.join(", "),
+                    if unnamed.len() == 1 { "has" } else { "have" },
+                    migration(var)
                 ),
+            );
+        }
+        for (key, held) in by {
+            let path = ["auth", "token_scopes", key.as_str()];
+            // By path: a name may hold a `.`.
+            if let Some(why) = not_scopes(&held) {
+                self.at_key(&path, why);
+            }
+            if !self.scope_key(&key, var) {
+                continue;
+            }
+            match tokens
+                .iter_mut()
+                .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == key))
+            {
+                Some(t) => t.scopes = held,
+                None => {
+                    let named: Vec<&str> = tokens
+                        .iter()
+                        .filter_map(|t| t.name.as_ref().map(PrincipalName::as_str))
+                        .collect();
+                    let named = if named.is_empty() {
+                        "none is named".to_owned()
+                    } else {
+                        format!("named: {}", named.join(", "))
+                    };
+                    self.at_key(
+                        &path,
+                        format!("no entry of `{var}` is named `{key}` ({named})"),
+                    );
+                }
             }
         }
-        scopes
     }
 
-    /// Scope names as OAuth spells them (RFC 6749 section 3.3: no spaces,
-    /// no quotes or backslashes).
-    pub(super) fn scopes(&mut self, key: &str, scopes: Vec<String>) -> Vec<String> {
-        if let Some(bad) = scopes
-            .iter()
-            .find(|s| s.is_empty() || s.contains([' ', '"', '\\']) || s.contains(char::is_control))
-        {
-            self.setting(
-                key,
-                format!("`{bad}` is not a scope (no spaces, quotes or backslashes)"),
+    /// Whether a `token_scopes` key can name a principal at all; a
+    /// position (`token#0`) is refused with how to name the tokens instead.
+    fn scope_key(&mut self, key: &str, var: &str) -> bool {
+        let path = ["auth", "token_scopes", key];
+        if key.starts_with("token#") {
+            self.at_key(
+                &path,
+                format!(
+                    "a token's position is no principal: it changes when a token before it \
+                     is retired, and its scopes would pass to the next one. {}",
+                    migration(var)
+                ),
             );
+            return false;
+        }
+        if let Err(e) = PrincipalName::new(key) {
+            self.at_key(&path, e);
+            return false;
+        }
+        true
+    }
+
+    /// Scope names as OAuth spells them.
+    pub(super) fn scopes(&mut self, key: &str, scopes: Vec<String>) -> Vec<String> {
+        if let Some(why) = not_scopes(&scopes) {
+            self.setting(key, why);
         }
         scopes
     }

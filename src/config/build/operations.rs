@@ -1,15 +1,18 @@
 //! The tables the gateway is operated by: `[metrics]`, `[limits]`,
 //! `[cluster]` and `[tracing]`.
 
-use std::path::PathBuf;
-
 use super::super::duration::FileDuration;
 use super::super::file::{self, FileMetrics};
+use super::super::tls::{self, TlsFiles};
 use super::super::{
     ClusterSettings, LimitsSettings, MetricsSettings, Rate, Secret, ServerSettings, SessionIdMode,
     TracingSettings,
 };
 use super::Builder;
+
+const CA: &str = "cluster.redis_ca_file";
+const CERT: &str = "cluster.redis_client_cert_file";
+const KEY: &str = "cluster.redis_client_key_file";
 
 impl Builder<'_> {
     pub(super) fn metrics(&mut self, m: FileMetrics) -> MetricsSettings {
@@ -103,24 +106,39 @@ impl Builder<'_> {
             return None;
         }
         let tls = url.starts_with("rediss://");
-        let mut file = |key: &str, path: Option<PathBuf>| {
-            let path = path?;
-            if !tls {
-                self.setting(key, "only for a rediss:// (TLS) redis_url");
-            } else if let Err(e) = std::fs::File::open(&path) {
-                self.setting(key, format!("cannot read `{}`: {e}", path.display()));
+        let (ca_file, cert, key) = (
+            c.redis_ca_file,
+            c.redis_client_cert_file,
+            c.redis_client_key_file,
+        );
+        for (k, path) in [(CA, &ca_file), (CERT, &cert), (KEY, &key)] {
+            if path.is_some() && !tls {
+                self.setting(k, "only for a rediss:// (TLS) redis_url");
             }
-            Some(path)
-        };
-        let ca_file = file("cluster.redis_ca_file", c.redis_ca_file);
-        let cert = file("cluster.redis_client_cert_file", c.redis_client_cert_file);
-        let key = file("cluster.redis_client_key_file", c.redis_client_key_file);
+        }
+        // Read as the Redis client's rustls reads them at each connection:
+        // what it would refuse is refused here, at start and by `check`,
+        // not met at every reconnection.
+        if let Some(ca) = ca_file.as_deref().filter(|_| tls)
+            && let Err(why) = tls::check_roots(ca)
+        {
+            self.setting(CA, why);
+        }
         let client_cert = match (cert, key) {
-            (Some(cert), Some(key)) => Some((cert, key)),
+            (Some(cert_file), Some(key_file)) => {
+                let files = TlsFiles {
+                    cert_file,
+                    key_file,
+                };
+                if tls && let Err(e) = files.load_as(&tls::provider(), CERT, KEY) {
+                    self.setting(e.key, e.why);
+                }
+                Some((files.cert_file, files.key_file))
+            }
             (None, None) => None,
             _ => {
                 self.setting(
-                    "cluster.redis_client_cert_file",
+                    CERT,
                     "a client certificate needs its key (redis_client_key_file), and a key its certificate",
                 );
                 None

@@ -57,14 +57,14 @@ fn desktop_json_errors() {
     let e = parse_desktop(bad_name, "claude.json", &env(&[])).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "claude.json: `mcpServers.\"my server\"`: invalid backend name `my server`: may contain only A-Z, a-z, 0-9, `_` and `-`"
+        "claude.json:1: `mcpServers.\"my server\"`: invalid backend name `my server`: may contain only A-Z, a-z, 0-9, `_` and `-`"
     );
 
     let bad_type = r#"{"mcpServers": {"a": {"type": "ws", "url": "http://x"}}}"#;
     let e = parse_desktop(bad_type, "c.json", &env(&[])).unwrap_err();
     assert!(
         e.to_string()
-            .starts_with("c.json: `mcpServers.a.type`: unknown value `ws`"),
+            .starts_with("c.json:1: `mcpServers.a.type`: unknown value `ws`"),
         "{e}"
     );
 

@@ -56,7 +56,7 @@ fn bearer_tokens_come_from_the_named_variable() {
     );
     let loaded = ok(&text, &[("TOKENS", " a, b,,c ")]);
     let auth = loaded.config.auth.unwrap();
-    let tokens: Vec<&str> = auth.tokens.iter().map(Secret::expose).collect();
+    let tokens: Vec<&str> = auth.tokens.iter().map(|t| t.token.expose()).collect();
     assert_eq!(tokens, ["a", "b", "c"]);
     assert!(
         err(&format!("[auth]\n{MINIMAL}"), &[])[0]

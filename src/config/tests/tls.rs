@@ -1,5 +1,9 @@
 //! `[server] tls`: both files named, each read as PEM, the key the
-//! certificate's own; every failure names its key.
+//! certificate's own; every failure names its key. `[cluster]`'s client
+//! certificate and CA likewise.
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::*;
 
@@ -113,23 +117,93 @@ fn auth_beyond_loopback_in_plain_tcp_is_warned_of() {
         "[server]\nlisten = \"0.0.0.0:7400\"\n[auth]\nbearer_tokens_env = \"T\"\n{MINIMAL}"
     );
     let loaded = ok(&open, &[("T", "secret")]);
-    let found = lint(&loaded.config, &env(&[]));
-    assert!(
-        found
-            .iter()
-            .any(|f| f.key == "server.tls" && f.severity == Severity::Warning),
-        "{found:?}"
-    );
+    let warns = |loaded: &Loaded| {
+        lint::lint(&loaded.config, &env(&[]), build::Syntax::Toml)
+            .into_iter()
+            .any(|(severity, i)| {
+                severity == lint::Severity::Warning && i.message.starts_with("`server.tls`")
+            })
+    };
+    assert!(warns(&loaded));
     let dir = scratch("lint");
     let (cert, key) = pair();
     let tls = with_tls(&dir, &cert, &key)
         .replace("[server]\n", "[server]\nlisten = \"0.0.0.0:7400\"\n")
         + "[auth]\nbearer_tokens_env = \"T\"\n";
     let loaded = ok(&tls, &[("T", "secret")]);
-    assert!(
-        lint(&loaded.config, &env(&[]))
-            .iter()
-            .all(|f| f.key != "server.tls")
+    assert!(!warns(&loaded));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `[cluster]` over TLS (issue 49): the client certificate, its key and
+/// the CA are read as the Redis client's rustls reads them at each
+/// connection, so what it refuses is refused at load (start, reload,
+/// `check`), named by its key, and not met at every reconnection.
+#[test]
+fn redis_client_files_rustls_refuses_are_refused() {
+    let dir = scratch("redis");
+    let (cert, key) = pair();
+    let (_, other_key) = pair();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (cert, key, other_key, junk) = (
+        file("cert.pem", &cert),
+        file("key.pem", &key),
+        file("other.pem", &other_key),
+        file("junk.pem", "not pem"),
     );
+    let session_key = crate::vocab::generate_key();
+    let sealed = [("SLUICE_SESSION_KEY", session_key.as_str())];
+    let cluster = |ca: &str, cert: &str, key: &str| {
+        format!(
+            "[server]\nsession_ids = \"sealed\"\n[cluster]\nredis_url = \"rediss://127.0.0.1:1/\"\n\
+             redis_ca_file = \"{ca}\"\nredis_client_cert_file = \"{cert}\"\n\
+             redis_client_key_file = \"{key}\"\n{MINIMAL}"
+        )
+    };
+    let loaded = ok(&cluster(&cert, &cert, &key), &sealed);
+    let c = loaded.config.cluster.unwrap();
+    assert!(c.ca_file.is_some() && c.client_cert.is_some());
+
+    // The refusal checked is rustls's own: a client configuration with
+    // this certificate and another key is not made.
+    let chain = vec![CertificateDer::from_pem_file(&cert).unwrap()];
+    let wrong = PrivateKeyDer::from_pem_file(&other_key).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(tls_provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(chain, wrong);
+    assert!(client.is_err());
+
+    let cases = [
+        (
+            cluster(&cert, &cert, &other_key),
+            "sluice.toml:7: `cluster.redis_client_key_file`: ",
+            "is not the key of the certificate",
+        ),
+        (
+            cluster(&cert, &junk, &key),
+            "sluice.toml:6: `cluster.redis_client_cert_file`: ",
+            "no PEM CERTIFICATE",
+        ),
+        (
+            cluster(&cert, &cert, &junk),
+            "sluice.toml:7: `cluster.redis_client_key_file`: ",
+            "no PEM PRIVATE KEY",
+        ),
+        (
+            cluster(&junk, &cert, &key),
+            "sluice.toml:5: `cluster.redis_ca_file`: ",
+            "no PEM CERTIFICATE",
+        ),
+    ];
+    for (text, at, why) in cases {
+        let all = err(&text, &sealed).join("\n");
+        assert!(all.contains(at) && all.contains(why), "{at} {why}:\n{all}");
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }

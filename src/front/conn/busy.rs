@@ -1,12 +1,18 @@
 //! A connection that hyper serves marks each request busy in its
 //! `Phase`, from the call until its response body has ended or been
 //! dropped (an SSE stream's whole life), so the connection is never
-//! displaced with a request in progress; idle between requests.
+//! displaced with a request in progress; idle between requests. hyper
+//! reads a body only as its handler asks for it: a request whose body is
+//! not there when the handler asks for it is receiving from then until it
+//! has come (`Arriving`), counted from the request's call, as the own path
+//! counts from its head. A body that came with its head is busy
+//! throughout, as on the own path.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use axum::body::{Body, HttpBody};
 use axum::http::{Request, StatusCode};
@@ -49,10 +55,90 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Busy {
             Some(phase) => Some(Held(phase.clone())),
             None => None,
         };
+        let req = match &self.phase {
+            Some(phase) if !req.body().is_end_stream() => req.map(|body| {
+                Body::new(Arriving {
+                    body,
+                    phase: Some(phase.clone()),
+                    began: crate::clock::now(),
+                    came: 0,
+                    waited: false,
+                })
+            }),
+            _ => req.map(Body::new),
+        };
         Call {
-            fut: hyper::service::Service::call(&self.edge, req),
+            fut: self.edge.serve(req),
             held,
         }
+    }
+}
+
+/// A request's body as hyper reads it for the handler: once the handler
+/// finds it missing, the connection is receiving until it has come.
+struct Arriving {
+    body: hyper::body::Incoming,
+    /// None once the body has come.
+    phase: Option<Arc<Phase>>,
+    /// The request's call: when its head had come.
+    began: Instant,
+    /// Bytes of the body given to the handler.
+    came: usize,
+    /// The handler has found the body missing.
+    waited: bool,
+}
+
+/// The connection was displaced before its request's body had come: the
+/// request does not run on it.
+#[derive(Debug, thiserror::Error)]
+#[error("the connection gave way before the body's end")]
+struct Displaced;
+
+impl HttpBody for Arriving {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::BoxError>>> {
+        let this = &mut *self;
+        let Some(phase) = &this.phase else {
+            return Pin::new(&mut this.body).poll_frame(cx).map_err(Into::into);
+        };
+        let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) else {
+            if !this.waited {
+                this.waited = true;
+                if !phase.receive(this.came, this.began) {
+                    return Poll::Ready(Some(Err(Displaced.into())));
+                }
+            }
+            return Poll::Pending;
+        };
+        let n = match &frame {
+            Some(Ok(f)) => f.data_ref().map_or(0, Bytes::len),
+            _ => 0,
+        };
+        this.came += n;
+        let live = if frame.is_none() || this.body.is_end_stream() {
+            let live = phase.begin();
+            this.phase = None;
+            live
+        } else {
+            !this.waited || phase.received(n)
+        };
+        if !live {
+            return Poll::Ready(Some(Err(Displaced.into())));
+        }
+        Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -65,6 +65,12 @@ impl Feed {
         self.left() == 0
     }
 
+    /// Bytes read that the handler has not taken: as the head is taken,
+    /// those that came with it.
+    pub(super) fn queued(&self) -> usize {
+        self.0.lock().queued
+    }
+
     /// Hands over bytes read, at most `left()` of them.
     pub(super) fn push(&self, bytes: Bytes) {
         let mut state = self.0.lock();

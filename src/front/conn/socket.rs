@@ -61,6 +61,27 @@ impl Socket {
         self.place.as_ref().is_none_or(|p| p.phase().begin())
     }
 
+    /// A request head was taken with `had` bytes of its body, the rest
+    /// still to come: false if the connection was displaced.
+    pub(super) fn receive(&self, had: usize) -> bool {
+        let now = crate::clock::now();
+        self.place
+            .as_ref()
+            .is_none_or(|p| p.phase().receive(had, now))
+    }
+
+    /// `n` more bytes of the body have come, and with them all of it
+    /// (`whole`) or not: false if the connection was displaced.
+    pub(super) fn received(&self, n: usize, whole: bool) -> bool {
+        let Some(place) = &self.place else {
+            return true;
+        };
+        match whole {
+            true => place.phase().begin(),
+            false => place.phase().received(n),
+        }
+    }
+
     /// The request's response has been written: idle.
     pub(super) fn end(&self) {
         if let Some(place) = &self.place {

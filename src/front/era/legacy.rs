@@ -11,6 +11,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 use tokio::time::Instant;
@@ -22,6 +23,7 @@ use crate::front::checks;
 use crate::front::error::Reject;
 use crate::front::headers::{HeaderLookup, RequestHeaders};
 use crate::front::limits::Limits;
+use crate::front::message::Message as Outbound;
 use crate::front::reply::{self, Ctx, Questions, Rules};
 use crate::front::{Front, Layout};
 use crate::jsonrpc::{self, Body as RpcBody, Message, Notification, Outcome};
@@ -329,19 +331,20 @@ async fn batch(
     let answers = stream::iter(requests)
         .map(move |r| {
             let ctx = ctx.clone();
-            async move { reply::outcome_line(&ctx, r).await }
+            async move { reply::outcome_message(&ctx, r).await }
         })
         .buffered(width)
         .filter_map(std::future::ready);
-    let lines = stream::iter(errors).chain(answers);
-    // `[`, then each line with a separating comma, then `]`.
-    let body = stream::once(std::future::ready("[".to_owned()))
-        .chain(
-            lines
-                .enumerate()
-                .map(|(i, line)| if i == 0 { line } else { format!(",{line}") }),
-        )
-        .chain(stream::once(std::future::ready("]".to_owned())))
+    let answers = stream::iter(errors.into_iter().map(Outbound::line)).chain(answers);
+    // `[`, then each answer with a separating comma, then `]`: a large
+    // result among them written as it lies, never copied into a line.
+    let items = answers.enumerate().flat_map(|(i, answer)| {
+        let comma: &[u8] = if i == 0 { b"" } else { b"," };
+        stream::iter(answer.written(comma, b""))
+    });
+    let body = stream::once(std::future::ready(Bytes::from_static(b"[")))
+        .chain(items)
+        .chain(stream::once(std::future::ready(Bytes::from_static(b"]"))))
         .map(Ok::<_, std::convert::Infallible>);
     Ok((
         StatusCode::OK,

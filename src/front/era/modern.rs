@@ -11,6 +11,7 @@
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use indexmap::IndexMap;
+use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -23,7 +24,7 @@ use crate::front::error::{self, ModernError, Reject};
 use crate::front::headers::HeaderLookup;
 use crate::front::reply::{self, Ctx, Questions, Reply, Rules, Running};
 use crate::front::{Front, listen};
-use crate::jsonrpc::{self, Outcome, Request};
+use crate::jsonrpc::{self, Outcome, Payload, Request};
 use crate::protocol::{self, ClientCaps, Era};
 use crate::router::Namespace;
 use crate::traces::SessionKind;
@@ -155,7 +156,10 @@ pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, 
                     None,
                 )),
             };
-            Ok(json_response(jsonrpc::response(&req.id, &outcome), None))
+            Ok(json_response(
+                jsonrpc::response_or_framed(&req.id, outcome),
+                None,
+            ))
         }
         m if ROUTED.contains(&m) => {
             let caller = Caller::modern(principal.clone(), client_caps(&fields))
@@ -409,6 +413,19 @@ fn decorate(method: &str, outcome: Outcome) -> Outcome {
     let Outcome::Result(raw) = outcome else {
         return outcome;
     };
+    // A large one (a tool's large result) is decorated where it lies.
+    let raw = match raw.get().len() >= jsonrpc::FRAMED_FROM {
+        true => match decorate_in_place(method, raw) {
+            Ok(decorated) => return Outcome::Result(decorated),
+            Err(raw) => raw,
+        },
+        false => raw,
+    };
+    decorate_by_copy(method, raw)
+}
+
+/// `decorate`, the result taken apart and written again.
+fn decorate_by_copy(method: &str, raw: Payload) -> Outcome {
     let Ok(mut fields) = serde_json::from_str::<Fields>(raw.get()) else {
         return Outcome::Result(raw);
     };
@@ -432,9 +449,100 @@ fn decorate(method: &str, outcome: Outcome) -> Outcome {
     Outcome::Result(jsonrpc::raw(&fields).into())
 }
 
+/// `decorate` without taking the result apart: the members it lacks
+/// written in front of its own, and its `_meta` (if any) replaced by the
+/// one with `serverInfo` (`Payload::prepend_members`), so that a large
+/// result is never copied; held under the body budget as it came. Given
+/// back when it is unusual (not an object, a key repeated or escaped).
+fn decorate_in_place(method: &str, result: Payload) -> Result<Payload, Payload> {
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(rename = "resultType")]
+        result_type: Option<IgnoredAny>,
+        #[serde(rename = "ttlMs")]
+        ttl: Option<IgnoredAny>,
+        #[serde(rename = "cacheScope")]
+        cache_scope: Option<IgnoredAny>,
+        #[serde(rename = "_meta", borrow)]
+        meta: Option<&'a RawValue>,
+    }
+    let Ok(top) = serde_json::from_str::<Top>(result.get()) else {
+        return Err(result);
+    };
+    let mut members = String::new();
+    if top.result_type.is_none() {
+        members.push_str(r#""resultType":"complete","#);
+    }
+    if method.ends_with("/list") && top.ttl.is_none() {
+        members.push_str(r#""ttlMs":0,"#);
+    }
+    if method.ends_with("/list") && top.cache_scope.is_none() {
+        members.push_str(r#""cacheScope":"public","#);
+    }
+    let mut meta: Fields = top
+        .meta
+        .and_then(|m| serde_json::from_str(m.get()).ok())
+        .unwrap_or_default();
+    meta.insert(SERVER_INFO.into(), jsonrpc::raw(&server_info()));
+    members.push_str(r#""_meta":"#);
+    members.push_str(jsonrpc::raw(&meta).get());
+    let at = |m: &RawValue| {
+        let start = m.get().as_ptr() as usize - result.get().as_ptr() as usize;
+        start..start + m.get().len()
+    };
+    let dropped = top.meta.map(at);
+    result.prepend_members(&members, dropped)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Decorated where it lies, a large result reads as it would taken
+    /// apart and written again (fields in another order aside).
+    #[test]
+    fn a_large_result_is_decorated_where_it_lies_as_it_would_be_by_copy() {
+        let text = "t".repeat(jsonrpc::FRAMED_FROM);
+        for (method, result) in [
+            (
+                "tools/call",
+                format!(r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#),
+            ),
+            (
+                "tools/call",
+                format!(r#"{{ "_meta" : {{"a":1}} , "x":"{text}" }}"#),
+            ),
+            (
+                "tools/call",
+                format!(r#"{{"x":"{text}","resultType":"task","_meta":{{}}}}"#),
+            ),
+            (
+                "tools/list",
+                format!(r#"{{"tools":[],"ttlMs":5,"x":"{text}"}}"#),
+            ),
+        ] {
+            let raw = || Payload::from(RawValue::from_string(result.clone()).unwrap());
+            let in_place = decorate_in_place(method, raw()).unwrap();
+            let Outcome::Result(by_copy) = decorate_by_copy(method, raw()) else {
+                panic!()
+            };
+            let read = |p: &Payload| serde_json::from_str::<Value>(p.get()).unwrap();
+            assert_eq!(read(&in_place), read(&by_copy), "{method}");
+            assert!(in_place.get().len() < result.len() + 200);
+        }
+        // Unusual: given back as it came.
+        for result in [
+            format!(r#"["{text}"]"#),
+            format!(r#"{{"\u005fmeta":{{}},"x":"{text}"}}"#),
+            format!(r#"{{"_meta":{{}},"_meta":{{}},"x":"{text}"}}"#),
+        ] {
+            let raw = Payload::from(RawValue::from_string(result.clone()).unwrap());
+            assert_eq!(
+                decorate_in_place("tools/call", raw).unwrap_err().get(),
+                result
+            );
+        }
+    }
 
     #[test]
     fn results_are_decorated_and_backend_fields_kept() {

@@ -7,6 +7,7 @@ use http::Uri;
 use http::header::{HeaderName, HeaderValue, PROXY_AUTHORIZATION};
 use http::uri::{Authority, PathAndQuery, Scheme};
 
+use crate::http1::codec::Connection;
 use crate::http1::proxy::{Proxy, ProxyUrl};
 
 /// Where a connection goes: scheme and authority, in lower case, and the
@@ -58,6 +59,19 @@ pub(super) struct Forward {
     /// `Proxy-Authorization`, when the proxy's URL has credentials.
     pub(super) auth: Option<(HeaderName, HeaderValue)>,
     pub(super) proxy: Arc<ProxyUrl>,
+}
+
+/// Whether a forward proxy's answer says it keeps the connection for
+/// another request: only when it says so (`keep-alive`, and no `close`).
+/// An HTTP/1.1 proxy that says nothing is not taken at its word: one that
+/// forwards a single request per connection (tinyproxy) drops its origin's
+/// `Connection` and says nothing of its own, then closes once its origin
+/// has, and a request written meanwhile goes on to that closing origin,
+/// where it is lost, refused or answered with an error (issue 49).
+/// `Proxy-Connection` is the older spelling some proxies answer with.
+pub(super) fn proxy_keeps(connection: Connection, proxy_connection: Connection) -> bool {
+    let said = connection.and(proxy_connection);
+    said.keep_alive && !said.close
 }
 
 impl Prepared {

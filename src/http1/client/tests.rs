@@ -19,24 +19,36 @@ use crate::http1::proxy::Proxy;
 /// response (`Connection: close`).
 async fn server(body: &'static str, keep_alive: bool) -> (Target, Arc<AtomicUsize>) {
     let (listener, uri) = listen().await;
+    let accepted = serve_counted(listener, move |tcp| async move {
+        let service = hyper::service::service_fn(move |_req| async move {
+            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from_static(
+                body.as_bytes(),
+            ))))
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .keep_alive(keep_alive)
+            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+            .await;
+    });
+    (uri, accepted)
+}
+
+/// Serves each connection `listener` accepts in a task of its own with
+/// `serve`; counts them.
+fn serve_counted<F, S>(listener: TcpListener, serve: S) -> Arc<AtomicUsize>
+where
+    S: Fn(tokio::net::TcpStream) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
-            let service = hyper::service::service_fn(move |_req| async move {
-                Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from_static(
-                    body.as_bytes(),
-                ))))
-            });
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .keep_alive(keep_alive)
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service),
-            );
+            tokio::spawn(serve(tcp));
         }
     });
-    (uri, accepted)
+    accepted
 }
 
 /// A loopback listener, and the target of `/mcp` there.
@@ -288,26 +300,19 @@ async fn hyper_pools_and_fails_as_the_own_client_does() {
 /// first request instead, read and unanswered.
 async fn closing_server(answer: bool) -> (Target, Arc<AtomicUsize>) {
     let (listener, uri) = listen().await;
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        while let Ok((mut tcp, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let request = read_head(&mut tcp).await;
-                if !answer {
-                    return;
-                }
-                // The body ("{}" at most) came with the head.
-                assert!(request.ends_with(b"\r\n\r\n{}") || request.ends_with(b"\r\n\r\n"));
-                tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                    .await
-                    .unwrap();
-                // The next request is here: closed without reading it.
-                let _ = tcp.readable().await;
-                drop(tcp);
-            });
+    let accepted = serve_counted(listener, move |mut tcp| async move {
+        let request = read_head(&mut tcp).await;
+        if !answer {
+            return;
         }
+        // The body ("{}" at most) came with the head.
+        assert!(request.ends_with(b"\r\n\r\n{}") || request.ends_with(b"\r\n\r\n"));
+        tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .await
+            .unwrap();
+        // The next request is here: closed without reading it.
+        let _ = tcp.readable().await;
+        drop(tcp);
     });
     (uri, accepted)
 }
@@ -337,4 +342,68 @@ async fn a_request_a_new_connection_closed_on_is_not_sent_again() {
     let err = failure(&Client::new(Proxy::none()).unwrap(), &uri).await;
     assert!(!err.is_connect(), "{err}");
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+/// A forward proxy that answers every request (these have no body) with
+/// `head` and `ok`, as many on one connection as come; counts the
+/// connections it accepted.
+async fn answering_proxy(head: &'static str) -> (Proxy, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = Proxy::all(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+    let accepted = serve_counted(listener, move |mut tcp| async move {
+        let mut read = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            while let Some(end) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+                read.drain(..end + 4);
+                let answer = format!("{head}content-length: 2\r\n\r\nok");
+                tcp.write_all(answer.as_bytes()).await.unwrap();
+            }
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => read.extend_from_slice(&buf[..n]),
+            }
+        }
+    });
+    (proxy, accepted)
+}
+
+/// Issue 49: through a forward proxy, a connection is used again only when
+/// the proxy's answer says it keeps it, by either engine: an HTTP/1.1
+/// answer that says nothing (tinyproxy's, which closes the connection
+/// once its origin has) or `close`, on either header, is not taken for
+/// one.
+#[tokio::test]
+async fn through_a_proxy_a_connection_is_kept_only_when_it_says_so() {
+    use super::super::Engine;
+    let mut wrong = Vec::new();
+    for (head, kept) in [
+        ("HTTP/1.1 200 OK\r\n", false),
+        ("HTTP/1.0 200 OK\r\n", false),
+        ("HTTP/1.1 200 OK\r\nConnection: close\r\n", false),
+        ("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n", true),
+        ("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n", true),
+        ("HTTP/1.1 200 OK\r\nProxy-Connection: keep-alive\r\n", true),
+        (
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nProxy-Connection: close\r\n",
+            false,
+        ),
+    ] {
+        for engine in [Engine::Own, Engine::Hyper] {
+            let (proxy, accepted) = answering_proxy(head).await;
+            let client = Client::on(engine, proxy).unwrap();
+            let uri: Uri = "http://backend.test/mcp".parse().unwrap();
+            let target = client.target(&uri).unwrap();
+            for _ in 0..3 {
+                assert_eq!(get(&client, &target).await, "ok");
+            }
+            let opened = accepted.load(Ordering::SeqCst);
+            if opened != if kept { 1 } else { 3 } {
+                wrong.push(format!(
+                    "{engine:?}: {opened} connections, answered {head:?}"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -12,7 +12,9 @@
 //! does not send again: here it is, once, on a new connection (a client
 //! that pools none), as the own client does, though hyper-util does not
 //! say whether the connection was a reused one (the own client retries
-//! only then). What the gateway's
+//! only then). Through a forward proxy, a connection the proxy's answer
+//! does not say it keeps is poisoned, so that hyper-util's pool drops it
+//! as the own one does (`target::proxy_keeps`). What the gateway's
 //! own client is held equal to: CI runs the end-to-end suite both ways.
 
 use std::pin::Pin;
@@ -25,6 +27,7 @@ use http::{Method, StatusCode};
 use http_body_util::Full;
 use hyper::body::{Body as _, Incoming};
 use hyper_util::client::legacy;
+use hyper_util::client::legacy::connect::capture_connection;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::{Connector, IDLE_TIMEOUT, MAX_IDLE, Prepared, SendError, chain};
@@ -77,9 +80,15 @@ impl Twin {
             map.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
         }
         let body = Bytes::copy_from_slice(body);
-        let request = request
+        let mut request = request
             .body(Full::new(body.clone()))
             .map_err(|_| SendError::Builder)?;
+        // Through a forward proxy, its connection is kept only as long as
+        // the proxy says it keeps it (`target::proxy_keeps`).
+        let forwarded = target
+            .forward
+            .is_some()
+            .then(|| capture_connection(&mut request));
         let client = &self.clients[crate::workers::shard() % self.clients.len()];
         let again = copy_of(&request, &body);
         let response = match client.request(request).await {
@@ -99,6 +108,22 @@ impl Twin {
             }
         })?;
         let (parts, body) = response.into_parts();
+        if let Some(captured) = forwarded {
+            let said = |name: &str| {
+                parts
+                    .headers
+                    .get_all(name)
+                    .iter()
+                    .fold(h1::Connection::default(), |seen, value: &HeaderValue| {
+                        seen.and(h1::Connection::of(value.as_bytes()))
+                    })
+            };
+            if !super::target::proxy_keeps(said("connection"), said("proxy-connection"))
+                && let Some(connected) = captured.connection_metadata().as_ref()
+            {
+                connected.poison();
+            }
+        }
         // What the head says, as the own client reports it (hyper has
         // refused lengths that disagree).
         let length = parts

@@ -194,7 +194,13 @@ pub(super) fn is_chunked(value: &[u8]) -> bool {
 
 /// Appends one chunk of a chunked body.
 pub(crate) fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
-    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    write_chunk_head(out, data.len());
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the head of a chunk of `len` bytes, for data written where it
+/// lies (then `\r\n`).
+pub(crate) fn write_chunk_head(out: &mut Vec<u8>, len: usize) {
+    out.extend_from_slice(format!("{len:x}\r\n").as_bytes());
 }

@@ -154,6 +154,14 @@ impl Headers {
         crate::http1::header_text::visible_str(self.all(name.as_str()).next()?)
     }
 
+    /// The options of every `name` line (lower case: `connection`, or the
+    /// `proxy-connection` some proxies answer with), taken together.
+    pub(crate) fn options(&self, name: &str) -> Connection {
+        self.all(name).fold(Connection::default(), |seen, value| {
+            seen.and(Connection::of(value))
+        })
+    }
+
     /// Every value of `name` (lower case), in order.
     pub(super) fn all<'a, 'n>(
         &'a self,

@@ -64,9 +64,10 @@ impl Conn {
         answered.is_some() && answered == origin
     }
 
-    /// The response to the call `id` names, to its caller; the call it
-    /// answered, if any was pending.
-    fn answer_pending(
+    /// The response to the call `id` names, to its caller (on another
+    /// worker, with `handoff`'s next flush); the call it answered, if any
+    /// was pending.
+    pub(crate) fn answer_pending(
         &self,
         id: &RawValue,
         outcome: Outcome,

@@ -90,7 +90,7 @@ fn listener_with(who: usize, caps: ClientCaps) -> (Listener, mpsc::Receiver<Stri
             let _ = lines.send(e.line()).await;
         }
     });
-    let client = ClientKey::Principal(crate::vocab::Principal::Token(who));
+    let client = ClientKey::Principal(crate::vocab::Principal::named(who));
     (
         Listener {
             events,

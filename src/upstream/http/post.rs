@@ -263,7 +263,7 @@ async fn deliver(wire: &Endpoint, conn: &Conn, resp: Response, origin: Option<u6
 /// (`jsonrpc::take_result`): held once, from its first byte until its
 /// client has it. A shorter one is parsed where it lies in the
 /// connection's read buffer (joined first if it came in pieces).
-const OWN_BUFFER: usize = 256 * 1024;
+const OWN_BUFFER: usize = crate::budget::LARGE;
 
 /// A JSON response's body, read whole.
 enum Body {
