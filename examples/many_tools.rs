@@ -5,7 +5,8 @@
 //! Its tool `grow {word}` adds a tool named `fresh_N_{word}` whose
 //! description carries the word, then announces
 //! `notifications/tools/list_changed`, so tests can watch a list change
-//! reach the gateway's index. Every other call answers with the tool's
+//! reach the gateway's index. `--also NAME` adds a tool of that name.
+//! Every other call answers with the tool's
 //! name and arguments. It ends when stdin closes.
 
 use std::io::{BufRead, Write};
@@ -166,13 +167,24 @@ fn title_case(word: &str) -> String {
 
 fn main() {
     let mut count = 1000;
+    let mut also = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        if arg == "--tools" {
-            count = args.next().and_then(|n| n.parse().ok()).unwrap_or(count);
+        match arg.as_str() {
+            "--tools" => count = args.next().and_then(|n| n.parse().ok()).unwrap_or(count),
+            "--also" => also.extend(args.next()),
+            _ => {}
         }
     }
     let mut tools: Vec<Value> = (0..count).map(tool).collect();
+    // Tools of a name a test chooses (a gateway tool's, say).
+    tools.extend(also.iter().map(|name| {
+        json!({
+            "name": name,
+            "description": "Echo the text back, as the backend's own tool.",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+        })
+    }));
     tools.push(json!({
         "name": "grow",
         "description": "Test hook: add a tool whose description carries `word`, and announce the change.",

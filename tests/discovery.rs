@@ -418,9 +418,76 @@ async fn expose_found_adds_found_tools_to_the_sessions_list() {
     );
     // The other session's own search is its own to hear of.
     search(&http, &other, 8, "zoom meeting", Some(1)).await;
-    assert!(stream_until(&mut other_stream, "notifications/tools/list_changed").await);
     let list = http.call(&other, 9, "tools/list", json!({})).await.json();
     assert_eq!(names(&list, "tools", "name").len(), 4, "{list}");
+    // And only that: its stream, read to its end (the session's end ends
+    // it), heard one change. The first session's five were sent before
+    // the other's one, so had they reached this stream, it would have
+    // had them first.
+    assert_eq!(http.delete(&other).await, 200);
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut heard = String::new();
+        while let Ok(Some(chunk)) = other_stream.chunk().await {
+            heard.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        heard
+    })
+    .await
+    .expect("the other session's stream ends with the session");
+    assert_eq!(
+        heard.matches("notifications/tools/list_changed").count(),
+        1,
+        "{heard}"
+    );
+}
+
+/// Unprefixed, a backend's tool can carry a gateway tool's name: the name
+/// stays the gateway's, listed once and called as the gateway's, and the
+/// backend's tool is not searched under it. (A rename to such a name is
+/// refused by the config; a backend's own names are known only once it
+/// lists them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_tool_named_like_a_gateway_tool_does_not_take_its_name() {
+    let bin = Fixture::bin("many_tools");
+    let toml = format!(
+        "[backends.gen]\ntransport = \"stdio\"\ncommand = \"{}\"\n\
+         args = [\"--tools\", \"10\", \"--also\", \"call_tool\", \"--also\", \"echo_back\"]\n\
+         [namespaces.default]\nbackends = [\"gen\"]\nprefix = \"never\"\ndiscovery = \"search\"\n",
+        bin.display()
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let sid = http.initialize().await;
+    let list = http.call(&sid, 1, "tools/list", json!({})).await.json();
+    assert_eq!(names(&list, "tools", "name"), ["search_tools", "call_tool"]);
+    assert_eq!(
+        list["result"]["tools"][1]["title"], "Call a tool",
+        "the gateway's definition: {list}"
+    );
+    // Both of the backend's echo tools match; only the one with a name
+    // of its own is found.
+    let found = search(&http, &sid, 2, "echo the text back", Some(50)).await;
+    assert!(tool_names(&found).contains(&"echo_back"), "{found:?}");
+    assert!(!tool_names(&found).contains(&"call_tool"), "{found:?}");
+    // A call of `call_tool` is the gateway's: it calls the tool it names.
+    let r = http
+        .tool(
+            &sid,
+            3,
+            "call_tool",
+            json!({"name": "echo_back", "arguments": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(text_of(&r), r#""echo_back" {"text":"x"}"#, "{r}");
+    let r = http
+        .tool(
+            &sid,
+            4,
+            "call_tool",
+            json!({"name": "call_tool", "arguments": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
 }
 
 /// 2026-07-28 requests: both tools work without a session, and nothing
