@@ -165,3 +165,24 @@ fn every_source_file_is_in_the_architecture() {
         "docs/architecture.md does not name: {missing:?}"
     );
 }
+
+/// docs/search.toml, the example of search mode (issue 51), loads: `sluice
+/// check` accepts it and shows its namespace searching.
+#[test]
+fn the_search_mode_example_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["check", "--config"])
+        .arg(root.join("docs/search.toml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "discovery search: search_tools, call_tool, pinned [filesystem__read_text_file], expose_found true"
+        ),
+        "{stdout}"
+    );
+}

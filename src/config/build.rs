@@ -18,6 +18,7 @@ use super::{BackendConfig, Config, SecretVars, Source};
 
 mod auth;
 mod backend;
+mod discovery;
 mod operations;
 mod server;
 

@@ -276,6 +276,17 @@ pub fn describe(loaded: &Loaded) -> String {
         for (pattern, scopes) in n.tool_scopes.parts() {
             let _ = writeln!(text, "    tool_scopes {pattern}: [{}]", scopes.join(", "));
         }
+        if let super::Discovery::Search {
+            pinned,
+            expose_found,
+        } = &n.discovery
+        {
+            let _ = writeln!(
+                text,
+                "    discovery search: search_tools, call_tool, pinned [{}], expose_found {expose_found}",
+                pinned.join(", ")
+            );
+        }
     }
     text
 }

@@ -257,6 +257,16 @@ pub(super) struct FileNamespace {
     pub(super) prefix: Option<FilePrefix>,
     pub(super) require_scopes: Option<Vec<String>>,
     pub(super) tool_scopes: Option<IndexMap<String, Vec<String>>>,
+    pub(super) discovery: Option<FileDiscovery>,
+    pub(super) pinned: Option<Vec<String>>,
+    pub(super) expose_found: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum FileDiscovery {
+    List,
+    Search,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -56,6 +56,7 @@ pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
 pub use tls::{TlsError, TlsFiles, provider as tls_provider};
+pub(crate) use tools::glob;
 pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
 
 use reading::Reading;
@@ -363,6 +364,33 @@ pub struct NamespaceConfig {
     pub require_scopes: Vec<String>,
     /// OAuth scopes some of its tools need besides.
     pub tool_scopes: ToolScopes,
+    /// How its clients find tools: the whole list, or a search.
+    pub discovery: Discovery,
+}
+
+/// `[namespaces.NAME] discovery`: `tools/list` lists every tool, or (search)
+/// the gateway's `search_tools` and `call_tool`, the pinned tools and, with
+/// `expose_found`, what the session's searches found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Discovery {
+    #[default]
+    List,
+    Search {
+        /// Tools listed beside the gateway's own, by the names clients see.
+        pinned: Vec<String>,
+        /// A legacy session's searches add what they found to its list.
+        expose_found: bool,
+    },
+}
+
+impl Discovery {
+    /// The gateway's own tools in search mode.
+    pub const SEARCH_TOOLS: &str = "search_tools";
+    pub const CALL_TOOL: &str = "call_tool";
+
+    pub fn is_gateway_tool(name: &str) -> bool {
+        name == Self::SEARCH_TOOLS || name == Self::CALL_TOOL
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

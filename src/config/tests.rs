@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::*;
 
 mod desktop;
+mod discovery;
 mod env;
 mod tls;
 mod values;

@@ -141,6 +141,29 @@ impl ToolScopes {
             .all(|s| held.contains(s))
     }
 
+    /// Which patterns match `exposed` (bit i: pattern i), for a search
+    /// index to decide at query time by `held_bits`; None past 64 patterns
+    /// (then `allows` decides).
+    pub fn needs_bits(&self, exposed: &str) -> Option<u64> {
+        (self.0.len() <= 64).then(|| {
+            self.0
+                .iter()
+                .enumerate()
+                .filter(|(_, (pattern, _))| glob(pattern, exposed))
+                .fold(0, |bits, (i, _)| bits | 1 << i)
+        })
+    }
+
+    /// Which patterns' scopes `held` has every one of (bit i: pattern i):
+    /// a tool whose `needs_bits` are all here is allowed.
+    pub fn held_bits(&self, held: &[String]) -> u64 {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, needed))| needed.iter().all(|s| held.contains(s)))
+            .fold(0, |bits, (i, _)| bits | 1 << (i % 64))
+    }
+
     /// (pattern, scopes), for `sluice check` output.
     pub(super) fn parts(&self) -> &[(String, Vec<String>)] {
         &self.0
@@ -156,8 +179,9 @@ pub(super) fn is_tool_name(name: &str) -> bool {
 }
 
 /// `*` matches any run of characters (including none); everything else
-/// matches itself.
-pub(super) fn glob(pattern: &str, name: &str) -> bool {
+/// matches itself. The rule of `tool_scopes`, and of a list's
+/// `params.filter.namePatterns`.
+pub(crate) fn glob(pattern: &str, name: &str) -> bool {
     // The default filter's one pattern, on every call.
     if pattern == "*" {
         return true;

@@ -16,6 +16,7 @@ use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
 use super::cursor::Cursor;
+use super::filter::NameFilter;
 use super::index::Claim;
 use super::kind::Kind;
 use super::namespace::{Member, Namespace, error};
@@ -48,6 +49,10 @@ impl Namespace {
         let Some(fields) = parse_fields(params) else {
             return error(INVALID_PARAMS, "params must be an object");
         };
+        let filter = match NameFilter::of(&fields) {
+            Ok(filter) => filter,
+            Err(refused) => return refused,
+        };
         let start = match string_field(&fields, "cursor") {
             None => Cursor::start(),
             Some(s) => match Cursor::decode(&s) {
@@ -58,7 +63,11 @@ impl Namespace {
         let mut out = Merged::default();
         let mut cursor = start;
         while let Some(m) = self.members.get(cursor.member) {
-            if let Some(next) = self.list_member(caller, kind, m, &cursor, &mut out).await {
+            let shown = Shown {
+                kind,
+                filter: filter.as_ref(),
+            };
+            if let Some(next) = self.list_member(caller, shown, m, &cursor, &mut out).await {
                 return out.finish(kind, Some(next));
             }
             cursor = Cursor {
@@ -75,7 +84,7 @@ impl Namespace {
     async fn list_member(
         &self,
         caller: &Caller,
-        kind: Kind,
+        Shown { kind, filter }: Shown<'_>,
         m: &Member,
         from: &Cursor,
         out: &mut Merged,
@@ -100,11 +109,15 @@ impl Namespace {
                         skip: i,
                     });
                 }
-                // Tools the caller's scopes do not reach are left out (the
-                // cursor still counts them: positions are the backend's).
+                // Tools the caller's scopes do not reach, and items the
+                // request's filter leaves out, are not listed (the cursor
+                // still counts them: positions are the backend's).
                 if kind == Kind::Tool
                     && string_field(&item, kind.id_key()).is_some_and(|n| !self.may_use(caller, &n))
                 {
+                    continue;
+                }
+                if filter.is_some_and(|f| !f.passes(kind, &item)) {
                     continue;
                 }
                 out.items.push(item);
@@ -124,6 +137,33 @@ impl Namespace {
             tracing::warn!(backend = %m.backend.name, method = kind.list_method(), "list longer than {MAX_BACKEND_PAGES} pages; cut short");
         }
         None
+    }
+
+    /// Every tool member `m` lists for `caller`, renamed (scopes not yet
+    /// applied), for search's index: None when its list cannot be read
+    /// whole now (nothing is then indexed for it). Pages are followed as
+    /// for a list, within the same bounds.
+    pub(super) async fn member_tools(&self, caller: &Caller, m: &Member) -> Option<Vec<Fields>> {
+        m.backend.settle().await;
+        if !m
+            .backend
+            .info()
+            .is_some_and(|i| i.has(Kind::Tool.capability()))
+        {
+            return Some(Vec::new());
+        }
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut followed = HashSet::new();
+        for _ in 0..MAX_BACKEND_PAGES {
+            let page = self.page(caller, Kind::Tool, m, cursor.as_deref()).await?;
+            items.extend(page.items);
+            match page.next {
+                Some(next) if followed.insert(next.clone()) => cursor = Some(next),
+                _ => break,
+            }
+        }
+        Some(items)
     }
 
     /// One backend page, renamed; None when the backend cannot give one
@@ -199,6 +239,13 @@ impl Namespace {
             next,
         })
     }
+}
+
+/// What one list request shows: items of `kind`, past its filter.
+#[derive(Clone, Copy)]
+struct Shown<'a> {
+    kind: Kind,
+    filter: Option<&'a NameFilter>,
 }
 
 /// A merged page being built.

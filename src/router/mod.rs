@@ -3,6 +3,7 @@
 
 mod audit;
 mod cursor;
+mod filter;
 mod index;
 mod kind;
 mod links;
@@ -12,6 +13,7 @@ mod names;
 mod namespace;
 mod observed;
 mod rounds;
+mod search;
 mod tasks;
 
 use crate::fast_map::FastMap;
@@ -65,7 +67,13 @@ impl Router {
                 let page_size = config.server.list_page_size;
                 let before = old.and_then(|r| r.namespaces.get(&ns.name));
                 if let Some(kept) = before
-                    && kept.is_built_of(&members, ns.prefix, page_size, &ns.tool_scopes)
+                    && kept.is_built_of(
+                        &members,
+                        ns.prefix,
+                        page_size,
+                        &ns.tool_scopes,
+                        &ns.discovery,
+                    )
                 {
                     return (ns.name.clone(), kept.clone());
                 }
@@ -83,6 +91,7 @@ impl Router {
                     ns.prefix,
                     page_size,
                     ns.tool_scopes.clone(),
+                    ns.discovery.clone(),
                 );
                 (ns.name.clone(), Arc::new(built))
             })
@@ -127,10 +136,13 @@ impl Router {
     /// Records how full each namespace's indexes are, for /metrics.
     pub fn census(&self, metrics: &crate::metrics::Metrics) {
         for (name, ns) in &self.namespaces {
-            let (names, tasks, questions) = ns.census();
+            let (names, tasks, questions, searched) = ns.census();
             metrics.entries("name_index", name.as_str(), names);
             metrics.entries("task_index", name.as_str(), tasks);
             metrics.entries("questions_waiting", name.as_str(), questions);
+            if ns.searches() {
+                metrics.entries("search_index", name.as_str(), searched);
+            }
         }
     }
 }

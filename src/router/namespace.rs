@@ -8,6 +8,7 @@
 
 mod capabilities;
 mod catalog;
+mod discovery;
 mod forward;
 mod notices;
 
@@ -20,8 +21,9 @@ use serde_json::value::RawValue;
 use super::index::NameIndex;
 use super::kind::Kind;
 use super::rounds::{self, Rounds};
+use super::search::Search;
 use super::tasks::TaskIndex;
-use crate::config::{Prefix, ToolFilter, ToolScopes};
+use crate::config::{Discovery, Prefix, ToolFilter, ToolScopes};
 use crate::jsonrpc::{self, METHOD_NOT_FOUND, Outcome, Routed};
 use crate::upstream::{Answered, Backend, Caller, EventSink};
 use crate::vocab::{NamespaceName, Principal};
@@ -53,6 +55,10 @@ pub struct Namespace {
     tasks: Mutex<TaskIndex>,
     /// Questions the gateway asks legacy clients for 2026-07-28 backends.
     rounds: Rounds,
+    /// How its clients find tools, as configured.
+    discovery: Discovery,
+    /// Search mode's index and settings (None: list mode).
+    search: Option<Search>,
 }
 
 pub(super) fn error(code: i64, message: &str) -> Outcome {
@@ -71,7 +77,15 @@ impl Namespace {
         prefix: Prefix,
         page_size: usize,
         tool_scopes: ToolScopes,
+        discovery: Discovery,
     ) -> Namespace {
+        let search = match &discovery {
+            Discovery::List => None,
+            Discovery::Search {
+                pinned,
+                expose_found,
+            } => Some(Search::new(pinned.clone(), *expose_found)),
+        };
         Namespace {
             name,
             tag,
@@ -91,6 +105,8 @@ impl Namespace {
             index: Mutex::new(NameIndex::default()),
             tasks: Mutex::new(TaskIndex::default()),
             rounds: Rounds::default(),
+            discovery,
+            search,
         }
     }
 
@@ -102,8 +118,10 @@ impl Namespace {
         prefix: Prefix,
         page_size: usize,
         tool_scopes: &ToolScopes,
+        discovery: &Discovery,
     ) -> bool {
         self.prefix == prefix
+            && self.discovery == *discovery
             && self.page_size == page_size
             && self.tool_scopes == *tool_scopes
             && self.members.len() == members.len()
@@ -114,6 +132,11 @@ impl Namespace {
                 .all(|(m, (backend, tools))| Arc::ptr_eq(&m.backend, backend) && m.tools == *tools)
     }
 
+    /// Whether it is in search mode.
+    pub(super) fn searches(&self) -> bool {
+        self.search.is_some()
+    }
+
     /// Waits for backends still on their first start, only while the
     /// gateway itself is starting (a short, configured window).
     pub async fn settle(&self) {
@@ -121,12 +144,14 @@ impl Namespace {
         futures_util::future::join_all(all).await;
     }
 
-    /// (names indexed for `prefix = "never"`, tasks indexed).
-    pub fn census(&self) -> (usize, usize, usize) {
+    /// (names indexed for `prefix = "never"`, tasks indexed, questions
+    /// waiting, tools indexed for search).
+    pub fn census(&self) -> (usize, usize, usize, usize) {
         (
             self.index.lock().len(),
             self.tasks.lock().len(),
             self.rounds.len(),
+            self.search.as_ref().map_or(0, Search::len),
         )
     }
 
@@ -147,12 +172,20 @@ impl Namespace {
         // Every arm but the forwarded calls is boxed: a future is as big as
         // its largest arm, and this one is moved into a box per request.
         if let Some(kind) = Kind::from_list_method(method) {
+            if kind == Kind::Tool && self.search.is_some() {
+                return Box::pin(self.search_list(caller, params.as_deref())).await;
+            }
             return Box::pin(self.list(caller, kind, params.as_deref())).await;
         }
         match method {
             "ping" => ok(&json!({})),
             "logging/setLevel" => self.set_level(caller, params, events).await,
             "tools/call" => {
+                // Search mode's own tools (list mode: one test of None).
+                if let Some(tool) = self.gateway_tool(params.as_deref(), routed) {
+                    let answered = self.call_gateway_tool(who, caller, tool, params, events, seen);
+                    return Box::pin(answered).await;
+                }
                 let called = Called::new(Kind::Tool, routed);
                 self.forward(who, caller, called, method, params, events, seen)
                     .await

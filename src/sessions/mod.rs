@@ -7,6 +7,7 @@
 //! watches that token.
 
 mod ending;
+mod found;
 mod in_flight;
 pub mod sealed;
 mod session;

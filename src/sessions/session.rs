@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::found::Found;
 use super::in_flight::InFlight;
 use crate::cancel_flag::RequestCancel;
 use crate::protocol::{ClientCaps, LegacyVersion, LogLevel};
@@ -60,6 +61,8 @@ struct Extras {
     subscriptions: HashSet<String>,
     /// The level set by `logging/setLevel` (None: no log messages).
     log_level: Option<LogLevel>,
+    /// Tools its searches found (search mode's `expose_found`).
+    found: Found,
 }
 
 /// Resource subscriptions one session may hold.
@@ -205,6 +208,19 @@ impl Drop for Tracked {
 impl crate::vocab::ClientSession for Session {
     fn ended(&self) -> &CancellationToken {
         &self.ended
+    }
+
+    fn note_found(&self, names: &[String], max: usize) -> bool {
+        let mut state = self.state.lock();
+        state.extras.get_or_insert_default().found.note(names, max)
+    }
+
+    fn found(&self) -> Vec<String> {
+        let state = self.state.lock();
+        state
+            .extras
+            .as_ref()
+            .map_or_else(Vec::new, |e| e.found.names())
     }
 }
 

@@ -70,6 +70,11 @@ impl Caller {
         self.caps
     }
 
+    /// Its legacy session (None: a request without one).
+    pub fn client_session(&self) -> Option<&Arc<dyn ClientSession>> {
+        self.session.as_ref()
+    }
+
     /// Which client this is.
     pub fn key(&self) -> &ClientKey {
         &self.key

@@ -22,6 +22,12 @@ impl Backend {
         }
     }
 
+    /// The profile its lists are kept under for `caller`: callers of one
+    /// profile are listed the same.
+    pub fn list_profile(&self, caller: &Caller) -> u8 {
+        self.profile(caller.caps)
+    }
+
     /// Bumped whenever the backend's lists may have changed.
     pub fn list_version(&self) -> u64 {
         self.cache.version()

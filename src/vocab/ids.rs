@@ -181,6 +181,18 @@ impl ClientKey {
 pub trait ClientSession: Send + Sync {
     /// Cancelled when the session ends.
     fn ended(&self) -> &tokio_util::sync::CancellationToken;
+
+    /// Search mode's `expose_found`: notes tools its search just found
+    /// (names as it sees them), keeping the `max` most recently found;
+    /// whether the set changed. Kept with the session, gone with it.
+    fn note_found(&self, _names: &[String], _max: usize) -> bool {
+        false
+    }
+
+    /// The tools its searches found, least recently found first.
+    fn found(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl fmt::Debug for dyn ClientSession {

@@ -10,7 +10,7 @@ use super::super::env::interpolate;
 use super::super::error::dotted;
 use super::super::file::{self, FileBackend, FileNamespace, FileTransport};
 use super::super::{
-    BackendConfig, BackendName, ClientCredentials, Inherit, Isolation, NamespaceConfig,
+    BackendConfig, BackendName, ClientCredentials, Discovery, Inherit, Isolation, NamespaceConfig,
     NamespaceName, Prefix, Proxy, Secret, TokenExchange, ToolFilter, ToolScopes, Transport,
 };
 use super::Builder;
@@ -394,6 +394,7 @@ impl Builder<'_> {
                 prefix: Prefix::Always,
                 require_scopes: Vec::new(),
                 tool_scopes: ToolScopes::default(),
+                discovery: Discovery::List,
             }];
         }
         let mut out = Vec::new();
@@ -425,14 +426,19 @@ impl Builder<'_> {
                     members.push(b.name.clone());
                 }
             }
+            let prefix = match n.prefix {
+                Some(file::FilePrefix::Never) => Prefix::Never,
+                Some(file::FilePrefix::Always) | None => Prefix::Always,
+            };
+            let members_of = |m: &BackendName| backends.iter().find(|b| &b.name == m);
+            let served: Vec<&BackendConfig> = members.iter().filter_map(members_of).collect();
+            let discovery = self.discovery(ns, n, prefix, &served);
             if let Some(name) = name {
                 out.push(NamespaceConfig {
                     name,
                     backends: members,
-                    prefix: match n.prefix {
-                        Some(file::FilePrefix::Never) => Prefix::Never,
-                        Some(file::FilePrefix::Always) | None => Prefix::Always,
-                    },
+                    prefix,
+                    discovery,
                     require_scopes: self.scopes(
                         &format!("namespaces.{ns}.require_scopes"),
                         n.require_scopes.clone().unwrap_or_default(),

@@ -18,6 +18,10 @@ const MAX_LIST_PAGES: usize = 64;
 impl Namespace {
     /// The input schema of an exposed tool, for checking `Mcp-Param-*`.
     pub async fn tool_schema(&self, caller: &Caller, exposed: &str) -> Option<serde_json::Value> {
+        // Search mode's own tools mirror no argument into a header.
+        if self.searches() && crate::config::Discovery::is_gateway_tool(exposed) {
+            return None;
+        }
         let (i, original) = self.resolve(caller, Kind::Tool, exposed).await?;
         self.members[i].backend.tool_schema(caller, original).await
     }

@@ -14,6 +14,8 @@ use crate::protocol::LogLevel;
 use crate::router::kind::Kind;
 use crate::upstream::{Caller, Notice};
 
+const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
+
 /// What a client is told of its backends outside any request.
 #[derive(Debug, Clone)]
 pub enum ClientNotice {
@@ -32,7 +34,7 @@ impl ClientNotice {
     /// What a client is told when its namespace's members change.
     pub fn all_lists_changed() -> [ClientNotice; 3] {
         [
-            ClientNotice::ListChanged("notifications/tools/list_changed"),
+            ClientNotice::ListChanged(TOOLS_CHANGED),
             ClientNotice::ListChanged("notifications/prompts/list_changed"),
             ClientNotice::ListChanged("notifications/resources/list_changed"),
         ]
@@ -86,6 +88,16 @@ impl Namespace {
                 std::future::ready(notice)
             })
         });
-        futures_util::stream::select_all(streams)
+        let backends = futures_util::stream::select_all(streams);
+        // Search mode's `expose_found`: this session's searches found tools.
+        let Some(search) = self.search.as_ref().filter(|s| s.expose_found) else {
+            return backends.boxed();
+        };
+        let key = caller.key().clone();
+        let found = BroadcastStream::new(search.found.subscribe()).filter_map(move |k| {
+            let ours = matches!(k, Ok(k) if k == key);
+            std::future::ready(ours.then_some(ClientNotice::ListChanged(TOOLS_CHANGED)))
+        });
+        futures_util::stream::select(backends, found).boxed()
     }
 }
