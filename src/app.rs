@@ -38,6 +38,9 @@ pub enum ServeError {
     /// `sluice stdio --namespace` names none of the config's.
     #[error("namespace `{0}` is not in the config")]
     UnknownNamespace(String),
+    /// `sluice tools --principal` names no static token.
+    #[error("principal `{0}` is not a named entry of [auth] bearer_tokens_env")]
+    UnknownPrincipal(String),
     #[error("server failed: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -49,6 +52,7 @@ impl ServeError {
             ServeError::Unsupported { .. }
                 | ServeError::Backend { .. }
                 | ServeError::UnknownNamespace(_)
+                | ServeError::UnknownPrincipal(_)
         )
     }
 }

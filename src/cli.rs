@@ -1,4 +1,4 @@
-//! The command line (contract: `sluice serve | stdio | check | keygen | demo-server | probe`).
+//! The command line (contract: `sluice serve | stdio | check | tools | keygen | demo-server | probe`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +45,25 @@ pub enum Command {
         /// The config file to check (TOML or `mcpServers` JSON).
         #[arg(long)]
         config: PathBuf,
+    },
+    /// Start the backends, print what each namespace offers a principal
+    /// (tools, prompts, resources and templates, with the backend and its
+    /// own name behind each), then stop them.
+    Tools {
+        /// The config file (TOML or `mcpServers` JSON).
+        #[arg(long)]
+        config: PathBuf,
+        /// One namespace only (default: every namespace).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// As this named static principal (`NAME=TOKEN` in
+        /// `bearer_tokens_env`) sees it, its scopes applied (default: a
+        /// caller no scope restricts).
+        #[arg(long)]
+        principal: Option<String>,
+        /// One JSON document instead of columns.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a new key for sealed session ids, in the form
     /// SLUICE_SESSION_KEY takes (comma-separate several to rotate).

@@ -12,6 +12,7 @@ pub mod app;
 pub(crate) mod auth;
 pub mod budget;
 pub(crate) mod cancel_flag;
+pub mod catalogue;
 pub mod cli;
 pub(crate) mod clock;
 pub mod cluster;

@@ -59,27 +59,34 @@ fn main() -> ExitCode {
             };
             probe(opts, json)
         }
+        Command::Tools {
+            config,
+            namespace,
+            principal,
+            json,
+        } => {
+            let (cfg, runtime) = match prepared(Some(&config)) {
+                Ok(ready) => ready,
+                Err(code) => return code,
+            };
+            let listed = runtime.block_on(sluice::catalogue::list(cfg, namespace, principal, json));
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            match listed {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => exit_code(Err(e)),
+            }
+        }
         Command::Keygen => {
             println!("{}", sluice::sessions::sealed::KeyRing::generate());
             ExitCode::SUCCESS
         }
         Command::Stdio { config, namespace } => {
-            if let Err(code) = init_logging() {
-                return code;
-            }
-            let cfg = match load(config.as_ref()) {
-                Ok(c) => c,
+            let (cfg, runtime) = match prepared(config.as_ref()) {
+                Ok(ready) => ready,
                 Err(code) => return code,
-            };
-            if let Err(code) = http_engine() {
-                return code;
-            }
-            let runtime = match tokio::runtime::Runtime::new() {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("sluice: cannot start runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
             };
             let result = runtime.block_on(sluice::stdio::serve(cfg, config, namespace));
             // stdin's reader may still block in a read; it is not waited for.
@@ -128,6 +135,23 @@ fn main() -> ExitCode {
             }
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             exit_code(result)
+        }
+    }
+}
+
+/// Logging, the config, the HTTP engine and a work-stealing runtime, for
+/// the commands that start backends without serving a listener.
+fn prepared(
+    config: Option<&std::path::PathBuf>,
+) -> Result<(config::Config, tokio::runtime::Runtime), ExitCode> {
+    init_logging()?;
+    let cfg = load(config)?;
+    http_engine()?;
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => Ok((cfg, runtime)),
+        Err(e) => {
+            eprintln!("sluice: cannot start runtime: {e}");
+            Err(ExitCode::FAILURE)
         }
     }
 }

@@ -49,6 +49,13 @@ pub(crate) fn start(
     })
 }
 
+impl Started {
+    /// Its task, which ends once the gateway's stop (its parent) is given.
+    pub(crate) fn task(self) -> JoinHandle<()> {
+        self.task
+    }
+}
+
 /// What a new backend must be given in cluster mode before it serves.
 pub(crate) type Join = Arc<dyn Fn(&Arc<Backend>) + Send + Sync>;
 

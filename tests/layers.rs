@@ -45,7 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("the edge, and the probe beside it", &["front", "probe"]),
     ("reloading", &["reload"]),
-    ("wiring", &["app", "stdio", "cli", "fuzzing"]),
+    ("wiring", &["app", "stdio", "catalogue", "cli", "fuzzing"]),
     ("the binary", &["lib", "main"]),
 ];
 

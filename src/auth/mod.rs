@@ -229,6 +229,17 @@ impl Authenticator {
         })
     }
 
+    /// The identity a named static principal has at `namespace`'s
+    /// endpoint, as if it had presented its token (`sluice tools`). None:
+    /// no static token has that name.
+    pub(crate) fn named(&self, name: &str, namespace: &str) -> Option<Result<Identity, Refusal>> {
+        let t = self
+            .tokens
+            .iter()
+            .find(|t| matches!(&t.principal, Principal::Named(n) if n.as_str() == name))?;
+        Some(self.static_identity(t, namespace))
+    }
+
     /// The static token of a principal (for sealing its ids): found by the
     /// principal, so a sealed id stays bound to the token's bytes whatever
     /// its name or position.

@@ -2,9 +2,12 @@
 //! they are reached, up or down and since when, how their last session
 //! to end on its own ended, their sessions, restarts),
 //! client sessions, the request rate and latency over the last minutes, and
-//! sessions and memory over the last hour, drawn as small charts. All of it
-//! from counters the gateway keeps anyway, sampled every `EVERY` into a
-//! ring of `KEEP` samples: nothing per session, nothing unbounded. No
+//! sessions and memory over the last hour, drawn as small charts, and each
+//! namespace's catalogue (every tool, prompt and resource with the backend
+//! and original name behind it, read from the backends' cached lists as a
+//! caller no scope restricts would be shown them). The rest from counters
+//! the gateway keeps anyway, sampled every `EVERY` into a ring of `KEEP`
+//! samples: nothing per session, nothing unbounded. No
 //! session id, token or backend URL is on it. Server-rendered, no script,
 //! nothing fetched from elsewhere; it reloads itself.
 
@@ -21,12 +24,18 @@ use tokio_util::sync::CancellationToken;
 
 use super::Front;
 use crate::metrics::{Counts, LATENCY_BOUNDS_US};
+use crate::router::{Item, View};
+use crate::upstream::Caller;
+use crate::vocab::Principal;
 
 /// One sample every `EVERY`, the last hour kept.
 const EVERY: Duration = Duration::from_secs(10);
 const KEEP: usize = 360;
 /// The window rates and percentiles are read over.
 const RECENT: Duration = Duration::from_secs(300);
+/// How long the catalogue may take to read (a backend down, lists not
+/// yet cached): the page is drawn without it after that.
+const CATALOGUE_WAIT: Duration = Duration::from_secs(5);
 
 struct Sample {
     at: SystemTime,
@@ -71,7 +80,8 @@ pub(super) async fn page(State(front): State<Arc<Front>>, headers: HeaderMap) ->
     if let Err(refused) = front.operator_access(&headers) {
         return refused.into_response();
     }
-    let html = render(&front);
+    let views = catalogue(&front).await;
+    let html = render(&front, views.as_deref());
     (
         StatusCode::OK,
         [
@@ -83,7 +93,22 @@ pub(super) async fn page(State(front): State<Arc<Front>>, headers: HeaderMap) ->
         .into_response()
 }
 
-fn render(front: &Front) -> String {
+/// Every namespace's view as a caller no scope restricts (None: not read
+/// in time).
+async fn catalogue(front: &Front) -> Option<Vec<View>> {
+    let layout = front.layout.load_full();
+    let caller = Caller::principal(Principal::Anonymous);
+    let views = async {
+        let mut views = Vec::new();
+        for ns in layout.router.namespaces() {
+            views.push(ns.view(&caller).await);
+        }
+        views
+    };
+    tokio::time::timeout(CATALOGUE_WAIT, views).await.ok()
+}
+
+fn render(front: &Front, views: Option<&[View]>) -> String {
     let current = now(front);
     let ring = front.status.0.lock();
     let mut out = String::with_capacity(16 * 1024);
@@ -168,6 +193,8 @@ fn render(front: &Front) -> String {
     }
     out.push_str("</table>");
 
+    render_catalogue(&mut out, views);
+
     // Requests over the recent window.
     let base = ring
         .iter()
@@ -224,6 +251,67 @@ fn render(front: &Front) -> String {
     );
     out.push_str("</div></body></html>");
     out
+}
+
+/// Each namespace's counts, and its items in tables that open on a click.
+fn render_catalogue(out: &mut String, views: Option<&[View]>) {
+    out.push_str("<h2>Catalogue</h2>");
+    let Some(views) = views else {
+        out.push_str("<p>not read in time (a backend slow to list)</p>");
+        return;
+    };
+    for view in views {
+        let counts: Vec<String> = view
+            .kinds()
+            .iter()
+            .map(|(kind, items)| format!("{} {kind}", items.len()))
+            .collect();
+        let _ = write!(
+            out,
+            "<h3>{} <small>{} mode · {}</small></h3>",
+            escape(&view.namespace),
+            view.discovery,
+            counts.join(" · "),
+        );
+        for backend in &view.unread {
+            let _ = write!(
+                out,
+                "<p class=\"down\">{}: lists not read</p>",
+                escape(backend)
+            );
+        }
+        for (kind, items) in view.kinds() {
+            if !items.is_empty() {
+                catalogue_table(out, kind, items, view.discovery == "search");
+            }
+        }
+    }
+}
+
+fn catalogue_table(out: &mut String, kind: &str, items: &[Item], searched: bool) {
+    let _ = write!(
+        out,
+        "<details><summary>{kind}</summary><table><tr><th>name</th><th>backend</th><th>original name</th>{}</tr>",
+        if searched { "<th>tools/list</th>" } else { "" },
+    );
+    for item in items {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td>",
+            escape(&item.name),
+            escape(item.backend.as_deref().unwrap_or("(gateway)")),
+            escape(item.original.as_deref().unwrap_or("–")),
+        );
+        if searched {
+            out.push_str(if item.listed {
+                "<td>listed</td>"
+            } else {
+                "<td>by search</td>"
+            });
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table></details>");
 }
 
 /// The latency below which `q` of the requests fall (a bucket's bound).

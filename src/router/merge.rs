@@ -139,24 +139,25 @@ impl Namespace {
         None
     }
 
-    /// Every tool member `m` lists for `caller`, renamed (scopes not yet
-    /// applied), for search's index: None when its list cannot be read
-    /// whole now (nothing is then indexed for it). Pages are followed as
+    /// Every item of `kind` member `m` lists for `caller`, renamed (scopes
+    /// not yet applied), for search's index and the catalogue's view:
+    /// None when its list cannot be read whole now. Pages are followed as
     /// for a list, within the same bounds.
-    pub(super) async fn member_tools(&self, caller: &Caller, m: &Member) -> Option<Vec<Fields>> {
+    pub(super) async fn member_items(
+        &self,
+        caller: &Caller,
+        m: &Member,
+        kind: Kind,
+    ) -> Option<Vec<Fields>> {
         m.backend.settle().await;
-        if !m
-            .backend
-            .info()
-            .is_some_and(|i| i.has(Kind::Tool.capability()))
-        {
+        if !m.backend.info().is_some_and(|i| i.has(kind.capability())) {
             return Some(Vec::new());
         }
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         let mut followed = HashSet::new();
         for _ in 0..MAX_BACKEND_PAGES {
-            let page = self.page(caller, Kind::Tool, m, cursor.as_deref()).await?;
+            let page = self.page(caller, kind, m, cursor.as_deref()).await?;
             items.extend(page.items);
             match page.next {
                 Some(next) if followed.insert(next.clone()) => cursor = Some(next),

@@ -20,6 +20,7 @@ use crate::fast_map::FastMap;
 use std::sync::Arc;
 
 pub use namespace::{ClientNotice, Namespace};
+pub(crate) use namespace::{Item, View};
 pub use observed::Seen;
 
 use crate::config::Config;

@@ -3,7 +3,8 @@
 //! Its dispatch is here (`handle`); the rest of its work by verb: what it
 //! forwards to one backend (`forward`), the names it shows and resolves
 //! (`catalog`), what it offers clients at `initialize` (`capabilities`),
-//! what it tells them outside any request (`notices`); its merged lists
+//! what it tells them outside any request (`notices`), what it shows one
+//! caller item by item, for operators (`view`); its merged lists
 //! are `merge`'s and what a caller may call is `listed`'s.
 
 mod capabilities;
@@ -11,6 +12,7 @@ mod catalog;
 mod discovery;
 mod forward;
 mod notices;
+mod view;
 
 use std::sync::Arc;
 
@@ -30,6 +32,7 @@ use crate::vocab::{NamespaceName, Principal};
 use forward::Called;
 
 pub use notices::ClientNotice;
+pub(crate) use view::{Item, View};
 
 pub(super) struct Member {
     /// Its position in the namespace.

@@ -57,6 +57,25 @@ impl Namespace {
         Some(exposed)
     }
 
+    /// Member `m`'s own name behind `exposed`, if `exposed` is one of its
+    /// names (`expose` undone).
+    pub(super) fn original<'a>(
+        &self,
+        m: &'a Member,
+        kind: Kind,
+        exposed: &'a str,
+    ) -> Option<&'a str> {
+        let rest = match (self.prefix, kind.is_uri()) {
+            (Prefix::Never, _) => exposed,
+            (Prefix::Always, false) => names::strip(&m.backend.name, exposed)?,
+            (Prefix::Always, true) => names::strip_uri(&m.backend.name, exposed)?,
+        };
+        match kind {
+            Kind::Tool => m.tools.original(rest),
+            _ => Some(rest),
+        }
+    }
+
     /// The member and original name behind an exposed name.
     pub(super) async fn resolve<'a>(
         &'a self,
@@ -65,18 +84,11 @@ impl Namespace {
         exposed: &'a str,
     ) -> Option<(usize, &'a str)> {
         if self.prefix == Prefix::Always {
-            return self.members.iter().enumerate().find_map(|(i, m)| {
-                let rest = if kind.is_uri() {
-                    names::strip_uri(&m.backend.name, exposed)?
-                } else {
-                    names::strip(&m.backend.name, exposed)?
-                };
-                let original = match kind {
-                    Kind::Tool => m.tools.original(rest)?,
-                    _ => rest,
-                };
-                Some((i, original))
-            });
+            return self
+                .members
+                .iter()
+                .enumerate()
+                .find_map(|(i, m)| Some((i, self.original(m, kind, exposed)?)));
         }
         let lookup = |this: &'a Self| {
             let i = this

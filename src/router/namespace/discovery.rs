@@ -251,7 +251,7 @@ impl Namespace {
             }
             // The version before the read: a change during it reads again.
             let version = m.backend.list_version();
-            let Some(items) = self.member_tools(caller, m).await else {
+            let Some(items) = self.member_items(caller, m, Kind::Tool).await else {
                 continue;
             };
             let items = self.without_gateway_names(m, items);
