@@ -206,6 +206,10 @@ impl crate::vocab::ClientSession for Session {
     fn ended(&self) -> &CancellationToken {
         &self.ended
     }
+
+    fn principal(&self) -> &Principal {
+        &self.principal
+    }
 }
 
 /// Hundredths of a second since the first session (497 days fit).
