@@ -185,6 +185,34 @@ async fn each_principal_reaches_an_http_backend_as_itself() {
     );
     assert!(seen_calls(&fx, "carol-").is_empty());
 
+    // Without a session (2026-07-28), bob's calls still go over his own.
+    let http = Http::new(url.clone());
+    for (token, text) in [("tok-bob", "bob-modern"), ("tok-carol", "carol-modern")] {
+        let params = json!({
+            "name": "web__echo",
+            "arguments": {"text": text},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "sluice-test", "version": "0"}
+            }
+        });
+        let auth = format!("Bearer {token}");
+        let r = http
+            .modern_call(9, "web__echo", params, &[("authorization", &auth)])
+            .await;
+        let reply = r.json();
+        match token {
+            "tok-bob" => assert_eq!(text_of(&reply), text, "{reply}"),
+            _ => assert!(reply["error"]["message"].as_str().is_some(), "{reply}"),
+        }
+    }
+    let modern = seen_calls(&fx, "bob-modern");
+    assert_eq!(modern.len(), 1);
+    assert_eq!(modern[0].0, format!("Bearer {BOB_SECRET}"));
+    assert_eq!(modern[0].2, bob[0].2, "bob's one backend session");
+    assert!(seen_calls(&fx, "carol-").is_empty());
+
     // alice's backend session ends with her last client session, not before.
     let deleted = fx.stats()["deleted"].as_u64().unwrap();
     assert_eq!(delete_as(&url, "tok-alice", &a1).await, 200);
@@ -465,4 +493,70 @@ async fn principal_secrets_stay_secret() {
             assert!(!text.contains(secret), "{secret} in the {what}");
         }
     }
+}
+
+/// Cluster mode: the replicas serving one principal use one backend
+/// session (the stateful backend's counter goes on across them), another
+/// principal has its own, and a principal's session left by a replica that
+/// died is closed by a survivor's sweeper once past its idle TTL, while
+/// the other principal's, in use, stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_a_principals_backend_session_and_sweep_it() {
+    let redis = Redis::start();
+    let fx = Fixture::start("127.0.0.1:0", &[]);
+    let toml = format!(
+        "[server]\nsession_ids = \"sealed\"\n[auth]\nbearer_tokens_env = \"TEST_TOKENS\"\n\
+         [cluster]\nredis_url = \"{}\"\n\
+         [backends.web]\ntransport = \"http\"\nurl = \"{}\"\nidle_ttl = \"3s\"\n\
+         [backends.web.principals.alice]\nheaders = {{ X-Who = \"${{ALICE_CRED}}\" }}\n\
+         [backends.web.principals.bob]\nheaders = {{ X-Who = \"${{BOB_CRED}}\" }}\n",
+        redis.url(),
+        fx.url()
+    );
+    let key = keygen();
+    let mut env = env().to_vec();
+    env.push(("SLUICE_SESSION_KEY", &key));
+    let mut gws: Vec<Gateway> = (0..2)
+        .map(|_| Gateway::start_with_env(&toml, &env))
+        .collect();
+    for gw in &gws {
+        wait_until(Duration::from_secs(15), || {
+            gw.metrics().get("sluice_cluster_up") == 1.0
+        });
+    }
+    let urls: Vec<String> = gws.iter().map(|g| g.url("/mcp")).collect();
+    let counter = async |url: &str, token: &str, sid: &str| {
+        let call = json!({"name": "web__counter", "arguments": {}});
+        let r = ask(url, token, sid, "tools/call", call).await;
+        text_of(&r).parse::<u64>().unwrap()
+    };
+    // alice's one client session, served by either replica.
+    let alice = open(&urls[0], "tok-alice").await;
+    for i in 0..4u64 {
+        let n = counter(&urls[(i % 2) as usize], "tok-alice", &alice).await;
+        assert_eq!(n, i + 1, "one backend session for alice across replicas");
+    }
+    let bob = open(&urls[1], "tok-bob").await;
+    assert_eq!(counter(&urls[1], "tok-bob", &bob).await, 1, "bob's own");
+    assert_eq!(fx.live(), 2);
+    // alice's only through the replica that dies now.
+    let alice = open(&urls[0], "tok-alice").await;
+    assert_eq!(counter(&urls[0], "tok-alice", &alice).await, 5);
+    let dead = gws.remove(0);
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(dead.pid() as i32, libc::SIGKILL);
+    }
+    wait_until(Duration::from_secs(10), || !dead.is_running());
+    let mut n = 1;
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    while fx.live() > 1 {
+        assert!(std::time::Instant::now() < deadline, "{} live", fx.live());
+        n += 1;
+        assert_eq!(counter(&urls[1], "tok-bob", &bob).await, n, "bob's stays");
+        // Paces the loop while the dead replica's record reaches its idle
+        // TTL; the loop ends on the event, the count of live sessions.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(fx.live(), 1);
 }
