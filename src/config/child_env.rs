@@ -143,4 +143,24 @@ mod tests {
         assert!(secrets().why("SLUICE_LOG").unwrap().contains("`SLUICE_*`"));
         assert_eq!(secrets().why("TOKENS_FILE_FILE"), None);
     }
+
+    #[test]
+    fn a_principals_variables_are_its_own() {
+        let secrets = secrets().with_principals(vec![(
+            "ALICE_GH".to_owned(),
+            "backends.gh.principals.alice.headers.Authorization".to_owned(),
+            "alice".to_owned(),
+        )]);
+        assert_eq!(secrets.why_for("ALICE_GH", Some("alice")), None);
+        assert_eq!(secrets.why_for("ALICE_GH_FILE", Some("alice")), None);
+        for owner in [None, Some("bob")] {
+            let why = secrets.why_for("ALICE_GH", owner).unwrap();
+            assert!(why.contains("principal `alice`'s credentials"), "{why}");
+        }
+        // Never a child's, by inherit_env.
+        let inherit = Inherit::new(vec!["ALICE_GH".to_owned()], secrets.clone());
+        assert!(!inherit.passes("ALICE_GH") && !inherit.passes("ALICE_GH_FILE"));
+        // The gateway's own stay refused, whoever asks.
+        assert!(secrets.why_for("TOKENS", Some("alice")).is_some());
+    }
 }

@@ -81,7 +81,8 @@ pub(super) struct ByPrincipal {
 }
 
 impl Principals {
-    /// `entries` in the file's order (at least one).
+    /// `entries` in the file's order (None without any: the config never
+    /// has an empty `principals`).
     pub(super) fn new(
         entries: Vec<(Principal, TransportSpec)>,
         fallback: Fallback,
@@ -128,9 +129,11 @@ impl Principals {
         }
     }
 
-    /// Whether the backend is not there for `caller`.
+    /// Whether the backend is not there for `caller` (one look-up, and
+    /// none with `fallback = "shared"`).
     pub(super) fn hides(&self, caller: &Caller) -> bool {
-        matches!(self.route(caller), Route::Hidden)
+        self.fallback == Fallback::Hide
+            && !caller.who().is_some_and(|p| self.entries.contains_key(p))
     }
 
     /// With `fallback = "hide"`, the backend keeps no session of its own

@@ -28,6 +28,21 @@ impl Backend {
     ) -> Result<(Arc<Backend>, tokio::task::JoinHandle<()>), String> {
         let transport = transport_spec(config)?;
         let entries = principal_transports(config, &transport)?;
+        let principals = match &config.principals {
+            None => None,
+            Some(p) => {
+                let shared = (config.isolation == Isolation::Shared).then(|| {
+                    PerSession::by_principal(
+                        config.name.clone(),
+                        config.max_sessions,
+                        config.idle_ttl,
+                    )
+                });
+                // Never served with the backend's own credentials instead.
+                let made = Principals::new(entries, p.fallback, shared, stop.clone());
+                Some(made.ok_or("principals: no entry")?)
+            }
+        };
         if let TransportSpec::Http(spec) | TransportSpec::Sse(spec) = &transport {
             // The gateway's own token, while the backend runs.
             tokio::spawn(spec.headers.clone().keep_fresh(
@@ -66,16 +81,7 @@ impl Backend {
                     watched: Arc::default(),
                     last_exit: Arc::default(),
                 },
-                principals: config.principals.as_ref().and_then(|p| {
-                    let shared = (config.isolation == Isolation::Shared).then(|| {
-                        PerSession::by_principal(
-                            config.name.clone(),
-                            config.max_sessions,
-                            config.idle_ttl,
-                        )
-                    });
-                    Principals::new(entries, p.fallback, shared, stop.clone())
-                }),
+                principals,
                 transport,
                 pool: match config.isolation {
                     Isolation::Shared => Pool::Shared(Mutex::new(None)),
