@@ -163,6 +163,12 @@ fn as_text(principal: Option<&str>, scopes: Option<&[String]>, seen: &[Seen]) ->
             "\nnamespace {} ({} mode)",
             view.namespace, view.discovery
         );
+        for b in &view.hidden {
+            let _ = writeln!(
+                out,
+                "  backend {b}: hidden (it has per-principal credentials, none for this principal)"
+            );
+        }
         for b in &view.unread {
             let _ = writeln!(
                 out,

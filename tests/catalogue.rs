@@ -202,3 +202,79 @@ fn status_shows_each_namespaces_catalogue() {
         "{catalogue}"
     );
 }
+
+/// A backend with per-principal credentials (`fallback = "hide"`) is not
+/// there for a principal without them: `sluice tools` names it hidden,
+/// and search mode neither finds nor pins its tools for that principal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_backend_is_named_and_never_found() {
+    let toml = format!(
+        "[auth]\nbearer_tokens_env = \"TEST_TOKENS\"\n{}{}\
+         [backends.private.principals.admin]\nenv = {{ PRIVATE_TOKEN = \"${{ADMIN_PRIVATE}}\" }}\n\
+         [namespaces.default]\nbackends = [\"demo\", \"private\"]\ndiscovery = \"search\"\n\
+         pinned = [\"private__add\"]\n",
+        demo_backend("demo"),
+        demo_backend("private"),
+    );
+    let env = [("TEST_TOKENS", TOKENS), ("ADMIN_PRIVATE", "s3cret-admin")];
+    let dir = tempdir::Dir::new();
+    let path = tempdir::write(&dir, "sluice.toml", &toml);
+    let list = |principal: &str| {
+        let out = Command::new(BIN)
+            .args(["tools", "--json", "--config", path.to_str().unwrap()])
+            .args(["--principal", principal])
+            .envs(env)
+            .env("SLUICE_LOG", "warn")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        namespace(&doc, "default").clone()
+    };
+    let reader = list("reader");
+    assert_eq!(reader["hidden"], serde_json::json!(["private"]), "{reader}");
+    assert!(
+        !names(&reader, "tools")
+            .iter()
+            .any(|n| n.starts_with("private__"))
+    );
+    let admin = list("admin");
+    assert_eq!(admin["hidden"], serde_json::json!([]), "{admin}");
+    assert!(names(&admin, "tools").contains(&"private__add".to_owned()));
+
+    let gw = Gateway::start_with_env(&toml, &env);
+    let http = Http::new(gw.url("/mcp"));
+    for (token, sees) in [("reader-token", false), ("admin-token", true)] {
+        let bearer = format!("Bearer {token}");
+        let auth = [("authorization", bearer.as_str())];
+        let r = http.post_with(None, &auth, &init_request(1)).await;
+        let sid = r.headers["mcp-session-id"].to_str().unwrap().to_owned();
+        let ask = async |id: u64, method: &str, params: Value| {
+            let body =
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            http.post_with(Some(&sid), &auth, &body).await.json()
+        };
+        let listed = ask(2, "tools/list", serde_json::json!({})).await;
+        let pinned = listed["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{listed}"))
+            .iter()
+            .any(|t| t["name"] == "private__add");
+        assert_eq!(pinned, sees, "{token}: {listed}");
+        let arguments = serde_json::json!({"query": "adds two numbers", "limit": 50});
+        let r = ask(
+            3,
+            "tools/call",
+            serde_json::json!({"name": "search_tools", "arguments": arguments}),
+        )
+        .await;
+        let found: Vec<&str> = r["result"]["structuredContent"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(found.contains(&"demo__add"), "{token}: {found:?}");
+        assert_eq!(found.contains(&"private__add"), sees, "{token}: {found:?}");
+    }
+}

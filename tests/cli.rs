@@ -8,18 +8,7 @@ use serde_json::json;
 use support::*;
 
 fn check(file: &str, text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
-    let dir = tempdir::Dir::new();
-    let path = tempdir::write(&dir, file, text);
-    let out = Command::new(BIN)
-        .args(["check", "--config", path.to_str().unwrap()])
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    check_config(file, text, env)
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod auth;
 mod backend;
 mod discovery;
 mod operations;
+mod principals;
 mod server;
 
 pub(super) const LOOPBACK_ONLY: &str =
@@ -40,7 +41,7 @@ impl Syntax {
         }
     }
 
-    fn transport(self) -> &'static str {
+    pub(super) fn transport(self) -> &'static str {
         match self {
             Self::Toml => "transport",
             Self::Desktop => "type",
@@ -64,8 +65,9 @@ pub(super) fn build(
         issues: std::mem::take(issues),
         secrets: secret_vars(&file, syntax),
         proxy_reported: false,
+        has_auth: file.auth.is_some(),
     };
-    let has_auth = file.auth.is_some();
+    let has_auth = b.has_auth;
     // From what the file asks for, not from what was built: an [auth]
     // refused (its token variable unset, say) is reported once, not again
     // as every namespace's scopes.
@@ -96,7 +98,7 @@ pub(super) fn build(
     let backends: Vec<BackendConfig> = file
         .backends
         .iter()
-        .filter_map(|(name, fb)| b.backend(name, fb, server.request_timeout))
+        .filter_map(|(name, fb)| b.backend(name, fb, server.request_timeout, auth.as_ref()))
         .collect();
     let namespaces = b.namespaces(&file.namespaces, &file.backends, &backends);
 
@@ -153,6 +155,8 @@ struct Builder<'a> {
     secrets: SecretVars,
     /// A bad proxy variable has been reported (once, however many use it).
     proxy_reported: bool,
+    /// The file has an `[auth]` table (built or not).
+    has_auth: bool,
 }
 
 /// Every variable the config names as a secret's source, with its key.
@@ -176,7 +180,27 @@ fn secret_vars(file: &File, syntax: Syntax) -> SecretVars {
         let key = || dotted(&[syntax.backends(), name, "oauth", "client_secret_env"]);
         sources.extend(var.map(|v| (v.to_owned(), key())));
     }
-    SecretVars::new(sources)
+    SecretVars::new(sources).with_principals(principal_vars(file, syntax))
+}
+
+/// Every variable a principal's credentials name, with its key and the
+/// principal: that principal's alone, never a child's or another's.
+fn principal_vars(file: &File, syntax: Syntax) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (name, b) in &file.backends {
+        for (who, p) in b.principals.iter().flatten() {
+            let values = [("headers", &p.headers), ("env", &p.env)];
+            for (table, map) in values {
+                for (key, value) in map.iter().flatten() {
+                    let at = || dotted(&[syntax.backends(), name, "principals", who, table, key]);
+                    for var in super::env::referenced(value) {
+                        out.push((var.to_owned(), at(), who.clone()));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 impl Builder<'_> {

@@ -22,26 +22,53 @@ const LOCALE_PREFIX: &str = "LC_";
 const GATEWAY_PREFIX: &str = "SLUICE_";
 
 /// The variables the config names as a secret's source (`bearer_tokens_env`,
-/// `token_env`, `client_secret_env`, ...) with the key that names each.
+/// `token_env`, `client_secret_env`, ...) with the key that names each, and
+/// those a principal's credentials are read from (`${VAR}` in
+/// `[backends.NAME.principals.PRINCIPAL]`), with the principal they are for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SecretVars(Arc<[(String, String)]>);
+pub struct SecretVars {
+    gateway: Arc<[(String, String)]>,
+    /// (variable, key, the principal's key as written).
+    principals: Arc<[(String, String, String)]>,
+}
 
 impl SecretVars {
     pub(super) fn new(sources: Vec<(String, String)>) -> Self {
-        Self(sources.into())
+        Self {
+            gateway: sources.into(),
+            principals: Arc::default(),
+        }
+    }
+
+    /// The same, with the variables principals' credentials come from.
+    pub(super) fn with_principals(mut self, sources: Vec<(String, String, String)>) -> Self {
+        self.principals = sources.into();
+        self
     }
 
     /// Why `var` must stay in the gateway, or None when it may leave.
     pub(crate) fn why(&self, var: &str) -> Option<String> {
+        self.why_for(var, None)
+    }
+
+    /// Why `var` may not go into principal `owner`'s credentials (None:
+    /// any other value): a principal's own variables go to it alone.
+    pub(crate) fn why_for(&self, var: &str, owner: Option<&str>) -> Option<String> {
         if var.starts_with(GATEWAY_PREFIX) {
             return Some(format!(
                 "`{var}` is the gateway's own (every `{GATEWAY_PREFIX}*` variable is)"
             ));
         }
         // `NAME_FILE` names the file a secret is read from (`config::env`).
-        self.0.iter().find_map(|(source, key)| {
-            let file = var.strip_suffix("_FILE") == Some(source.as_str());
-            (var == source || file).then(|| format!("`{var}` holds the gateway's secret `{key}`"))
+        let names = |source: &str| var == source || var.strip_suffix("_FILE") == Some(source);
+        let gateway = self.gateway.iter().find_map(|(source, key)| {
+            names(source).then(|| format!("`{var}` holds the gateway's secret `{key}`"))
+        });
+        gateway.or_else(|| {
+            self.principals
+                .iter()
+                .find(|(source, _, p)| names(source) && owner != Some(p.as_str()))
+                .map(|(_, key, p)| format!("`{var}` holds principal `{p}`'s credentials (`{key}`)"))
         })
     }
 }
@@ -115,5 +142,25 @@ mod tests {
         );
         assert!(secrets().why("SLUICE_LOG").unwrap().contains("`SLUICE_*`"));
         assert_eq!(secrets().why("TOKENS_FILE_FILE"), None);
+    }
+
+    #[test]
+    fn a_principals_variables_are_its_own() {
+        let secrets = secrets().with_principals(vec![(
+            "ALICE_GH".to_owned(),
+            "backends.gh.principals.alice.headers.Authorization".to_owned(),
+            "alice".to_owned(),
+        )]);
+        assert_eq!(secrets.why_for("ALICE_GH", Some("alice")), None);
+        assert_eq!(secrets.why_for("ALICE_GH_FILE", Some("alice")), None);
+        for owner in [None, Some("bob")] {
+            let why = secrets.why_for("ALICE_GH", owner).unwrap();
+            assert!(why.contains("principal `alice`'s credentials"), "{why}");
+        }
+        // Never a child's, by inherit_env.
+        let inherit = Inherit::new(vec!["ALICE_GH".to_owned()], secrets.clone());
+        assert!(!inherit.passes("ALICE_GH") && !inherit.passes("ALICE_GH_FILE"));
+        // The gateway's own stay refused, whoever asks.
+        assert!(secrets.why_for("TOKENS", Some("alice")).is_some());
     }
 }

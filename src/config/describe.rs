@@ -8,7 +8,8 @@ use std::fmt::{self, Write as _};
 
 use super::duration::format as dur;
 use super::{
-    AuthSettings, Isolation, Loaded, Prefix, SessionIdMode, SessionMode, Source, Transport,
+    AuthSettings, Fallback, Isolation, Loaded, Prefix, PrincipalCredentials, SessionIdMode,
+    SessionMode, Source, Transport,
 };
 
 pub fn describe(loaded: &Loaded) -> String {
@@ -251,6 +252,9 @@ pub fn describe(loaded: &Loaded) -> String {
                 );
             }
         }
+        if let Some(p) = &b.principals {
+            backend_principals(&mut text, p, &b.transport);
+        }
     }
     text.push_str("namespaces:\n");
     for n in &c.namespaces {
@@ -289,6 +293,33 @@ pub fn describe(loaded: &Loaded) -> String {
         }
     }
     text
+}
+
+/// A backend's per-principal credentials: who, and the names of their
+/// headers or variables, never the values.
+fn backend_principals(text: &mut String, p: &PrincipalCredentials, t: &Transport) {
+    let fallback = match p.fallback {
+        Fallback::Hide => "hide (a principal with no entry: not listed, calls refused)",
+        Fallback::Shared => "shared (a principal with no entry: the backend's own credentials)",
+    };
+    let _ = writeln!(text, "    principals: fallback {fallback}");
+    let what = match t {
+        Transport::Stdio { .. } => "env",
+        Transport::Http { .. } | Transport::Sse { .. } => "headers",
+    };
+    for e in &p.entries {
+        let subject = match e.principal {
+            crate::vocab::Principal::Subject(_) => " (OAuth subject)",
+            _ => "",
+        };
+        let names: Vec<&str> = e.values.iter().map(|(k, _)| k.as_str()).collect();
+        let _ = writeln!(
+            text,
+            "      {}{subject}: {what} [{}], its own backend sessions",
+            e.key,
+            names.join(", ")
+        );
+    }
 }
 
 /// Each static token's principal with its scopes, never the token.

@@ -107,6 +107,17 @@ pub(super) fn interpolate(
     env: &dyn Env,
     secrets: &SecretVars,
 ) -> Result<String, InterpolateError> {
+    interpolate_for(value, env, secrets, None)
+}
+
+/// `interpolate` for principal `owner`'s credentials, which may name the
+/// variables that hold them (and no other principal's).
+pub(super) fn interpolate_for(
+    value: &str,
+    env: &dyn Env,
+    secrets: &SecretVars,
+    owner: Option<&str>,
+) -> Result<String, InterpolateError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(i) = rest.find('$') {
@@ -121,7 +132,7 @@ pub(super) fn interpolate(
             if name.is_empty() {
                 return Err(InterpolateError::EmptyName);
             }
-            if let Some(why) = secrets.why(name) {
+            if let Some(why) = secrets.why_for(name, owner) {
                 return Err(InterpolateError::Secret(why));
             }
             let v = env
@@ -136,4 +147,24 @@ pub(super) fn interpolate(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The variables `${VAR}` names in `value` (as `interpolate` reads it; an
+/// unterminated reference names none).
+pub(super) fn referenced(value: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut rest = value;
+    while let Some(i) = rest.find('$') {
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix('{') {
+            let Some(end) = tail.find('}') else { break };
+            names.extend(Some(&tail[..end]).filter(|n| !n.is_empty()));
+            rest = &tail[end + 1..];
+        } else {
+            rest = after;
+        }
+    }
+    names
 }

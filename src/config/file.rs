@@ -214,6 +214,27 @@ pub(super) struct FileBackend {
     pub(super) oauth: Option<FileBackendOAuth>,
     /// A proxy URL, or "none"; unset: the environment's.
     pub(super) proxy: Option<String>,
+    /// `[backends.NAME.principals.PRINCIPAL]`: each principal's own
+    /// credentials for this backend, by its name or OAuth subject.
+    pub(super) principals: Option<IndexMap<String, FilePrincipal>>,
+    /// What a principal with no entry in `principals` gets.
+    pub(super) fallback: Option<FileFallback>,
+}
+
+/// One principal's credentials for a backend: `headers` for http and sse
+/// backends, `env` for stdio ones (its own child).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FilePrincipal {
+    pub(super) headers: Option<IndexMap<String, String>>,
+    pub(super) env: Option<IndexMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum FileFallback {
+    Hide,
+    Shared,
 }
 
 /// `[backends.NAME] oauth = { ... }`: the gateway's own token for an HTTP

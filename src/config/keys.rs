@@ -27,6 +27,10 @@ pub fn accepted() -> Vec<(&'static str, &'static [&'static str])> {
             "backends.NAME.oauth.exchange",
             fields::<file::FileTokenExchange>(),
         ),
+        (
+            "backends.NAME.principals.PRINCIPAL",
+            fields::<file::FilePrincipal>(),
+        ),
         ("namespaces.NAME", fields::<file::FileNamespace>()),
     ]
 }

@@ -295,6 +295,39 @@ pub struct BackendConfig {
     /// http/sse: the proxies its requests (its token's included) go
     /// through: its `proxy` key, else the environment's. Direct for stdio.
     pub proxy: Proxy,
+    /// `[backends.NAME.principals]`: per-principal credentials (None: every
+    /// caller reaches the backend with its own, shared, credentials).
+    pub principals: Option<PrincipalCredentials>,
+}
+
+/// A backend's per-principal credentials: who has an entry, with what, and
+/// what a caller without one gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrincipalCredentials {
+    /// In the file's order: the first entry's credentials check the
+    /// health of, and list, a backend with `fallback = "hide"`.
+    pub entries: Vec<PrincipalEntry>,
+    pub fallback: Fallback,
+}
+
+/// One principal's credentials for one backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrincipalEntry {
+    /// The key as written: a static token's name, or an OAuth subject.
+    pub key: String,
+    pub principal: Principal,
+    /// Headers (http and sse backends) or environment variables (stdio),
+    /// each replacing the backend's own of the same name.
+    pub values: Vec<(String, Secret)>,
+}
+
+/// What a caller with no entry in a backend's `principals` gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// The backend is not there for it: not listed, its calls unlisted.
+    Hide,
+    /// The backend's own credentials, over its ordinary sessions.
+    Shared,
 }
 
 /// `[backends.NAME] oauth`: a token the gateway fetches for itself (the

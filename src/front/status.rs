@@ -273,6 +273,13 @@ fn render_catalogue(out: &mut String, views: Option<&[View]>) {
             view.discovery,
             counts.join(" · "),
         );
+        for backend in &view.hidden {
+            let _ = write!(
+                out,
+                "<p>{}: per-principal credentials, shown to the principals that have them (<code>sluice tools --principal NAME</code>)</p>",
+                escape(backend)
+            );
+        }
         for backend in &view.unread {
             let _ = write!(
                 out,

@@ -89,6 +89,12 @@ impl Namespace {
         from: &Cursor,
         out: &mut Merged,
     ) -> Option<Cursor> {
+        // A backend with per-principal credentials is not there for a
+        // principal it hides: nothing of it is listed (its calls are
+        // refused as unlisted by the same catalog check every call takes).
+        if m.backend.hides(caller) {
+            return None;
+        }
         m.backend.settle().await;
         if !m.backend.info().is_some_and(|i| i.has(kind.capability())) {
             return None;

@@ -222,6 +222,10 @@ impl crate::vocab::ClientSession for Session {
             .as_ref()
             .map_or_else(Vec::new, |e| e.found.names())
     }
+
+    fn principal(&self) -> &Principal {
+        &self.principal
+    }
 }
 
 /// Hundredths of a second since the first session (497 days fit).

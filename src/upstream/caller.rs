@@ -80,6 +80,17 @@ impl Caller {
         &self.key
     }
 
+    /// Its principal (None for an answer relayed from another replica):
+    /// its session's, or the key's without one. Read, not kept, so that a
+    /// request pays for it only at a backend with per-principal credentials.
+    pub fn who(&self) -> Option<&Principal> {
+        match (&self.key, &self.session) {
+            (ClientKey::Principal(p), _) => Some(p),
+            (ClientKey::Session(_), Some(s)) => Some(s.principal()),
+            (ClientKey::Session(_), None) => None,
+        }
+    }
+
     /// A caller for an answer relayed from another replica: only its key
     /// matters (answers are matched by client, nothing else).
     pub fn relayed(key: ClientKey) -> Caller {

@@ -170,10 +170,7 @@ impl Backend {
     /// Only the client the request was relayed to may answer it; any other
     /// answer is dropped and counted.
     pub fn answer(&self, caller: &Caller, token: &str, outcome: &Outcome) -> Answered {
-        let link = match &self.pool {
-            Pool::Shared(slot) => slot.lock().clone(),
-            Pool::PerSession(p) => p.existing(caller),
-        };
+        let link = self.existing_link(caller);
         let answered = link.map_or(Answered::Unknown, |l| {
             l.conn.answer(token, &caller.key, outcome)
         });

@@ -137,6 +137,9 @@ impl Backend {
         again: bool,
         found: impl Fn(&Listing) -> bool,
     ) -> Result<bool, UpstreamError> {
+        if self.hides(caller) {
+            return Ok(false);
+        }
         let key = self.catalog_key(caller, method);
         let version = self.cache.version();
         // Decided under the lock: the common call takes no reference.
@@ -167,6 +170,11 @@ impl Backend {
         method: &'static str,
         found: impl FnOnce(&Listing) -> Option<T>,
     ) -> Option<T> {
+        // Not there for this principal: nothing of it is listed to it
+        // (one branch on a backend without per-principal credentials).
+        if self.principals.is_some() && self.hides(caller) {
+            return None;
+        }
         let key = self.catalog_key(caller, method);
         let version = self.cache.version();
         let read = self.catalogs.read.lock();

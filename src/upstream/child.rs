@@ -9,13 +9,49 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use crate::vocab::BackendName;
 
 /// What to run: a backend's command, and the environment it is given.
-#[derive(Debug)]
 pub(super) struct StdioSpec {
     pub(super) command: String,
     pub(super) args: Vec<String>,
     pub(super) env: Vec<(String, String)>,
     pub(super) inherit: crate::config::Inherit,
     pub(super) cwd: Option<std::path::PathBuf>,
+}
+
+impl StdioSpec {
+    /// The same command with `values` in its environment, each in place of
+    /// a variable of the same name (a principal's own child).
+    pub(super) fn with_env(&self, values: &[(String, crate::config::Secret)]) -> StdioSpec {
+        let mut env: Vec<(String, String)> = self
+            .env
+            .iter()
+            .filter(|(k, _)| !values.iter().any(|(name, _)| name == k))
+            .cloned()
+            .collect();
+        env.extend(
+            values
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose().to_owned())),
+        );
+        StdioSpec {
+            command: self.command.clone(),
+            args: self.args.clone(),
+            env,
+            inherit: self.inherit.clone(),
+            cwd: self.cwd.clone(),
+        }
+    }
+}
+
+/// The environment's names only: its values may be credentials.
+impl std::fmt::Debug for StdioSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioSpec")
+            .field("command", &self.command)
+            .field("args", &self.args.len())
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .finish()
+    }
 }
 
 pub(super) struct Spawned {

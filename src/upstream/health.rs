@@ -164,7 +164,7 @@ impl Backend {
     pub fn census(&self) {
         let mut links: Vec<Arc<Link>> = Vec::new();
         links.extend(self.modern.lock().clone());
-        let slots = match &self.pool {
+        let mut slots = match &self.pool {
             Pool::Shared(slot) => {
                 links.extend(slot.lock().clone());
                 0
@@ -174,6 +174,10 @@ impl Backend {
                 p.len()
             }
         };
+        if let Some(by) = self.by_principal() {
+            links.extend(by.pool.links());
+            slots += by.pool.len();
+        }
         let (calls, server_requests) = links
             .iter()
             .map(|l| l.conn.census())

@@ -22,6 +22,10 @@ pub(super) struct LinkCtx {
     pub(super) on_notice: Arc<dyn Fn(Notice) + Send + Sync>,
     /// The client of a per-session link (None: shared by all).
     pub(super) client: Option<ClientKey>,
+    /// The principal whose own link this is (per-principal credentials,
+    /// shared by its client sessions): what it announces goes to that
+    /// principal's clients alone.
+    pub(super) principal: Option<ClientKey>,
     /// What the backend session is told its client can answer: for a
     /// shared one what the gateway can route (sampling, elicitation, and
     /// roots when configured); per-session, the client's own declaration.
@@ -57,7 +61,10 @@ impl LinkCtx {
         | Notice::Log { client, .. }
         | Notice::Ask { client, .. } = &mut notice
         {
-            client.clone_from(&self.client);
+            client.clone_from(match &self.client {
+                Some(_) => &self.client,
+                None => &self.principal,
+            });
         }
         (self.on_notice)(notice);
     }
@@ -72,6 +79,14 @@ impl LinkCtx {
                 ..self.clone()
             },
             None => self.clone(),
+        }
+    }
+
+    /// The context of a principal's own link, shared by its client sessions.
+    pub(super) fn for_principal(&self, key: ClientKey) -> LinkCtx {
+        LinkCtx {
+            principal: Some(key),
+            ..self.clone()
         }
     }
 

@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use super::link::{EndReason, Link};
 use super::pool::PerSession;
-use super::{Backend, Caller, Pool, RESTART_WAIT, Records, Relay, TransportSpec, UpstreamError};
-use super::{http, legacy_sse, stdio};
+use super::principals::{ByPrincipal, Entry, Route};
+use super::{Backend, Caller, LinkCtx, Pool, RESTART_WAIT, Records, Relay, TransportSpec};
+use super::{UpstreamError, http, legacy_sse, stdio};
 use crate::protocol::{ClientCaps, Era};
 use crate::vocab::{ClientKey, Principal};
 
@@ -21,8 +21,14 @@ enum Found<'a> {
     /// A legacy client of a dual-era backend: its legacy session is found
     /// or opened, else this modern link serves it statelessly.
     Legacy(Arc<Link>),
-    /// The caller's own session (per-session isolation), not open yet.
-    Unopened(&'a Arc<PerSession>),
+    /// The caller's own session (per-session isolation), not open yet;
+    /// with its principal's entry when it has one.
+    Unopened(&'a Arc<PerSession>, Option<&'a Arc<Entry>>),
+    /// Its principal's own link (shared isolation), not open yet, or not
+    /// yet held by this client session.
+    Own(&'a Arc<ByPrincipal>, &'a Arc<Entry>),
+    /// The backend is not there for this principal (`fallback = "hide"`).
+    Hidden,
     /// The shared session is gone; its replacement is not there yet.
     Gone,
 }
@@ -41,75 +47,91 @@ impl Backend {
         }
     }
 
+    /// What the supervisor's session goes over: the backend's own
+    /// transport, or, when nobody may use its own credentials, the first
+    /// principal's.
+    pub(super) fn probe_transport(&self) -> &TransportSpec {
+        match &self.principals {
+            Some(p) if p.hides_others() => p.probe_transport(),
+            Some(_) | None => &self.transport,
+        }
+    }
+
+    /// Per-principal credentials nobody else may borrow (`fallback =
+    /// "hide"`): the supervisor keeps no session for everyone (its probe,
+    /// over the first principal's, is closed again).
+    pub(super) fn is_private(&self) -> bool {
+        self.principals.as_ref().is_some_and(|p| p.hides_others())
+    }
+
+    /// A backend's per-principal links (shared isolation).
+    pub(super) fn by_principal(&self) -> Option<&Arc<ByPrincipal>> {
+        self.principals.as_ref()?.shared.as_ref()
+    }
+
     /// Opens a backend session, for one client or (None) for all.
     pub(super) async fn open(
         &self,
         client: Option<(ClientKey, ClientCaps)>,
     ) -> Result<Arc<Link>, UpstreamError> {
-        let ctx = self.ctx.for_client(client);
-        match &self.transport {
+        self.open_over(&self.transport, self.ctx.for_client(client), false)
+            .await
+    }
+
+    /// Opens a backend session over `spec` (the backend's own transport or
+    /// a principal's); `legacy`: an HTTP one skips the era probe.
+    pub(super) async fn open_over(
+        &self,
+        spec: &TransportSpec,
+        ctx: LinkCtx,
+        legacy: bool,
+    ) -> Result<Arc<Link>, UpstreamError> {
+        match spec {
             TransportSpec::Stdio(spec) => stdio::open(&ctx, spec).await,
+            TransportSpec::Http(spec) if legacy => http::open_legacy(&ctx, spec).await,
             TransportSpec::Http(spec) => http::open(&ctx, spec).await,
             TransportSpec::Sse(spec) => legacy_sse::open(&ctx, spec).await,
         }
     }
 
-    /// A legacy session on an HTTP backend, skipping the era probe.
-    async fn open_legacy(
-        &self,
-        client: Option<(ClientKey, ClientCaps)>,
-    ) -> Result<Arc<Link>, UpstreamError> {
-        match &self.transport {
-            TransportSpec::Http(spec) => {
-                http::open_legacy(&self.ctx.for_client(client), spec).await
-            }
-            _ => self.open(client).await,
-        }
-    }
-
-    /// A client's own backend session. In cluster mode an HTTP backend
-    /// session that another replica opened for the same client session is
-    /// used rather than a second one opened; of two opened at once, the
+    /// A link of `pool` for `key`: one client's (`caps`: what it can be
+    /// asked), or, without `caps`, a principal's own, shared by its client
+    /// sessions; over `spec`. In cluster mode an HTTP backend session that
+    /// another replica opened for the same client session (or principal)
+    /// is used rather than a second one opened; of two opened at once, the
     /// one recorded first is kept.
     async fn open_for(
         &self,
-        client: (ClientKey, ClientCaps),
+        pool: &PerSession,
+        key: &ClientKey,
+        caps: Option<ClientCaps>,
+        spec: &TransportSpec,
         legacy: bool,
     ) -> Result<Arc<Link>, UpstreamError> {
-        let records = match &self.pool {
-            Pool::PerSession(p) => p.records.get().cloned(),
-            Pool::Shared(_) => None,
+        let ctx = match caps {
+            Some(caps) => self.ctx.for_client(Some((key.clone(), caps))),
+            None => self.ctx.for_principal(key.clone()),
         };
-        let (TransportSpec::Http(spec), Some(records), Some(tag)) =
-            (&self.transport, records, client.0.shared_tag())
+        let records = pool.records.get().cloned();
+        let (TransportSpec::Http(http_spec), Some(records), Some(tag)) =
+            (spec, records, pool.tag_of(key))
         else {
-            return match legacy {
-                true => self.open_legacy(Some(client)).await,
-                false => self.open(Some(client)).await,
-            };
+            return self.open_over(spec, ctx, legacy).await;
         };
-        let ctx = self.ctx.for_client(Some(client));
         let name = self.name.as_str();
         if let Some(theirs) = records.find(name, &tag).await {
-            return http::adopt(&ctx, spec, theirs).await;
+            return http::adopt(&ctx, http_spec, theirs).await;
         }
-        let ours = match legacy {
-            true => http::open_legacy(&ctx, spec).await?,
-            false => http::open(&ctx, spec).await?,
-        };
+        let ours = self.open_over(spec, ctx.clone(), legacy).await?;
         let Some(mine) = ours.shared() else {
             return Ok(ours); // 2026-07-28: no session to share
         };
-        let idle_ttl = match &self.pool {
-            Pool::PerSession(p) => p.idle_ttl,
-            Pool::Shared(_) => Duration::ZERO,
-        };
-        match records.claim(name, &tag, mine, idle_ttl).await {
+        match records.claim(name, &tag, mine, pool.idle_ttl).await {
             None => Ok(ours),
             Some(theirs) => {
                 ours.close(EndReason::Probe);
                 ours.closed().await;
-                http::adopt(&ctx, spec, theirs).await
+                http::adopt(&ctx, http_spec, theirs).await
             }
         }
     }
@@ -154,6 +176,22 @@ impl Backend {
 
     /// Where the caller's link stands, as far as can be told without a wait.
     fn find_link(&self, caller: &Caller) -> Found<'_> {
+        // Per-principal credentials: a principal's own links, whatever the
+        // era (a modern backend's stateless link carries the backend's own).
+        if let Some(p) = &self.principals {
+            match (p.route(caller), &p.shared, &self.pool) {
+                (Route::Hidden, ..) => return Found::Hidden,
+                (Route::Own(e), Some(by), _) => {
+                    return by.ready(caller).map_or(Found::Own(by, e), Found::Ready);
+                }
+                (Route::Own(e), None, Pool::PerSession(pool)) => {
+                    return pool
+                        .existing(caller)
+                        .map_or(Found::Unopened(pool, Some(e)), Found::Ready);
+                }
+                (Route::Own(_), None, Pool::Shared(_)) | (Route::Fallback, ..) => {}
+            }
+        }
         if let Some(modern) = self.modern_link() {
             use std::sync::atomic::Ordering::Relaxed;
             return if caller.era == Era::Modern || self.legacy_refused.load(Relaxed) {
@@ -168,7 +206,9 @@ impl Backend {
                 .clone()
                 .filter(|l| !l.is_dead())
                 .map_or(Found::Gone, Found::Ready),
-            Pool::PerSession(p) => p.existing(caller).map_or(Found::Unopened(p), Found::Ready),
+            Pool::PerSession(p) => p
+                .existing(caller)
+                .map_or(Found::Unopened(p, None), Found::Ready),
         }
     }
 
@@ -180,7 +220,11 @@ impl Backend {
         }
         match self.find_link(caller) {
             Found::Ready(link) => Some(link),
-            Found::Legacy(_) | Found::Unopened(_) | Found::Gone => None,
+            Found::Legacy(_)
+            | Found::Unopened(..)
+            | Found::Own(..)
+            | Found::Hidden
+            | Found::Gone => None,
         }
     }
 
@@ -222,22 +266,49 @@ impl Backend {
                 }
                 Err(e) => Err(e),
             },
-            Found::Unopened(p) => {
+            Found::Hidden => Err(UpstreamError::unauthorized(
+                &self.name,
+                "not served to this principal",
+            )),
+            Found::Unopened(p, entry) => {
                 let me = self.owned()?;
-                let client = (caller.key.clone(), caller.caps);
-                let link = p
-                    .get_or_open(
-                        caller,
-                        move || async move { me.open_for(client, false).await },
-                    )
-                    .await;
-                if let Err(e) = &link
-                    && e.is_unreachable()
-                {
-                    self.wake.notify_one();
+                let (pool, key, caps) = (p.clone(), caller.key.clone(), caller.caps);
+                let entry = entry.cloned();
+                let open = move || async move {
+                    let spec = entry.as_ref().map_or(&me.transport, |e| &e.transport);
+                    me.open_for(&pool, &key, Some(caps), spec, false).await
+                };
+                let link = p.get_or_open(caller, open).await;
+                self.woken_by(&link);
+                link.map(Some)
+            }
+            Found::Own(by, entry) => {
+                // Held first: its principal's other sessions ending while
+                // it opens do not end it under this one.
+                by.hold(caller, entry);
+                let owner = entry.owner(caller);
+                let me = self.owned()?;
+                let (pool, key, entry) = (by.pool.clone(), owner.key.clone(), entry.clone());
+                let open = move || async move {
+                    me.open_for(&pool, &key, None, &entry.transport, false)
+                        .await
+                };
+                let link = by.pool.get_or_open(&owner, open).await;
+                self.woken_by(&link);
+                if let Ok(link) = &link {
+                    by.note(caller, link);
                 }
                 link.map(Some)
             }
+        }
+    }
+
+    /// An open that found the backend unreachable has its health checked.
+    fn woken_by(&self, link: &Result<Arc<Link>, UpstreamError>) {
+        if let Err(e) = link
+            && e.is_unreachable()
+        {
+            self.wake.notify_one();
         }
     }
 
@@ -249,18 +320,20 @@ impl Backend {
                 if let Some(l) = slot.lock().clone().filter(|l| !l.is_dead()) {
                     return Ok(l);
                 }
-                let link = self.open_legacy(None).await?;
+                let link = self
+                    .open_over(&self.transport, self.ctx.clone(), true)
+                    .await?;
                 *slot.lock() = Some(link.clone());
                 Ok(link)
             }
             Pool::PerSession(p) => {
                 let me = self.owned()?;
-                let client = (caller.key.clone(), caller.caps);
-                p.get_or_open(
-                    caller,
-                    move || async move { me.open_for(client, true).await },
-                )
-                .await
+                let (pool, key, caps) = (p.clone(), caller.key.clone(), caller.caps);
+                let open = move || async move {
+                    me.open_for(&pool, &key, Some(caps), &me.transport, true)
+                        .await
+                };
+                p.get_or_open(caller, open).await
             }
         }
     }
@@ -269,6 +342,9 @@ impl Backend {
     /// `relay`, and its per-session backend sessions to `records`.
     pub fn join_cluster(&self, relay: Relay, records: Arc<dyn Records>) {
         let _ = self.relay.set(relay);
+        if let Some(by) = self.by_principal() {
+            let _ = by.pool.records.set(records.clone());
+        }
         if let Pool::PerSession(p) = &self.pool {
             let _ = p.records.set(records);
         }
@@ -285,5 +361,27 @@ impl Backend {
     /// `resources/unsubscribe` must not end another's subscription).
     pub fn is_shared(&self) -> bool {
         matches!(self.pool, Pool::Shared(_)) || self.modern_link().is_some()
+    }
+
+    /// Whether the backend is not there for `caller` (per-principal
+    /// credentials, `fallback = "hide"`, and no entry of its principal):
+    /// not listed to it, its calls refused as unlisted.
+    pub fn hides(&self, caller: &Caller) -> bool {
+        self.principals.as_ref().is_some_and(|p| p.hides(caller))
+    }
+
+    /// The caller's link if one is open, without opening one.
+    pub(super) fn existing_link(&self, caller: &Caller) -> Option<Arc<Link>> {
+        if let Some(p) = &self.principals {
+            match (p.route(caller), &p.shared, &self.pool) {
+                (Route::Hidden, ..) => return None,
+                (Route::Own(_), Some(by), _) => return by.ready(caller),
+                (Route::Own(_), None, _) | (Route::Fallback, ..) => {}
+            }
+        }
+        match &self.pool {
+            Pool::Shared(slot) => slot.lock().clone(),
+            Pool::PerSession(p) => p.existing(caller),
+        }
     }
 }

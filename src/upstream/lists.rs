@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 
 use super::link::{self, EndReason};
+use super::principals::Route;
 use super::{Backend, Caller, Pool, UpstreamError};
 use crate::jsonrpc::{self, Outcome};
 use crate::protocol::ClientCaps;
@@ -60,7 +61,12 @@ impl Backend {
     ) -> Result<Outcome, UpstreamError> {
         let profile = self.profile(caller.caps);
         let version = self.cache.version();
+        // A principal with its own credentials lists over its own link.
+        let own = self.principals.as_ref().map(|p| p.route(caller));
         let (link, _transient) = match (&self.pool, self.modern_link()) {
+            _ if matches!(own, Some(Route::Own(_) | Route::Hidden)) => {
+                (self.link_for(caller).await?, None)
+            }
             (_, Some(modern)) => (modern, None),
             (Pool::Shared(_), None) => (self.link_for(caller).await?, None),
             (Pool::PerSession(p), None) => match p.any_for(caller) {

@@ -36,6 +36,7 @@ pub(crate) mod meta;
 mod notice;
 mod polling;
 mod pool;
+mod principals;
 mod start;
 mod stdio;
 mod supervisor;
@@ -114,6 +115,9 @@ pub struct Backend {
     ctx: LinkCtx,
     transport: TransportSpec,
     pool: Pool,
+    /// `[backends.NAME.principals]`: each principal's own credentials and
+    /// links (None: every caller reaches it with the backend's own).
+    principals: Option<principals::Principals>,
     cache: cache::ListCache,
     /// What it lists, by name: calls are checked against it.
     catalogs: catalog::Catalogs,

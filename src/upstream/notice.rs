@@ -168,7 +168,11 @@ impl Notice {
         match self {
             Notice::ListChanged(_) => true,
             Notice::ResourceUpdated { client, .. } | Notice::Log { client, .. } => {
-                client.as_ref().is_none_or(|c| *c == caller.key)
+                client.as_ref().is_none_or(|c| match c {
+                    // A principal's own link: any client of that principal.
+                    ClientKey::Principal(p) => caller.who() == Some(p),
+                    ClientKey::Session(_) => *c == caller.key,
+                })
             }
             // Only ever for the one client it was meant for.
             Notice::Ask { client, .. } => client.as_ref() == Some(&caller.key),

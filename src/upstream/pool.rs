@@ -57,6 +57,9 @@ pub(super) struct PerSession {
     slots: Mutex<HashMap<ClientKey, Arc<Slot>>>,
     max: usize,
     pub(super) idle_ttl: Duration,
+    /// Keyed by principal (a backend's per-principal links, see
+    /// `principals`), not by client session: what replicas share them by.
+    by_principal: bool,
 }
 
 /// One client's backend session, from the start of its opening.
@@ -117,16 +120,34 @@ fn used_at(link: &Link) -> u64 {
 
 impl PerSession {
     pub(super) fn new(name: BackendName, max: usize, idle_ttl: Duration) -> Arc<PerSession> {
+        Self::make(name, max, idle_ttl, false)
+    }
+
+    /// A pool of one link per principal (`principals`, shared isolation).
+    pub(super) fn by_principal(name: BackendName, max: usize, idle_ttl: Duration) -> Arc<Self> {
+        Self::make(name, max, idle_ttl, true)
+    }
+
+    fn make(name: BackendName, max: usize, idle_ttl: Duration, by_principal: bool) -> Arc<Self> {
         Arc::new(PerSession {
             name,
             records: std::sync::OnceLock::new(),
             slots: Mutex::new(HashMap::new()),
             max,
             idle_ttl,
+            by_principal,
         })
     }
 
-    fn live(&self, key: &ClientKey) -> Option<Arc<Link>> {
+    /// What replicas know this client's link by (cluster mode).
+    pub(super) fn tag_of(&self, key: &ClientKey) -> Option<String> {
+        match self.by_principal {
+            true => key.principal_tag(),
+            false => key.shared_tag(),
+        }
+    }
+
+    pub(super) fn live(&self, key: &ClientKey) -> Option<Arc<Link>> {
         self.slots.lock().get(key)?.link()
     }
 
@@ -217,7 +238,7 @@ impl PerSession {
         slot.state.send_replace(State::Open(link.clone()));
         if self.records.get().is_some()
             && link.shared().is_some()
-            && let Some(tag) = caller.key.shared_tag()
+            && let Some(tag) = self.tag_of(&caller.key)
         {
             let _ = slot.shared.set(tag);
             self.record(&slot, &link);

@@ -9,11 +9,13 @@ use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::pool::PerSession;
+use super::principals::Principals;
 use super::{Backend, Glance, Health, LinkCtx, Notice, Pool, TransportSpec};
 use super::{cache, catalog, child, headers, http, supervisor, throttle};
-use crate::config::{BackendConfig, Isolation, Transport};
+use crate::config::{BackendConfig, Isolation, Secret, Transport};
 use crate::metrics::Metrics;
 use crate::protocol::ClientCaps;
+use crate::vocab::Principal;
 
 impl Backend {
     /// Starts the backend's supervisor; it runs until `stop` is cancelled
@@ -25,6 +27,22 @@ impl Backend {
         stop: CancellationToken,
     ) -> Result<(Arc<Backend>, tokio::task::JoinHandle<()>), String> {
         let transport = transport_spec(config)?;
+        let entries = principal_transports(config, &transport)?;
+        let principals = match &config.principals {
+            None => None,
+            Some(p) => {
+                let shared = (config.isolation == Isolation::Shared).then(|| {
+                    PerSession::by_principal(
+                        config.name.clone(),
+                        config.max_sessions,
+                        config.idle_ttl,
+                    )
+                });
+                // Never served with the backend's own credentials instead.
+                let made = Principals::new(entries, p.fallback, shared, stop.clone());
+                Some(made.ok_or("principals: no entry")?)
+            }
+        };
         if let TransportSpec::Http(spec) | TransportSpec::Sse(spec) = &transport {
             // The gateway's own token, while the backend runs.
             tokio::spawn(spec.headers.clone().keep_fresh(
@@ -49,6 +67,7 @@ impl Backend {
                         }
                     }),
                     client: None,
+                    principal: None,
                     offer: ClientCaps {
                         sampling: true,
                         elicitation: true,
@@ -62,6 +81,7 @@ impl Backend {
                     watched: Arc::default(),
                     last_exit: Arc::default(),
                 },
+                principals,
                 transport,
                 pool: match config.isolation {
                     Isolation::Shared => Pool::Shared(Mutex::new(None)),
@@ -120,7 +140,48 @@ impl Backend {
 /// Whether `start` would accept this backend (a reload checks every new
 /// one before it starts any).
 pub fn check(config: &BackendConfig) -> Result<(), String> {
-    transport_spec(config).map(drop)
+    let transport = transport_spec(config)?;
+    principal_transports(config, &transport).map(drop)
+}
+
+/// Each principal's way to the backend, built once: the backend's
+/// transport with the principal's headers or variables in place of its
+/// own of the same names.
+fn principal_transports(
+    config: &BackendConfig,
+    base: &TransportSpec,
+) -> Result<Vec<(Principal, TransportSpec)>, String> {
+    let Some(p) = &config.principals else {
+        return Ok(Vec::new());
+    };
+    p.entries
+        .iter()
+        .map(|e| {
+            let spec = match base {
+                TransportSpec::Stdio(s) => TransportSpec::Stdio(s.with_env(&e.values)),
+                TransportSpec::Http(s) => {
+                    TransportSpec::Http(Arc::new(with_headers(s, &e.values)?))
+                }
+                TransportSpec::Sse(s) => TransportSpec::Sse(Arc::new(with_headers(s, &e.values)?)),
+            };
+            Ok((e.principal.clone(), spec))
+        })
+        .collect()
+}
+
+/// `spec` with `values` among its headers (sensitive, as every configured one).
+fn with_headers(
+    spec: &http::HttpSpec,
+    values: &[(String, Secret)],
+) -> Result<http::HttpSpec, String> {
+    let mut map = (**spec.headers.current()).clone();
+    insert_sensitive(&mut map, values)?;
+    Ok(http::HttpSpec {
+        url: spec.url.clone(),
+        target: spec.target.clone(),
+        headers: Arc::new(headers::Headers::new(map, None, &spec.client)?),
+        client: spec.client.clone(),
+    })
 }
 
 fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {
@@ -166,14 +227,7 @@ fn http_spec(
         .parse::<::http::Uri>()
         .map_err(|e| format!("bad url: {e}"))?;
     let mut map = ::http::HeaderMap::new();
-    for (k, v) in headers {
-        let name =
-            ::http::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
-        let mut value = ::http::HeaderValue::from_str(v.expose())
-            .map_err(|_| format!("header {k}: invalid value"))?;
-        value.set_sensitive(true);
-        map.insert(name, value);
-    }
+    insert_sensitive(&mut map, headers)?;
     if let Some(mut value) = basic
         && !map.contains_key(::http::header::AUTHORIZATION)
     {
@@ -197,4 +251,21 @@ fn http_spec(
         )?),
         client,
     })
+}
+
+/// Configured headers into `map`, each replacing one of its name, marked
+/// sensitive (they are credentials); a message names the header only.
+fn insert_sensitive(
+    map: &mut ::http::HeaderMap,
+    headers: &[(String, crate::config::Secret)],
+) -> Result<(), String> {
+    for (k, v) in headers {
+        let name =
+            ::http::HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
+        let mut value = ::http::HeaderValue::from_str(v.expose())
+            .map_err(|_| format!("header {k}: invalid value"))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    Ok(())
 }

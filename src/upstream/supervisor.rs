@@ -21,6 +21,9 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
     if let Pool::PerSession(p) = &backend.pool {
         tokio::spawn(reap(p.clone(), stop.clone()));
     }
+    if let Some(by) = backend.by_principal() {
+        tokio::spawn(reap(by.pool.clone(), stop.clone()));
+    }
     let mut backoff = BACKOFF_FIRST;
     loop {
         let started = Instant::now();
@@ -49,6 +52,9 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
+    if let Some(by) = backend.by_principal() {
+        by.pool.close_all(EndReason::Shutdown).await;
+    }
     match &backend.pool {
         Pool::PerSession(p) => p.close_all(EndReason::Shutdown).await,
         // A dual-era backend's legacy session, opened for legacy clients.
@@ -65,7 +71,10 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
 
 /// Opens a session and proves it healthy; the probe's page seeds the cache.
 async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
-    let link = backend.open(backend.probe_offer()).await?;
+    let ctx = backend.ctx.for_client(backend.probe_offer());
+    let link = backend
+        .open_over(backend.probe_transport(), ctx, false)
+        .await?;
     let guard = link::CloseOnDrop::new(link.clone(), EndReason::Shutdown);
     match link::probe(&link, backend.ctx.timeout).await {
         Ok((method, page)) => {
@@ -90,7 +99,10 @@ async fn connect(backend: &Backend) -> Result<Arc<Link>, UpstreamError> {
 /// finds the backend unreachable), or until stop.
 async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
     let info = link.info.clone();
-    if info.is_modern() {
+    // Per-principal credentials nobody else may borrow: no session of the
+    // probe's (the first principal's) is kept for anyone.
+    let private = backend.is_private();
+    if info.is_modern() && !private {
         // Stateless: one link for all, whatever the isolation; legacy
         // clients get legacy sessions of their own (Backend::legacy_link).
         backend.set_modern_link(Some(link.clone()));
@@ -108,8 +120,8 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
         link.closed().await;
         return;
     }
-    match &backend.pool {
-        Pool::Shared(slot) => {
+    match (&backend.pool, private) {
+        (Pool::Shared(slot), false) => {
             *slot.lock() = Some(link.clone());
             backend.set_health(Health::Up(info));
             tracing::info!(backend = %backend.name, "backend healthy");
@@ -120,7 +132,7 @@ async fn serve(backend: &Backend, link: Arc<Link>, stop: &CancellationToken) {
             }
             link.closed().await;
         }
-        Pool::PerSession(_) => {
+        (Pool::PerSession(_), _) | (Pool::Shared(_), true) => {
             link.close(EndReason::Probe);
             link.closed().await;
             backend.set_health(Health::Up(info));

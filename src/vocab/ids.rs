@@ -172,6 +172,34 @@ impl ClientKey {
         h.update(id.as_str().as_bytes());
         Some(super::hex(&h.finalize()[..16]))
     }
+
+    /// What replicas know one principal's own backend session by (a
+    /// backend with per-principal credentials): a digest of the principal,
+    /// alike on every replica. None for anything else.
+    pub(crate) fn principal_tag(&self) -> Option<String> {
+        use sha2::Digest as _;
+        let ClientKey::Principal(p) = self else {
+            return None;
+        };
+        let mut h = sha2::Sha256::new();
+        h.update(b"sluice-principal-link\0");
+        match p {
+            Principal::Anonymous => return None,
+            Principal::Named(name) => {
+                h.update(b"n");
+                h.update(name.as_str().as_bytes());
+            }
+            Principal::Unnamed(t) => {
+                h.update(b"u");
+                h.update(t.digest());
+            }
+            Principal::Subject(d) => {
+                h.update(b"s");
+                h.update(d);
+            }
+        }
+        Some(format!("p{}", super::hex(&h.finalize()[..16])))
+    }
 }
 
 /// A client session as the backend sessions it owns see it: something
@@ -181,6 +209,9 @@ impl ClientKey {
 pub trait ClientSession: Send + Sync {
     /// Cancelled when the session ends.
     fn ended(&self) -> &tokio_util::sync::CancellationToken;
+    /// Who owns it (a backend with per-principal credentials serves each
+    /// principal its own way).
+    fn principal(&self) -> &Principal;
 
     /// Search mode's `expose_found`: notes tools its search just found
     /// (names as it sees them), keeping the `max` most recently found;

@@ -62,6 +62,23 @@ pub mod tempdir {
     }
 }
 
+/// `sluice check` on this config text, written as `file`: (exit code,
+/// stdout, stderr).
+pub fn check_config(file: &str, text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    let dir = tempdir::Dir::new();
+    let path = tempdir::write(&dir, file, text);
+    let out = Command::new(BIN)
+        .args(["check", "--config", path.to_str().unwrap()])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A stdio backend running this binary's demo server.
 pub fn demo_backend(name: &str) -> String {
     format!(

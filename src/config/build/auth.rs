@@ -25,6 +25,19 @@ fn migration(var: &str) -> String {
     )
 }
 
+/// The names of `tokens`, for a message about a key that names none.
+pub(super) fn named(tokens: &[StaticToken]) -> String {
+    let named: Vec<&str> = tokens
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(PrincipalName::as_str))
+        .collect();
+    if named.is_empty() {
+        "none is named".to_owned()
+    } else {
+        format!("named: {}", named.join(", "))
+    }
+}
+
 impl Builder<'_> {
     pub(super) fn auth(&mut self, a: FileAuth) -> Option<AuthSettings> {
         let oauth = a.oauth.and_then(|o| self.oauth(o));
@@ -184,15 +197,7 @@ impl Builder<'_> {
             {
                 Some(t) => t.scopes = held,
                 None => {
-                    let named: Vec<&str> = tokens
-                        .iter()
-                        .filter_map(|t| t.name.as_ref().map(PrincipalName::as_str))
-                        .collect();
-                    let named = if named.is_empty() {
-                        "none is named".to_owned()
-                    } else {
-                        format!("named: {}", named.join(", "))
-                    };
+                    let named = named(tokens);
                     self.at_key(
                         &path,
                         format!("no entry of `{var}` is named `{key}` ({named})"),

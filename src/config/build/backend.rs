@@ -6,12 +6,13 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use super::super::duration::FileDuration;
-use super::super::env::interpolate;
+use super::super::env::{interpolate, interpolate_for};
 use super::super::error::dotted;
 use super::super::file::{self, FileBackend, FileNamespace, FileTransport};
 use super::super::{
-    BackendConfig, BackendName, ClientCredentials, Discovery, Inherit, Isolation, NamespaceConfig,
-    NamespaceName, Prefix, Proxy, Secret, TokenExchange, ToolFilter, ToolScopes, Transport,
+    AuthSettings, BackendConfig, BackendName, ClientCredentials, Discovery, Inherit, Isolation,
+    NamespaceConfig, NamespaceName, Prefix, Proxy, Secret, TokenExchange, ToolFilter, ToolScopes,
+    Transport,
 };
 use super::Builder;
 
@@ -21,6 +22,7 @@ impl Builder<'_> {
         name: &str,
         b: &FileBackend,
         default_timeout: Duration,
+        auth: Option<&AuthSettings>,
     ) -> Option<BackendConfig> {
         let section = self.syntax.backends();
         let name_ok = BackendName::new(name)
@@ -42,6 +44,7 @@ impl Builder<'_> {
             }
         };
         let transport = self.transport(name, kind, b);
+        let principals = self.principals(name, kind, b, auth);
         let max_sessions = match b.max_sessions {
             Some(0) => {
                 self.at_key(
@@ -117,6 +120,7 @@ impl Builder<'_> {
                 FileTransport::Stdio => Proxy::none(),
                 FileTransport::Http | FileTransport::Sse => self.proxy(name, b.proxy.as_deref())?,
             },
+            principals: principals?,
         })
     }
 
@@ -331,20 +335,23 @@ impl Builder<'_> {
             }
             Some(u) => Some(u.clone()),
         };
-        let headers = self.headers(name, b.headers.as_ref());
+        let headers = self.headers(&[section, name, "headers"], b.headers.as_ref(), None);
         Some((url?, headers?))
     }
 
-    fn headers(
+    /// The headers of the table at `at` (a backend's own, or principal
+    /// `owner`'s), values expanded.
+    pub(super) fn headers(
         &mut self,
-        name: &str,
+        at: &[&str],
         headers: Option<&IndexMap<String, String>>,
+        owner: Option<&str>,
     ) -> Option<Vec<(String, Secret)>> {
-        let section = self.syntax.backends();
         let mut out = Vec::new();
         let mut ok = true;
         for (key, value) in headers.into_iter().flatten() {
-            let path = [section, name, "headers", key.as_str()];
+            let mut path = at.to_vec();
+            path.push(key.as_str());
             if !is_header_name(key) {
                 self.at_key(&path, "not a valid HTTP header name");
                 ok = false;
@@ -356,7 +363,7 @@ impl Builder<'_> {
                 self.at_key(&path, "duplicate header (names are case-insensitive)");
                 ok = false;
             }
-            match self.expand(&path, value) {
+            match self.expand_for(&path, value, owner) {
                 Some(v) if v.contains(['\r', '\n', '\0']) => {
                     // The value may be a secret: say what is wrong, not what it is.
                     self.at_key(&path, "value contains a line break or NUL");
@@ -370,7 +377,17 @@ impl Builder<'_> {
     }
 
     fn expand(&mut self, path: &[&str], value: &str) -> Option<String> {
-        interpolate(value, self.env, &self.secrets)
+        self.expand_for(path, value, None)
+    }
+
+    /// `expand` for principal `owner`'s credentials (see `interpolate_for`).
+    pub(super) fn expand_for(
+        &mut self,
+        path: &[&str],
+        value: &str,
+        owner: Option<&str>,
+    ) -> Option<String> {
+        interpolate_for(value, self.env, &self.secrets, owner)
             .map_err(|e| self.at_key(path, e))
             .ok()
     }

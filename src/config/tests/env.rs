@@ -277,3 +277,38 @@ fn desktop_env_still_reaches_the_child() {
     );
     assert!(inherit.added().is_empty());
 }
+
+/// A principal's credentials: its own variables expanded into its entry
+/// (and its key resolved to a static name or, with OAuth, a subject); the
+/// same variables refused to the backend's own env and to a child by
+/// `inherit_env`.
+#[test]
+fn principal_credentials_are_their_own_secrets() {
+    let text = "[auth]\nbearer_tokens_env = \"TOKENS\"\n\
+                oauth = { issuer = \"https://issuer.example\", audience = \"https://gw.example/mcp\" }\n\
+                [backends.fs]\ncommand = \"fs\"\nenv = { LEAK = \"${ALICE_FS}\" }\n\
+                inherit_env = [\"ALICE_FS\"]\n\
+                [backends.fs.principals.alice]\nenv = { FS_TOKEN = \"${ALICE_FS}\" }\n\
+                [backends.fs.principals.\"auth0|42\"]\nenv = { FS_TOKEN = \"x\" }\n";
+    let pairs = [("TOKENS", "alice=t"), ("ALICE_FS", "alice-secret")];
+    assert_eq!(
+        err(text, &pairs),
+        [
+            "sluice.toml:6: `backends.fs.env.LEAK`: `ALICE_FS` holds principal `alice`'s credentials (`backends.fs.principals.alice.env.FS_TOKEN`), and never leaves it",
+            "sluice.toml:7: `backends.fs.inherit_env[0]`: `ALICE_FS` holds principal `alice`'s credentials (`backends.fs.principals.alice.env.FS_TOKEN`), and is never passed to a child",
+        ]
+    );
+    let text = text
+        .replace("env = { LEAK = \"${ALICE_FS}\" }\n", "")
+        .replace("inherit_env = [\"ALICE_FS\"]\n", "");
+    let loaded = ok(&text, &pairs);
+    let p = loaded.config.backends[0].principals.as_ref().unwrap();
+    assert_eq!(p.fallback, crate::config::Fallback::Hide);
+    assert_eq!(p.entries.len(), 2);
+    assert_eq!(p.entries[0].principal.to_string(), "alice");
+    assert_eq!(p.entries[0].values[0].1.expose(), "alice-secret");
+    assert_eq!(
+        p.entries[1].principal,
+        crate::vocab::Principal::subject("https://issuer.example", "auth0|42")
+    );
+}

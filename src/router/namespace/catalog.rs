@@ -135,6 +135,7 @@ impl Namespace {
             .members
             .iter()
             .enumerate()
+            .filter(|(_, m)| !m.backend.hides(caller))
             .filter(|(_, m)| m.backend.info().is_some_and(|i| i.has("resources")));
         match (serving.next(), serving.next()) {
             (Some((i, _)), None) => Some((i, uri)),

@@ -238,6 +238,12 @@ impl Namespace {
         let mut out = Vec::with_capacity(self.members.len());
         let mut rebuilt = false;
         for m in &self.members {
+            // Per-principal credentials: not there for a principal it
+            // hides, its tools neither found nor pinned (the catalogue
+            // kept is every caller's, so this is asked before it).
+            if m.backend.hides(caller) {
+                continue;
+            }
             let profile = m.backend.list_profile(caller);
             let cached = || search.cached(m.index, profile, m.backend.list_version());
             if let Some(c) = cached() {

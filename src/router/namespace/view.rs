@@ -25,6 +25,9 @@ pub(crate) struct View {
     pub(crate) resource_templates: Vec<Item>,
     /// Backends whose lists could not be read now (down, or refusing).
     pub(crate) unread: Vec<String>,
+    /// Backends not there for this caller: per-principal credentials
+    /// with `fallback = "hide"`, and none for its principal.
+    pub(crate) hidden: Vec<String>,
 }
 
 /// One item: a tool, prompt, resource or template.
@@ -68,6 +71,7 @@ impl Namespace {
             resources: Vec::new(),
             resource_templates: Vec::new(),
             unread: Vec::new(),
+            hidden: Vec::new(),
         };
         if pinned.is_some() {
             view.tools.extend(
@@ -80,6 +84,10 @@ impl Namespace {
             );
         }
         for m in &self.members {
+            if m.backend.hides(caller) {
+                view.hidden.push(m.backend.name.to_string());
+                continue;
+            }
             for kind in [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template] {
                 let Some(items) = self.member_items(caller, m, kind).await else {
                     if !view.unread.iter().any(|b| b == m.backend.name.as_str()) {
