@@ -8,6 +8,7 @@ use std::process::Command;
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=SLUICE_COMMIT");
+    println!("cargo::rerun-if-env-changed=GIT_DIR");
     let commit = from_git().or_else(|| {
         std::env::var("SLUICE_COMMIT")
             .ok()
