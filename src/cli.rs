@@ -8,7 +8,8 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",
-    version,
+    // The commit too: build.rs reads it from git (or SLUICE_COMMIT).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("SLUICE_COMMIT"), ")"),
     about = "An MCP gateway that owns every session it touches"
 )]
 pub struct Cli {

@@ -550,3 +550,26 @@ fn probe_usage_and_unreachable_server() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `sluice --version` names the commit the binary was built from (issue
+/// 52): what git says HEAD is here, or, from a tarball without .git, what
+/// SLUICE_COMMIT said at build time, else "unknown".
+#[test]
+fn version_names_the_commit() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8(o.stdout).unwrap().trim().to_owned());
+    let want = head
+        .unwrap_or_else(|| std::env::var("SLUICE_COMMIT").unwrap_or_else(|_| "unknown".to_owned()));
+    assert_eq!(
+        text.trim(),
+        format!("sluice {} ({want})", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -186,3 +186,47 @@ fn the_search_mode_example_loads() {
         "{stdout}"
     );
 }
+
+/// docs/deploy.md describes what deploy/ ships: each Kubernetes directory
+/// and every kind of object in it, and every file the image's root gets
+/// from deploy/container/root (issue 52), so a manifest or an image file
+/// added without a word for operators fails here.
+#[test]
+fn deploy_md_names_every_manifest_and_image_file() {
+    let text = doc("deploy.md");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let mut missing = Vec::new();
+    for dir in std::fs::read_dir(root.join("kubernetes")).unwrap() {
+        let dir = dir.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if !text.contains(&format!("`{name}/`")) {
+            missing.push(format!("kubernetes/{name}/"));
+        }
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let manifest = std::fs::read_to_string(file.unwrap().path()).unwrap();
+            for kind in manifest.lines().filter_map(|l| l.strip_prefix("kind: ")) {
+                if !text.contains(&format!("`{kind}`")) {
+                    missing.push(format!("kind {kind} ({name}/)"));
+                }
+            }
+        }
+    }
+    let mut stack = vec![root.join("container/root")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let inside = path.strip_prefix(root.join("container/root")).unwrap();
+            if !text.contains(&format!("`/{}`", inside.display())) {
+                missing.push(format!("/{}", inside.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/deploy.md does not name: {missing:?}"
+    );
+}

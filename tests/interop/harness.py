@@ -212,10 +212,16 @@ def start_gateway(
     extra_args: list[str] | None = None,
     env: dict[str, str] | None = None,
     listen: str = "127.0.0.1:0",
+    command: list[str] | None = None,
 ) -> Gateway:
-    """Start `sluice serve` and wait (bounded) for its readiness line."""
+    """Start `sluice serve` and wait (bounded) for its readiness line.
+
+    `command`, when given, is the argv that runs sluice in place of
+    `sluice_bin` (e.g. `chroot ROOT /usr/local/bin/sluice`); each program in
+    it must exec the next, so the gateway keeps the PID started here.
+    """
     config_path = None
-    args = [str(sluice_bin), "serve", "--listen", listen]
+    args = [*(command or [str(sluice_bin)]), "serve", "--listen", listen]
     if config is not None:
         config_path = tmp_path / config_name
         config_path.write_text(config)
