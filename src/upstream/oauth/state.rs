@@ -252,6 +252,22 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_of_principal_comes_back_as_itself() {
+        let (ring, states, pkce) = (ring(), FlowStates::new(), Pkce::generate());
+        for who in [
+            alice(),
+            Principal::subject("https://issuer.example.com", "auth0|5f2a9c"),
+            Principal::Unnamed(crate::vocab::UnnamedToken::new("tok", 3)),
+        ] {
+            let text = states.seal(&ring, &who, &backend(), &pkce, b"a", NOW);
+            assert_eq!(
+                states.finish(&ring, &text, b"a", NOW).unwrap().principal,
+                who
+            );
+        }
+    }
+
+    #[test]
     fn a_session_id_never_opens_as_a_state() {
         let ring = ring();
         let other = ring.seal_bytes("s1.", b"{}", &binding(b"a"));
