@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::*;
 
+mod code_flow;
 mod desktop;
 mod discovery;
 mod env;

@@ -57,6 +57,13 @@ impl Backend {
             true => Box::pin(self.authorization(caller)).await?,
             false => None,
         };
+        // The authorization code flow: the principal's grant, refreshed
+        // first when due (boxed: rare).
+        if let Some(code) = self.code_entries()
+            && let Some(p) = caller.who()
+        {
+            Box::pin(code.prepare(p)).await;
+        }
         let mut retried = false;
         loop {
             // The rare paths are boxed: their futures (opening a session,

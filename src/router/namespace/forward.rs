@@ -98,6 +98,23 @@ impl Namespace {
         if kind == Kind::Tool && !self.may_use(caller, &exposed) {
             return unlisted(trail);
         }
+        // The authorization code flow: a principal without a grant is told
+        // where to connect, as the tool's own error, which a model reads.
+        let backend = &self.members[i].backend;
+        if kind == Kind::Tool
+            && backend.code_flow().is_some()
+            && let Some(url) = Box::pin(backend.connect_first(caller)).await
+        {
+            return ok(&json!({
+                "content": [{"type": "text", "text": format!(
+                    "Not connected to {name}: open {url} in your browser to connect {name} \
+                     (sign in and consent there), then retry this call. The link works once, \
+                     for 10 minutes, and only for you: do not share it.",
+                    name = backend.name,
+                )}],
+                "isError": true,
+            }));
+        }
         // A tool's series is kept with its catalog entry: the look-up
         // that finds it listed finds it too.
         let listed = match kind {

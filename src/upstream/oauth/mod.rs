@@ -8,12 +8,14 @@
 //! there (`client`: configured, or registered by RFC 7591), PKCE (`pkce`),
 //! the sealed `state` that carries a flow from its start to the callback
 //! (`state`), the requests and answers of the token endpoint (`token`) and
-//! the grants kept per backend (`grants`). The HTTP requests that join
-//! them, the gateway's `/oauth/*` endpoints and the calls that use a grant
-//! are not wired yet: see docs/identity.md.
+//! the grants kept per backend (`grants`); then the HTTP requests that join
+//! them (`fetch`) and one backend's flow at run time (`flow`), which the
+//! front's `/oauth/*` endpoints and a principal's calls use.
 
 mod client;
 mod discovery;
+mod fetch;
+mod flow;
 mod grants;
 mod pkce;
 mod state;
@@ -24,6 +26,8 @@ pub use discovery::{
     Challenge, DiscoveryError, ResourceMetadata, ServerMetadata, resource_metadata_urls,
     server_metadata_urls,
 };
+pub use fetch::{Endpoints, FetchError};
+pub use flow::{CodeFlow, Refused};
 pub use grants::{Connection, DEFAULT_MAX_GRANTS, Grant, Grants, REFRESH_AHEAD};
 pub use pkce::Pkce;
 pub use state::{FLOW_TTL, FlowState, FlowStates, MAX_USED, StateRefused};
