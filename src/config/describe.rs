@@ -85,6 +85,9 @@ pub fn describe(loaded: &Loaded) -> String {
             ),
         },
     );
+    if let Some(u) = &s.public_url {
+        line("server.public_url", u.to_string());
+    }
     // Only a config whose files were read whole gets this far.
     line(
         "server.tls",

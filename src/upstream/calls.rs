@@ -38,6 +38,14 @@ impl Backend {
             None => params,
         };
         let result = self.send(caller, method, params, to, trace).await;
+        // A grant's token the backend refuses (revoked, say): the grant is
+        // dropped, so the principal is asked to connect again.
+        if let Err(e) = &result
+            && e.is_refused_credential()
+            && let (Some(code), Some(p)) = (self.code_entries(), caller.who())
+        {
+            code.flow.forget(p, "the backend refused its token");
+        }
         if let Some(span) = span {
             span.end(&result);
         }

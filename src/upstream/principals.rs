@@ -196,11 +196,11 @@ impl Principals {
 
 impl CodeEntries {
     /// Makes `principal`'s entry carry its grant's access token, refreshed
-    /// first when due. False: it has no usable grant (its entry, if any,
-    /// is dropped).
+    /// first when due. False: it has no usable grant. An entry outlives a
+    /// grant (unused without one: `entry` asks the grants): links opened
+    /// with it carry the next grant's token as soon as there is one.
     pub(super) async fn prepare(&self, principal: &Principal) -> bool {
         let Some(access) = self.flow.access(principal).await else {
-            self.made.lock().remove(principal);
             return false;
         };
         let value = format!("Bearer {}", access.expose());

@@ -92,3 +92,21 @@ fn the_flow_is_refused_where_it_cannot_work() {
     let e = joined(err(&cluster, &[("T", "alice=tok-a")]));
     assert!(e.contains("not available with [cluster]"), "{e}");
 }
+
+#[test]
+fn public_url_may_come_from_the_environment() {
+    let loaded = ok(
+        &format!("{AUTH}{FLOW}"),
+        &[
+            ("T", "alice=tok-a"),
+            ("SLUICE_SERVER__PUBLIC_URL", "https://gw.example.com"),
+        ],
+    );
+    let flow = loaded.config.backends[0].code_flow.clone().unwrap();
+    assert_eq!(
+        flow.callback().as_str(),
+        "https://gw.example.com/oauth/callback"
+    );
+    let shown = crate::config::describe(&loaded);
+    assert!(shown.contains("server.public_url"), "{shown}");
+}

@@ -105,15 +105,7 @@ impl Namespace {
             && backend.code_flow().is_some()
             && let Some(url) = Box::pin(backend.connect_first(caller)).await
         {
-            return ok(&json!({
-                "content": [{"type": "text", "text": format!(
-                    "Not connected to {name}: open {url} in your browser to connect {name} \
-                     (sign in and consent there), then retry this call. The link works once, \
-                     for 10 minutes, and only for you: do not share it.",
-                    name = backend.name,
-                )}],
-                "isError": true,
-            }));
+            return connect_first(&backend.name, &url);
         }
         // A tool's series is kept with its catalog entry: the look-up
         // that finds it listed finds it too.
@@ -159,6 +151,15 @@ impl Namespace {
         let (outcome, backend_error) = self
             .call_rounds(caller, m, method, params, events, &series)
             .await;
+        // A grant the backend refused is dropped: the principal is told
+        // where to connect again.
+        if kind == Kind::Tool
+            && matches!(outcome, Outcome::Error(_))
+            && m.backend.code_flow().is_some()
+            && let Some(url) = Box::pin(m.backend.connect_first(caller)).await
+        {
+            return connect_first(&m.backend.name, &url);
+        }
         *seen = Some(Seen {
             series,
             backend_error,
@@ -412,6 +413,19 @@ fn new_tool_series(m: &Member, exposed: &str, original: &str) -> Series {
     let name = backend.name.as_str();
     let method = metrics::Method::TOOLS_CALL;
     backend.metrics().series(method, name, exposed, original)
+}
+
+/// A tool's call for a principal without a grant (the authorization code
+/// flow): the tool's own error, which a model reads, naming where to connect.
+fn connect_first(backend: &crate::vocab::BackendName, url: &url::Url) -> Outcome {
+    ok(&json!({
+        "content": [{"type": "text", "text": format!(
+            "Not connected to {backend}: open {url} in your browser to connect {backend} \
+             (sign in and consent there), then retry this call. The link works once, \
+             for 10 minutes, and only for you: do not share it.",
+        )}],
+        "isError": true,
+    }))
 }
 
 fn not_found(kind: Kind, exposed: &str) -> Outcome {

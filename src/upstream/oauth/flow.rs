@@ -321,6 +321,13 @@ impl CodeFlow {
         .map_err(|e| e.to_string())
     }
 
+    /// Drops `principal`'s grant without revoking it (it is no good).
+    pub fn forget(&self, principal: &Principal, why: &str) {
+        if self.grants.remove(principal).is_some() {
+            tracing::warn!(target: "sluice::audit", backend = %self.backend, principal = %principal, "oauth grant dropped: {why}");
+        }
+    }
+
     /// Whether `principal` holds a grant here (without using it).
     pub fn connected(&self, principal: &Principal) -> bool {
         self.grants.connection(principal).is_some()
