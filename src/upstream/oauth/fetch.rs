@@ -245,3 +245,6 @@ async fn post_form(client: &Client, endpoint: &Url, form: TokenForm) -> Result<A
     }
     send(client, Method::POST, endpoint, &headers, Some(form.body)).await
 }
+
+#[cfg(test)]
+mod tests;
