@@ -191,3 +191,28 @@ async def test_each_principal_connects_and_acts_as_itself(setup: Setup) -> None:
     assert await whoami(gw, "alice") == (False, "sub: alice")
     log = gw.stderr_tail(1_000_000)
     assert "oauth connected" in log and "oauth disconnected" in log
+
+
+async def test_a_client_that_takes_url_elicitation_is_sent_the_start_url_as_one(setup: Setup) -> None:
+    """2025-11-25: a client that declared `elicitation.url` gets JSON-RPC
+    error -32042 naming the start URL (its user opens it), not a tool error."""
+    from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+
+    async def elicit(*_args, **_kwargs):  # noqa: ANN002, ANN003 - never asked here
+        raise AssertionError("the gateway asks nothing in-band")
+
+    gw = setup.gw
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}, timeout=30) as http:
+        with anyio.fail_after(60):
+            async with Client(
+                streamable_http_client(gw.mcp_url, http_client=http), mode="legacy", elicitation_callback=elicit
+            ) as client:
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool("protected__whoami", {})
+                assert raised.value.code == -32042, raised.value.error
+                (asked,) = UrlElicitationRequiredError.from_error(raised.value.error).elicitations
+                assert asked.mode == "url" and START.match(asked.url), asked
+                status, page = connect(setup, asked.url, "alice")
+                assert status == 200, page
+                result = await client.call_tool("protected__whoami", {})
+    assert result.content[0].text == "sub: alice"

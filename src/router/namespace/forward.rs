@@ -105,7 +105,7 @@ impl Namespace {
             && backend.code_flow().is_some()
             && let Some(url) = Box::pin(backend.connect_first(caller)).await
         {
-            return connect_first(&backend.name, &url);
+            return connect_first(caller, &backend.name, &url);
         }
         // A tool's series is kept with its catalog entry: the look-up
         // that finds it listed finds it too.
@@ -158,7 +158,7 @@ impl Namespace {
             && m.backend.code_flow().is_some()
             && let Some(url) = Box::pin(m.backend.connect_first(caller)).await
         {
-            return connect_first(&m.backend.name, &url);
+            return connect_first(caller, &m.backend.name, &url);
         }
         *seen = Some(Seen {
             series,
@@ -416,17 +416,40 @@ fn new_tool_series(m: &Member, exposed: &str, original: &str) -> Series {
 }
 
 /// A tool's call for a principal without a grant (the authorization code
-/// flow): the tool's own error, which a model reads, naming where to connect.
-fn connect_first(backend: &crate::vocab::BackendName, url: &url::Url) -> Outcome {
+/// flow), naming where to connect: to a client that declared URL mode
+/// elicitation (2025-11-25), JSON-RPC error -32042 with that URL, which it
+/// shows its user; to any other, the tool's own error, which a model reads.
+fn connect_first(caller: &Caller, backend: &crate::vocab::BackendName, url: &url::Url) -> Outcome {
+    let text = format!(
+        "Not connected to {backend}: open {url} in your browser to connect {backend} \
+         (sign in and consent there), then retry this call. The link works once, \
+         for 10 minutes, and only for you: do not share it."
+    );
+    if caller.caps().elicitation_url {
+        let id = url
+            .path_segments()
+            .and_then(|mut s| s.next_back())
+            .unwrap_or_default();
+        let data = json!({"elicitations": [{
+            "mode": "url",
+            "elicitationId": id,
+            "url": url.as_str(),
+            "message": format!("Connect {backend}: sign in and consent, then retry."),
+        }]});
+        return Outcome::Error(jsonrpc::error_object(
+            URL_ELICITATION_REQUIRED,
+            &text,
+            Some(data),
+        ));
+    }
     ok(&json!({
-        "content": [{"type": "text", "text": format!(
-            "Not connected to {backend}: open {url} in your browser to connect {backend} \
-             (sign in and consent there), then retry this call. The link works once, \
-             for 10 minutes, and only for you: do not share it.",
-        )}],
+        "content": [{"type": "text", "text": text}],
         "isError": true,
     }))
 }
+
+/// JSON-RPC error code: URL mode elicitation required (2025-11-25).
+const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 fn not_found(kind: Kind, exposed: &str) -> Outcome {
     match kind {
