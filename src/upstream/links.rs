@@ -75,16 +75,13 @@ impl Backend {
         self.code_entries().map(|c| &c.flow)
     }
 
-    /// With the authorization code flow, the start URL `caller` must open
-    /// before this backend serves it (None: it has a usable grant, or the
-    /// backend has no such flow). Refreshes the grant when due.
-    pub async fn connect_first(&self, caller: &Caller) -> Option<url::Url> {
+    /// With the authorization code flow, a start URL for `caller` if it
+    /// holds no grant now (without refreshing: after a call whose token
+    /// the backend refused, which dropped it).
+    pub fn not_connected(&self, caller: &Caller) -> Option<url::Url> {
         let code = self.code_entries()?;
         let p = caller.who()?;
-        match code.prepare(p).await {
-            true => None,
-            false => Some(code.flow.start_url(p)),
-        }
+        (!code.flow.connected(p)).then(|| code.flow.start_url(p))
     }
 
     /// A backend's per-principal links (shared isolation).
@@ -254,12 +251,6 @@ impl Backend {
     /// The link a call goes over. A shared session that just died is waited
     /// for (briefly) while the supervisor replaces it, as a restart is.
     pub(super) async fn link_for(&self, caller: &Caller) -> Result<Arc<Link>, UpstreamError> {
-        // A grant's token, refreshed first when due (boxed: rare).
-        if let Some(code) = self.code_entries()
-            && let Some(p) = caller.who()
-        {
-            Box::pin(code.prepare(p)).await;
-        }
         let until = tokio::time::Instant::now() + RESTART_WAIT.min(self.ctx.timeout);
         loop {
             // Subscribed before looking: a replacement made meanwhile wakes us.
@@ -328,6 +319,9 @@ impl Backend {
                 };
                 let link = by.pool.get_or_open(&owner, open).await;
                 self.woken_by(&link);
+                if let Err(e) = &link {
+                    self.refused(owner.who(), e);
+                }
                 if let Ok(link) = &link {
                     by.note(caller, link);
                 }

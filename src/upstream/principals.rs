@@ -166,9 +166,7 @@ impl Principals {
         if let Some(e) = self.entries.get(principal) {
             return Some(e.clone());
         }
-        let code = self.code.as_ref()?;
-        let entry = code.made.lock().get(principal).cloned()?;
-        code.flow.connected(principal).then_some(entry)
+        self.code.as_ref()?.entry(principal)
     }
 
     /// Whether the backend is not there for `caller` (one look-up, and
@@ -203,13 +201,29 @@ impl CodeEntries {
         let Some(access) = self.flow.access(principal).await else {
             return false;
         };
+        self.carrying(principal, &access);
+        true
+    }
+
+    /// `principal`'s entry while it holds a grant (made with the grant's
+    /// token as it is, the first time: a call refreshes it when due).
+    fn entry(&self, principal: &Principal) -> Option<Arc<Entry>> {
+        let access = self.flow.current(principal)?;
+        if let Some(e) = self.made.lock().get(principal) {
+            return Some(e.clone());
+        }
+        Some(self.carrying(principal, &access))
+    }
+
+    /// `principal`'s entry, made if need be, sending `access`.
+    fn carrying(&self, principal: &Principal, access: &crate::config::Secret) -> Arc<Entry> {
         let value = format!("Bearer {}", access.expose());
         let existing = self.made.lock().get(principal).cloned();
         if let Some(entry) = existing {
             if let TransportSpec::Http(spec) = &entry.transport {
                 spec.headers.set_authorization(&value);
             }
-            return true;
+            return entry;
         }
         let spec = HttpSpec {
             url: self.base.url.clone(),
@@ -231,8 +245,8 @@ impl CodeEntries {
         if made.len() >= self.flow.max_grants() {
             made.retain(|p, _| self.flow.connected(p));
         }
-        made.insert(principal.clone(), entry);
-        true
+        // Made meanwhile by another call: that one is kept.
+        made.entry(principal.clone()).or_insert(entry).clone()
     }
 }
 

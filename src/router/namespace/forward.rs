@@ -98,15 +98,6 @@ impl Namespace {
         if kind == Kind::Tool && !self.may_use(caller, &exposed) {
             return unlisted(trail);
         }
-        // The authorization code flow: a principal without a grant is told
-        // where to connect, as the tool's own error, which a model reads.
-        let backend = &self.members[i].backend;
-        if kind == Kind::Tool
-            && backend.code_flow().is_some()
-            && let Some(url) = Box::pin(backend.connect_first(caller)).await
-        {
-            return connect_first(caller, &backend.name, &url);
-        }
         // A tool's series is kept with its catalog entry: the look-up
         // that finds it listed finds it too.
         let listed = match kind {
@@ -122,6 +113,16 @@ impl Namespace {
                 // Boxed: rare, and its future would make every call's large.
                 match Box::pin(self.lists(caller, i, kind, original)).await {
                     Ok(true) => None,
+                    // The authorization code flow: a tool of a backend the
+                    // principal has not connected is not listed to them;
+                    // its call says where to connect.
+                    Ok(false) if kind == Kind::Tool => {
+                        let backend = &self.members[i].backend;
+                        return match backend.not_connected(caller) {
+                            Some(url) => connect_first(caller, &backend.name, &url),
+                            None => unlisted(trail),
+                        };
+                    }
                     Ok(false) => return unlisted(trail),
                     Err(failed) => return failed,
                 }
@@ -151,12 +152,11 @@ impl Namespace {
         let (outcome, backend_error) = self
             .call_rounds(caller, m, method, params, events, &series)
             .await;
-        // A grant the backend refused is dropped: the principal is told
-        // where to connect again.
+        // A grant the backend refused, or whose refresh was refused, is
+        // dropped: the principal is told where to connect again.
         if kind == Kind::Tool
             && matches!(outcome, Outcome::Error(_))
-            && m.backend.code_flow().is_some()
-            && let Some(url) = Box::pin(m.backend.connect_first(caller)).await
+            && let Some(url) = m.backend.not_connected(caller)
         {
             return connect_first(caller, &m.backend.name, &url);
         }

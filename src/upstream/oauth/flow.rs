@@ -328,6 +328,11 @@ impl CodeFlow {
         }
     }
 
+    /// `principal`'s access token as it is now (no refresh).
+    pub fn current(&self, principal: &Principal) -> Option<Secret> {
+        self.grants.get(principal).map(|g| g.access)
+    }
+
     /// Whether `principal` holds a grant here (without using it).
     pub fn connected(&self, principal: &Principal) -> bool {
         self.grants.connection(principal).is_some()
