@@ -55,6 +55,8 @@ pub struct Metrics {
     /// `mcp.server.operation.duration` and `mcp.client.operation.duration`.
     operations: operations::Operations,
     list_refresh: Family<RefreshLabels, Counter>,
+    oauth_grants: Family<BackendLabel, Gauge>,
+    oauth_flows: Family<RefreshLabels, Counter>,
     entries: Family<EntriesLabels, Gauge>,
     answers_dropped: Family<DroppedLabels, Counter>,
     limited: Family<LimitLabel, Counter>,
@@ -128,6 +130,8 @@ impl Metrics {
         });
         let operations = operations::Operations::new();
         let list_refresh = Family::<RefreshLabels, Counter>::default();
+        let oauth_grants = Family::<BackendLabel, Gauge>::default();
+        let oauth_flows = Family::<RefreshLabels, Counter>::default();
         let entries = Family::<EntriesLabels, Gauge>::default();
         let answers_dropped = Family::<DroppedLabels, Counter>::default();
         let limited = Family::<LimitLabel, Counter>::default();
@@ -245,6 +249,20 @@ impl Metrics {
         register(
             &mut registry,
             &mut names,
+            "sluice_oauth_grants",
+            "Principals' grants held per backend (oauth.flow = authorization_code)",
+            &oauth_grants,
+        );
+        register(
+            &mut registry,
+            &mut names,
+            "sluice_oauth_flows",
+            "Authorization code flows ended, by result",
+            &oauth_flows,
+        );
+        register(
+            &mut registry,
+            &mut names,
             "sluice_bounded_entries",
             "Entries in the gateway's bounded internal maps (caches, indexes, pending requests), by map and owner",
             &entries,
@@ -349,6 +367,8 @@ impl Metrics {
             request_series: RequestSeries::new(),
             operations,
             list_refresh,
+            oauth_grants,
+            oauth_flows,
             entries,
             answers_dropped,
             limited,

@@ -18,6 +18,7 @@ use super::{BackendConfig, Config, SecretVars, Source};
 
 mod auth;
 mod backend;
+mod code_flow;
 mod discovery;
 mod operations;
 mod principals;
@@ -66,6 +67,7 @@ pub(super) fn build(
         secrets: secret_vars(&file, syntax),
         proxy_reported: false,
         has_auth: file.auth.is_some(),
+        public_url: None,
     };
     let has_auth = b.has_auth;
     // From what the file asks for, not from what was built: an [auth]
@@ -76,6 +78,7 @@ pub(super) fn build(
         .as_ref()
         .is_some_and(|a| a.oauth.is_some() || a.token_scopes.is_some());
     let server = b.server(file.server, has_auth);
+    b.public_url = server.public_url.clone();
     let auth = file.auth.and_then(|a| b.auth(a));
     let metrics = b.metrics(file.metrics);
     let limits = b.limits(file.limits);
@@ -130,6 +133,17 @@ pub(super) fn build(
             );
         }
     }
+    if file.cluster.is_some() {
+        for backend in backends.iter().filter(|b| b.code_flow.is_some()) {
+            let section = b.syntax.backends();
+            b.at_key(
+                &[section, backend.name.as_str(), "oauth", "flow"],
+                "\"authorization_code\" is not available with [cluster] yet: grants and flows in \
+                 progress are kept in one replica's memory, so a callback or call reaching \
+                 another replica would not find them",
+            );
+        }
+    }
     let cluster = file.cluster.and_then(|c| b.cluster(c, &server));
     let tracing = file.tracing.and_then(|t| b.tracing(t));
     *issues = b.issues;
@@ -157,6 +171,8 @@ struct Builder<'a> {
     proxy_reported: bool,
     /// The file has an `[auth]` table (built or not).
     has_auth: bool,
+    /// `[server] public_url`, once built.
+    public_url: Option<url::Url>,
 }
 
 /// Every variable the config names as a secret's source, with its key.

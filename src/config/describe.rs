@@ -85,6 +85,9 @@ pub fn describe(loaded: &Loaded) -> String {
             ),
         },
     );
+    if let Some(u) = &s.public_url {
+        line("server.public_url", u.to_string());
+    }
     // Only a config whose files were read whole gets this far.
     line(
         "server.tls",
@@ -254,6 +257,25 @@ pub fn describe(loaded: &Loaded) -> String {
         }
         if let Some(p) = &b.principals {
             backend_principals(&mut text, p, &b.transport);
+        }
+        if let Some(f) = &b.code_flow {
+            let client = match &f.client_id {
+                Some(id) => format!(
+                    "as `{id}`{}",
+                    if f.client_secret.is_some() {
+                        " (with a secret)"
+                    } else {
+                        ""
+                    }
+                ),
+                None => "registered dynamically".to_owned(),
+            };
+            let _ = writeln!(
+                text,
+                "    oauth: authorization code, each principal's own grant (at most {}), client {client}; callback {}",
+                f.max_grants,
+                f.callback()
+            );
         }
     }
     text.push_str("namespaces:\n");

@@ -126,6 +126,9 @@ pub(super) struct FileServer {
     pub(super) write_timeout: Option<FileDuration>,
     pub(super) max_inflight_body_bytes: Option<usize>,
     pub(super) tls: Option<FileTls>,
+    /// The gateway's own URL as browsers reach it (the authorization code
+    /// flow's callback and start URLs are under it).
+    pub(super) public_url: Option<String>,
 }
 
 /// `[server] tls = { cert_file, key_file }`: PEM files, both required
@@ -219,6 +222,8 @@ pub(super) struct FileBackend {
     pub(super) principals: Option<IndexMap<String, FilePrincipal>>,
     /// What a principal with no entry in `principals` gets.
     pub(super) fallback: Option<FileFallback>,
+    /// `oauth.flow = "authorization_code"`: principals' grants kept at once.
+    pub(super) max_grants: Option<usize>,
 }
 
 /// One principal's credentials for a backend: `headers` for http and sse
@@ -242,12 +247,24 @@ pub(super) enum FileFallback {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FileBackendOAuth {
+    /// `client_credentials` (the default) or `authorization_code`.
+    pub(super) flow: Option<FileOAuthFlow>,
     pub(super) token_url: Option<String>,
     pub(super) client_id: Option<String>,
     pub(super) client_secret_env: Option<String>,
     pub(super) scopes: Option<Vec<String>>,
     pub(super) resource: Option<String>,
     pub(super) exchange: Option<FileTokenExchange>,
+}
+
+/// `[backends.NAME] oauth.flow`: whose token the backend gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum FileOAuthFlow {
+    /// The gateway's own (the client credentials grant).
+    ClientCredentials,
+    /// Each principal's, from its consent in a browser.
+    AuthorizationCode,
 }
 
 /// `[backends.NAME] oauth.exchange = { ... }`: calls made for a client carry

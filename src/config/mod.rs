@@ -123,6 +123,9 @@ pub struct ServerSettings {
     /// and checked when the config was built; they are read again at each
     /// reload.
     pub tls: Option<TlsFiles>,
+    /// `[server] public_url`: the gateway's URL as browsers reach it, for
+    /// the authorization code flow (`/oauth/start/{id}`, `/oauth/callback`).
+    pub public_url: Option<url::Url>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,6 +301,36 @@ pub struct BackendConfig {
     /// `[backends.NAME.principals]`: per-principal credentials (None: every
     /// caller reaches the backend with its own, shared, credentials).
     pub principals: Option<PrincipalCredentials>,
+    /// http: `oauth.flow = "authorization_code"`: each principal's own
+    /// grant, from its consent in a browser.
+    pub code_flow: Option<CodeFlowConfig>,
+}
+
+impl CodeFlowConfig {
+    /// `{public_url}/oauth/callback`: the redirect URI.
+    pub fn callback(&self) -> url::Url {
+        self.under("oauth/callback")
+    }
+
+    /// `path` under `public_url` (which may have a path of its own).
+    pub fn under(&self, path: &str) -> url::Url {
+        let base = self.public_url.as_str().trim_end_matches('/');
+        url::Url::parse(&format!("{base}/{path}")).unwrap_or_else(|_| self.public_url.clone())
+    }
+}
+
+/// `[backends.NAME] oauth = { flow = "authorization_code", ... }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeFlowConfig {
+    /// `[server] public_url`: where `/oauth/callback` is reached.
+    pub public_url: url::Url,
+    /// None: registered dynamically (RFC 7591), once per backend.
+    pub client_id: Option<String>,
+    pub client_secret: Option<Secret>,
+    /// Empty: the backend's 401 or metadata says which.
+    pub scopes: Vec<String>,
+    /// Grants kept at once (least recently used forgotten first).
+    pub max_grants: usize,
 }
 
 /// A backend's per-principal credentials: who has an entry, with what, and
@@ -483,6 +516,7 @@ impl Default for ServerSettings {
             write_timeout: file::DEFAULT_WRITE_TIMEOUT,
             max_inflight_body_bytes: None,
             tls: None,
+            public_url: None,
         }
     }
 }

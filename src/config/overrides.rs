@@ -17,7 +17,7 @@ use super::file::{File, FileAuth, FileLimits, FileMetrics, FileServer, FileTraci
 
 const PREFIX: &str = "SLUICE_";
 
-pub(super) const SERVER_KEYS: [&str; 20] = [
+pub(super) const SERVER_KEYS: [&str; 21] = [
     "listen",
     "sessions",
     "session_ids",
@@ -38,6 +38,7 @@ pub(super) const SERVER_KEYS: [&str; 20] = [
     "body_read_timeout",
     "write_timeout",
     "max_inflight_body_bytes",
+    "public_url",
 ];
 pub(super) const AUTH_KEYS: [&str; 1] = ["bearer_tokens_env"];
 pub(super) const METRICS_KEYS: [&str; 3] = ["path", "token_env", "summary_interval"];
@@ -183,6 +184,7 @@ fn written(file: &File) -> Vec<String> {
         s.body_read_timeout.is_some(),
         s.write_timeout.is_some(),
         s.max_inflight_body_bytes.is_some(),
+        s.public_url.is_some(),
     ];
     let auth = [file
         .auth
@@ -248,6 +250,7 @@ fn set_server(s: &mut FileServer, key: &str, v: &str) -> Result<(), Rejected> {
         "body_read_timeout" => s.body_read_timeout = Some(word(v)?),
         "write_timeout" => s.write_timeout = Some(word(v)?),
         "max_inflight_body_bytes" => s.max_inflight_body_bytes = Some(count(v)?),
+        "public_url" => s.public_url = Some(v.to_owned()),
         _ => return Err(Rejected::Key),
     }
     Ok(())

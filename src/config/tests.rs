@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::*;
 
+mod code_flow;
 mod desktop;
 mod discovery;
 mod env;
@@ -153,7 +154,7 @@ fn design_example_parses() {
 
     assert_eq!(source(&loaded, "server.sessions"), Source::File);
     assert_eq!(source(&loaded, "auth.bearer_tokens_env"), Source::File);
-    assert_eq!(loaded.provenance.len(), 34);
+    assert_eq!(loaded.provenance.len(), 35);
 }
 
 #[test]
@@ -205,7 +206,7 @@ fn minimal_config_gets_defaults_and_a_default_namespace() {
     assert_eq!(c.backends[0].request_timeout, Duration::from_secs(60));
     assert!(loaded.provenance.iter().all(|(_, s)| *s == Source::Default));
     // No [auth]: no auth provenance.
-    assert_eq!(loaded.provenance.len(), 32);
+    assert_eq!(loaded.provenance.len(), 33);
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod headers;
 mod limits;
 mod listen;
 mod message;
+mod oauth;
 mod ops;
 mod places;
 mod post;
@@ -213,6 +214,13 @@ pub(crate) fn router(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
         .route(
             &format!("{}/{{*endpoint}}", crate::auth::WELL_KNOWN),
             get(ops::resource_metadata),
+        )
+        .route("/oauth/start/{id}", get(oauth::start))
+        .route("/oauth/callback", get(oauth::callback))
+        .route("/oauth/connections", get(oauth::connections))
+        .route(
+            "/oauth/connections/{backend}",
+            axum::routing::delete(oauth::disconnect),
         )
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))

@@ -92,6 +92,26 @@ impl Metrics {
         (live, opened, closed)
     }
 
+    /// `sluice_oauth_grants{backend}`: grants held now.
+    pub fn oauth_grants(&self, backend: &str, held: usize) {
+        self.oauth_grants
+            .get_or_create(&BackendLabel {
+                backend: backend.to_owned(),
+            })
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
+    }
+
+    /// `sluice_oauth_flows_total{backend,result}`: connected, or why not
+    /// (unknown, expired, used, other_browser, denied, failed).
+    pub fn oauth_flow(&self, backend: &str, result: &'static str) {
+        self.oauth_flows
+            .get_or_create(&RefreshLabels {
+                backend: backend.to_owned(),
+                result,
+            })
+            .inc();
+    }
+
     pub fn list_refresh(&self, backend: &BackendName, result: &'static str) {
         self.list_refresh
             .get_or_create(&RefreshLabels {

@@ -138,44 +138,67 @@ impl KeyRing {
 
     /// Seals `contents`, bound to `bound` (principal and namespace).
     pub fn seal(&self, contents: &Contents, bound: &[u8]) -> SessionId {
-        let mut nonce = [0u8; NONCE_LEN];
-        getrandom::fill(&mut nonce).expect("OS randomness is unavailable");
-        let plain = contents.encode();
-        let sealed = self.keys[0]
-            .encrypt(
-                XNonce::from_slice(&nonce),
-                Payload {
-                    msg: &plain,
-                    aad: bound,
-                },
-            )
-            .unwrap_or_else(|_| unreachable!("sealing a fixed-size buffer cannot fail"));
-        let mut raw = Vec::with_capacity(NONCE_LEN + sealed.len());
-        raw.extend_from_slice(&nonce);
-        raw.extend_from_slice(&sealed);
-        SessionId::from_header(&format!("{PREFIX}{}", B64.encode(raw)))
+        SessionId::from_header(&self.seal_bytes(PREFIX, &contents.encode(), bound))
     }
 
     /// Opens an id with any key of the ring; None if it is not one of ours,
     /// was altered, or is bound to another principal or namespace.
     pub fn open(&self, id: &str, bound: &[u8]) -> Option<Contents> {
-        let raw = B64.decode(id.strip_prefix(PREFIX)?).ok()?;
-        if raw.len() != NONCE_LEN + CONTENTS_LEN + 16 {
+        let plain = self.open_bytes(PREFIX, id, bound, CONTENTS_LEN)?;
+        Contents::decode(&plain)
+    }
+
+    /// Seals any `plain` bytes as `prefix` and base64url text, bound to
+    /// `bound` (associated data: never in the text, needed to open it).
+    /// Other sealed things (an OAuth flow's `state`) use a prefix of their
+    /// own, so one kind never opens as another.
+    pub fn seal_bytes(&self, prefix: &str, plain: &[u8], bound: &[u8]) -> String {
+        let mut nonce = [0u8; NONCE_LEN];
+        getrandom::fill(&mut nonce).expect("OS randomness is unavailable");
+        let sealed = self.keys[0]
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: plain,
+                    aad: bound,
+                },
+            )
+            .unwrap_or_else(|_| unreachable!("sealing an in-memory buffer cannot fail"));
+        let mut raw = Vec::with_capacity(NONCE_LEN + sealed.len());
+        raw.extend_from_slice(&nonce);
+        raw.extend_from_slice(&sealed);
+        format!("{prefix}{}", B64.encode(raw))
+    }
+
+    /// What `seal_bytes` sealed, opened with any key of the ring; None if
+    /// the text is not of `prefix`, longer than `max_plain` bytes of
+    /// contents, altered, or bound to other data.
+    pub fn open_bytes(
+        &self,
+        prefix: &str,
+        text: &str,
+        bound: &[u8],
+        max_plain: usize,
+    ) -> Option<Vec<u8>> {
+        let body = text.strip_prefix(prefix)?;
+        if body.len() > (NONCE_LEN + max_plain + 16).div_ceil(3) * 4 {
+            return None;
+        }
+        let raw = B64.decode(body).ok()?;
+        if raw.len() < NONCE_LEN + 16 || raw.len() > NONCE_LEN + max_plain + 16 {
             return None;
         }
         let (nonce, sealed) = raw.split_at(NONCE_LEN);
         let nonce = XNonce::from_slice(nonce);
         self.keys.iter().find_map(|key| {
-            let plain = key
-                .decrypt(
-                    nonce,
-                    Payload {
-                        msg: sealed,
-                        aad: bound,
-                    },
-                )
-                .ok()?;
-            Contents::decode(&plain)
+            key.decrypt(
+                nonce,
+                Payload {
+                    msg: sealed,
+                    aad: bound,
+                },
+            )
+            .ok()
         })
     }
 }

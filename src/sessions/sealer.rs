@@ -106,6 +106,12 @@ impl Sealer {
         kept_all
     }
 
+    /// The ring in use now: other sealed things (an OAuth flow's
+    /// `state`) are sealed with the sessions' keys too.
+    pub fn ring(&self) -> std::sync::Arc<KeyRing> {
+        self.ring.load_full()
+    }
+
     pub fn keys(&self) -> usize {
         self.ring.load().len()
     }

@@ -53,7 +53,9 @@ impl Backend {
         trace: Option<Vec<(&'static str, String)>>,
     ) -> Result<Outcome, UpstreamError> {
         // Boxed: the exchange's future is large, and most backends have none.
-        let authorization = match self.exchanges() {
+        // (With the authorization code flow, the principal's grant is
+        // refreshed there first when due.)
+        let authorization = match self.exchanges() || self.code_entries().is_some() {
             true => Box::pin(self.authorization(caller)).await?,
             false => None,
         };
@@ -100,9 +102,20 @@ impl Backend {
                     continue;
                 }
                 Err(e) if e.is_unreachable() => self.wake.notify_one(),
+                Err(e) => self.refused(caller.who(), e),
                 _ => {}
             }
             return result;
+        }
+    }
+
+    /// A grant's token the backend refuses (revoked, say): the grant is
+    /// dropped, so the principal is asked to connect again.
+    pub(super) fn refused(&self, who: Option<&crate::vocab::Principal>, e: &UpstreamError) {
+        if e.is_refused_credential()
+            && let (Some(code), Some(p)) = (self.code_entries(), who)
+        {
+            code.flow.forget(p, "the backend refused its token");
         }
     }
 
@@ -122,6 +135,13 @@ impl Backend {
     /// The `Authorization` of a call made for `caller` on a backend that
     /// takes the client's token exchanged (None: the link's own headers).
     async fn authorization(&self, caller: &Caller) -> Result<Option<String>, UpstreamError> {
+        if let Some(code) = self.code_entries() {
+            // Its entry's headers carry it: the links opened with it send it.
+            if let Some(p) = caller.who() {
+                code.prepare(p).await;
+            }
+            return Ok(None);
+        }
         let (TransportSpec::Http(spec) | TransportSpec::Sse(spec)) = &self.transport else {
             return Ok(None);
         };

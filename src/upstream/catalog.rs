@@ -258,6 +258,11 @@ impl Backend {
         let mut items = FastMap::default();
         let capability = method.split('/').next().unwrap_or(method);
         self.check_health().await?;
+        // Never probed (the authorization code flow): what it offers is
+        // known once a principal's link has opened.
+        if self.info().is_none() && self.code_flow().is_some() {
+            Box::pin(self.link_for(caller)).await?;
+        }
         if !self.info().is_some_and(|i| i.has(capability)) {
             return Ok(items);
         }

@@ -107,6 +107,11 @@ impl UpstreamError {
         }
     }
 
+    /// The backend answered 401: the credential sent was refused.
+    pub(super) fn is_refused_credential(&self) -> bool {
+        matches!(&self.kind, ErrorKind::Protocol(m) if m.contains("answered HTTP 401"))
+    }
+
     pub fn is_timeout(&self) -> bool {
         self.kind == ErrorKind::Timeout
     }

@@ -112,6 +112,29 @@ impl Headers {
         self.current.load()
     }
 
+    /// Replaces the `Authorization` sent (a principal's grant, refreshed);
+    /// a value unusable in a header is not sent at all.
+    pub(super) fn set_authorization(&self, value: &str) {
+        let current = self.current.load();
+        if current
+            .get(AUTHORIZATION)
+            .is_some_and(|v| v.as_bytes() == value.as_bytes())
+        {
+            return;
+        }
+        let mut map = HeaderMap::clone(&current);
+        match HeaderValue::try_from(value) {
+            Ok(mut v) => {
+                v.set_sensitive(true);
+                map.insert(AUTHORIZATION, v);
+            }
+            Err(_) => {
+                map.remove(AUTHORIZATION);
+            }
+        }
+        self.current.store(Arc::new(map));
+    }
+
     /// Waits for the first token (if the backend takes one); the caller's
     /// deadline bounds it.
     pub(super) async fn ready(&self) {

@@ -113,6 +113,9 @@ impl Backend {
     pub fn problem(&self) -> Option<&'static str> {
         let health = self.health.lock();
         match &*health {
+            // The authorization code flow: never probed (nothing may reach
+            // it without a principal's grant); each call finds out.
+            Health::Starting if self.code_flow().is_some() => None,
             Health::Starting => Some("starting"),
             Health::Stopped => Some("stopped"),
             other => other.problem(),

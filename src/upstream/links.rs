@@ -23,10 +23,10 @@ enum Found<'a> {
     Legacy(Arc<Link>),
     /// The caller's own session (per-session isolation), not open yet;
     /// with its principal's entry when it has one.
-    Unopened(&'a Arc<PerSession>, Option<&'a Arc<Entry>>),
+    Unopened(&'a Arc<PerSession>, Option<Arc<Entry>>),
     /// Its principal's own link (shared isolation), not open yet, or not
     /// yet held by this client session.
-    Own(&'a Arc<ByPrincipal>, &'a Arc<Entry>),
+    Own(&'a Arc<ByPrincipal>, Arc<Entry>),
     /// The backend is not there for this principal (`fallback = "hide"`).
     Hidden,
     /// The shared session is gone; its replacement is not there yet.
@@ -52,7 +52,7 @@ impl Backend {
     /// principal's.
     pub(super) fn probe_transport(&self) -> &TransportSpec {
         match &self.principals {
-            Some(p) if p.hides_others() => p.probe_transport(),
+            Some(p) if p.hides_others() => p.probe_transport().unwrap_or(&self.transport),
             Some(_) | None => &self.transport,
         }
     }
@@ -62,6 +62,26 @@ impl Backend {
     /// over the first principal's, is closed again).
     pub(super) fn is_private(&self) -> bool {
         self.principals.as_ref().is_some_and(|p| p.hides_others())
+    }
+
+    /// `oauth.flow = "authorization_code"`: the entries made from grants.
+    pub(super) fn code_entries(&self) -> Option<&super::principals::CodeEntries> {
+        self.principals.as_ref()?.code.as_ref()
+    }
+
+    /// `oauth.flow = "authorization_code"`: the backend's flow (the front's
+    /// `/oauth/*` endpoints use it).
+    pub fn code_flow(&self) -> Option<&Arc<super::oauth::CodeFlow>> {
+        self.code_entries().map(|c| &c.flow)
+    }
+
+    /// With the authorization code flow, a start URL for `caller` if it
+    /// holds no grant now (without refreshing: after a call whose token
+    /// the backend refused, which dropped it).
+    pub fn not_connected(&self, caller: &Caller) -> Option<url::Url> {
+        let code = self.code_entries()?;
+        let p = caller.who()?;
+        (!code.flow.connected(p)).then(|| code.flow.start_url(p))
     }
 
     /// A backend's per-principal links (shared isolation).
@@ -268,12 +288,16 @@ impl Backend {
             },
             Found::Hidden => Err(UpstreamError::unauthorized(
                 &self.name,
-                "not served to this principal",
+                match self.code_flow() {
+                    Some(_) => {
+                        "not connected: this principal has no grant for this backend (see /oauth/connections)"
+                    }
+                    None => "not served to this principal",
+                },
             )),
             Found::Unopened(p, entry) => {
                 let me = self.owned()?;
                 let (pool, key, caps) = (p.clone(), caller.key.clone(), caller.caps);
-                let entry = entry.cloned();
                 let open = move || async move {
                     let spec = entry.as_ref().map_or(&me.transport, |e| &e.transport);
                     me.open_for(&pool, &key, Some(caps), spec, false).await
@@ -285,16 +309,19 @@ impl Backend {
             Found::Own(by, entry) => {
                 // Held first: its principal's other sessions ending while
                 // it opens do not end it under this one.
-                by.hold(caller, entry);
+                by.hold(caller, &entry);
                 let owner = entry.owner(caller);
                 let me = self.owned()?;
-                let (pool, key, entry) = (by.pool.clone(), owner.key.clone(), entry.clone());
+                let (pool, key) = (by.pool.clone(), owner.key.clone());
                 let open = move || async move {
                     me.open_for(&pool, &key, None, &entry.transport, false)
                         .await
                 };
                 let link = by.pool.get_or_open(&owner, open).await;
                 self.woken_by(&link);
+                if let Err(e) = &link {
+                    self.refused(owner.who(), e);
+                }
                 if let Ok(link) = &link {
                     by.note(caller, link);
                 }
@@ -304,7 +331,15 @@ impl Backend {
     }
 
     /// An open that found the backend unreachable has its health checked.
+    /// With the authorization code flow (never probed) a principal's link
+    /// that opened is what tells the backend is up, and what it offers.
     fn woken_by(&self, link: &Result<Arc<Link>, UpstreamError>) {
+        if let Ok(link) = link
+            && self.code_flow().is_some()
+            && self.info().is_none()
+        {
+            self.set_health(super::Health::Up(link.info.clone()));
+        }
         if let Err(e) = link
             && e.is_unreachable()
         {

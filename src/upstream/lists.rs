@@ -65,7 +65,7 @@ impl Backend {
         let own = self.principals.as_ref().map(|p| p.route(caller));
         let (link, _transient) = match (&self.pool, self.modern_link()) {
             _ if matches!(own, Some(Route::Own(_) | Route::Hidden)) => {
-                (self.link_for(caller).await?, None)
+                (Box::pin(self.own_link(caller)).await?, None)
             }
             (_, Some(modern)) => (modern, None),
             (Pool::Shared(_), None) => (self.link_for(caller).await?, None),
@@ -97,6 +97,19 @@ impl Backend {
             self.ctx.metrics.list_refresh(&self.name, refresh);
         }
         result
+    }
+}
+
+impl Backend {
+    /// A principal's own link, its grant refreshed first when due (the
+    /// authorization code flow).
+    async fn own_link(&self, caller: &Caller) -> Result<std::sync::Arc<link::Link>, UpstreamError> {
+        if let Some(code) = self.code_entries()
+            && let Some(p) = caller.who()
+        {
+            code.prepare(p).await;
+        }
+        self.link_for(caller).await
     }
 }
 

@@ -34,6 +34,7 @@ mod links;
 mod lists;
 pub(crate) mod meta;
 mod notice;
+pub mod oauth;
 mod polling;
 mod pool;
 mod principals;

@@ -14,16 +14,19 @@
 //! ends with the last holder. With `"per-session"` the backend's ordinary
 //! per-session pool serves it, each link opened with its principal's own.
 //!
-//! Later, a principal's credentials may come from a grant rather than the
-//! config: an `Entry` is what a caller's own links are opened with, from
-//! wherever it came.
+//! With `oauth.flow = "authorization_code"` a principal's credentials come
+//! from its grant rather than the config (`CodeEntries`): its entry is made
+//! when it first calls with a grant, its `Authorization` replaced when the
+//! grant is refreshed, and it is dropped with the grant.
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::http::HttpSpec;
 use super::link::Link;
+use super::oauth::CodeFlow;
 use super::pool::PerSession;
 use super::{Caller, TransportSpec};
 use crate::config::Fallback;
@@ -35,12 +38,22 @@ pub(super) struct Principals {
     entries: FastMap<Principal, Arc<Entry>>,
     /// The file's first entry: what checks the health of, and lists, a
     /// backend whose callers without an entry are hidden (it may have no
-    /// credentials of its own).
-    first: Arc<Entry>,
+    /// credentials of its own). None with the authorization code flow.
+    first: Option<Arc<Entry>>,
     fallback: Fallback,
     /// `isolation = "shared"`: each principal's one link (None: the
     /// backend's per-session pool keys by client session).
     pub(super) shared: Option<Arc<ByPrincipal>>,
+    /// `oauth.flow = "authorization_code"`: entries made from grants.
+    pub(super) code: Option<CodeEntries>,
+}
+
+/// Each principal's entry made from its grant.
+pub(super) struct CodeEntries {
+    pub(super) flow: Arc<CodeFlow>,
+    /// The backend's transport, without any principal's token.
+    base: Arc<HttpSpec>,
+    made: Mutex<FastMap<Principal, Arc<Entry>>>,
 }
 
 /// One principal's way to the backend.
@@ -60,9 +73,9 @@ struct Holders {
 }
 
 /// Who a caller is to the backend.
-pub(super) enum Route<'a> {
+pub(super) enum Route {
     /// Its own credentials.
-    Own(&'a Arc<Entry>),
+    Own(Arc<Entry>),
     /// The backend's own (`fallback = "shared"`).
     Fallback,
     /// Not there for it (`fallback = "hide"`).
@@ -91,19 +104,10 @@ impl Principals {
     ) -> Option<Principals> {
         let entries: Vec<Arc<Entry>> = entries
             .into_iter()
-            .map(|(principal, transport)| {
-                Arc::new(Entry {
-                    principal,
-                    transport,
-                    holders: Mutex::new(Holders {
-                        count: 0,
-                        released: CancellationToken::new(),
-                    }),
-                })
-            })
+            .map(|(principal, transport)| Entry::new(principal, transport))
             .collect();
         Some(Principals {
-            first: entries.first()?.clone(),
+            first: Some(entries.first()?.clone()),
             entries: entries
                 .into_iter()
                 .map(|e| (e.principal.clone(), e))
@@ -116,24 +120,63 @@ impl Principals {
                     stop,
                 })
             }),
+            code: None,
         })
+    }
+
+    /// A backend with the authorization code flow: no entry until a
+    /// principal with a grant calls; nobody else reaches it.
+    pub(super) fn code(
+        flow: Arc<CodeFlow>,
+        base: Arc<HttpSpec>,
+        shared: Option<Arc<PerSession>>,
+        stop: CancellationToken,
+    ) -> Principals {
+        Principals {
+            entries: FastMap::default(),
+            first: None,
+            fallback: Fallback::Hide,
+            shared: shared.map(|pool| {
+                Arc::new(ByPrincipal {
+                    pool,
+                    held: Mutex::default(),
+                    stop,
+                })
+            }),
+            code: Some(CodeEntries {
+                flow,
+                base,
+                made: Mutex::default(),
+            }),
+        }
     }
 
     /// How `caller` reaches the backend. Anonymous callers, and answers
     /// relayed from other replicas, have no entry.
-    pub(super) fn route(&self, caller: &Caller) -> Route<'_> {
-        match caller.who().and_then(|p| self.entries.get(p)) {
+    pub(super) fn route(&self, caller: &Caller) -> Route {
+        match caller.who().and_then(|p| self.entry(p)) {
             Some(e) => Route::Own(e),
             None if self.fallback == Fallback::Shared => Route::Fallback,
             None => Route::Hidden,
         }
     }
 
+    /// `principal`'s entry: from the file, or made from its grant.
+    fn entry(&self, principal: &Principal) -> Option<Arc<Entry>> {
+        if let Some(e) = self.entries.get(principal) {
+            return Some(e.clone());
+        }
+        self.code.as_ref()?.entry(principal)
+    }
+
     /// Whether the backend is not there for `caller` (one look-up, and
     /// none with `fallback = "shared"`).
     pub(super) fn hides(&self, caller: &Caller) -> bool {
         self.fallback == Fallback::Hide
-            && !caller.who().is_some_and(|p| self.entries.contains_key(p))
+            && !caller.who().is_some_and(|p| match &self.code {
+                None => self.entries.contains_key(p),
+                Some(_) => self.entry(p).is_some(),
+            })
     }
 
     /// With `fallback = "hide"`, the backend keeps no session of its own
@@ -144,12 +187,81 @@ impl Principals {
 
     /// What the health check and lists go over when nobody may use the
     /// backend's own credentials.
-    pub(super) fn probe_transport(&self) -> &TransportSpec {
-        &self.first.transport
+    pub(super) fn probe_transport(&self) -> Option<&TransportSpec> {
+        self.first.as_ref().map(|e| &e.transport)
+    }
+}
+
+impl CodeEntries {
+    /// Makes `principal`'s entry carry its grant's access token, refreshed
+    /// first when due. False: it has no usable grant. An entry outlives a
+    /// grant (unused without one: `entry` asks the grants): links opened
+    /// with it carry the next grant's token as soon as there is one.
+    pub(super) async fn prepare(&self, principal: &Principal) -> bool {
+        let Some(access) = self.flow.access(principal).await else {
+            return false;
+        };
+        self.carrying(principal, &access);
+        true
+    }
+
+    /// `principal`'s entry while it holds a grant (made with the grant's
+    /// token as it is, the first time: a call refreshes it when due).
+    fn entry(&self, principal: &Principal) -> Option<Arc<Entry>> {
+        let access = self.flow.current(principal)?;
+        if let Some(e) = self.made.lock().get(principal) {
+            return Some(e.clone());
+        }
+        Some(self.carrying(principal, &access))
+    }
+
+    /// `principal`'s entry, made if need be, sending `access`.
+    fn carrying(&self, principal: &Principal, access: &crate::config::Secret) -> Arc<Entry> {
+        let value = format!("Bearer {}", access.expose());
+        let existing = self.made.lock().get(principal).cloned();
+        if let Some(entry) = existing {
+            if let TransportSpec::Http(spec) = &entry.transport {
+                spec.headers.set_authorization(&value);
+            }
+            return entry;
+        }
+        let spec = HttpSpec {
+            url: self.base.url.clone(),
+            target: self.base.target.clone(),
+            headers: Arc::new(
+                super::headers::Headers::new(
+                    (**self.base.headers.current()).clone(),
+                    None,
+                    &self.base.client,
+                )
+                .expect("no token to fetch"),
+            ),
+            client: self.base.client.clone(),
+        };
+        spec.headers.set_authorization(&value);
+        let entry = Entry::new(principal.clone(), TransportSpec::Http(Arc::new(spec)));
+        let mut made = self.made.lock();
+        // Bounded by the grants: entries of forgotten grants go first.
+        if made.len() >= self.flow.max_grants() {
+            made.retain(|p, _| self.flow.connected(p));
+        }
+        // Made meanwhile by another call: that one is kept.
+        made.entry(principal.clone()).or_insert(entry).clone()
     }
 }
 
 impl Entry {
+    fn new(principal: Principal, transport: TransportSpec) -> Arc<Entry> {
+        Arc::new(Entry {
+            principal,
+            transport,
+            holders: Mutex::new(Holders {
+                count: 0,
+                released: CancellationToken::new(),
+            }),
+        })
+    }
+
     /// Who the principal's shared link is opened for: its key, and its
     /// holders' end as the end of the "session" that owns it.
     pub(super) fn owner(&self, caller: &Caller) -> Caller {

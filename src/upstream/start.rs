@@ -28,9 +28,36 @@ impl Backend {
     ) -> Result<(Arc<Backend>, tokio::task::JoinHandle<()>), String> {
         let transport = transport_spec(config)?;
         let entries = principal_transports(config, &transport)?;
-        let principals = match &config.principals {
-            None => None,
-            Some(p) => {
+        let principals = match (&config.principals, &config.code_flow, &transport) {
+            (None, Some(code), TransportSpec::Http(spec)) => {
+                let flow = super::oauth::CodeFlow::new(
+                    config.name.clone(),
+                    code.clone(),
+                    spec.url.clone(),
+                    spec.client.clone(),
+                );
+                let shared = (config.isolation == Isolation::Shared).then(|| {
+                    PerSession::by_principal(
+                        config.name.clone(),
+                        config.max_sessions,
+                        config.idle_ttl,
+                    )
+                });
+                Some(Principals::code(
+                    Arc::new(flow),
+                    spec.clone(),
+                    shared,
+                    stop.clone(),
+                ))
+            }
+            (_, Some(_), _) => {
+                return Err(
+                    "oauth.flow = \"authorization_code\" needs an http backend without principals"
+                        .into(),
+                );
+            }
+            (None, None, _) => None,
+            (Some(p), None, _) => {
                 let shared = (config.isolation == Isolation::Shared).then(|| {
                     PerSession::by_principal(
                         config.name.clone(),

@@ -24,8 +24,14 @@ pub(super) async fn run(backend: Arc<Backend>, stop: CancellationToken) {
     if let Some(by) = backend.by_principal() {
         tokio::spawn(reap(by.pool.clone(), stop.clone()));
     }
+    // The authorization code flow: nothing may reach the backend without a
+    // principal's grant, so there is no probe (its health is each call's).
+    if backend.code_flow().is_some() {
+        backend.set_health(Health::Starting);
+        stop.cancelled().await;
+    }
     let mut backoff = BACKOFF_FIRST;
-    loop {
+    while !stop.is_cancelled() {
         let started = Instant::now();
         // A stop does not wait for a backend that hangs in its handshake:
         // the half-open session is ended by its guard.

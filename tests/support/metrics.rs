@@ -223,6 +223,8 @@ fn schema() -> &'static Schema {
             m.backend_restarted(&backend, reason);
         }
         m.list_refresh(&backend, ANY);
+        m.oauth_grants(ANY, 0);
+        m.oauth_flow(ANY, ANY);
         m.entries(ANY, ANY, 0);
         m.answer_dropped(ANY);
         let any_error = Some(ErrorType::transport(ANY));

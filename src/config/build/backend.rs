@@ -114,8 +114,10 @@ impl Builder<'_> {
             tools: tools?,
             credentials: match &b.oauth {
                 None => None,
+                Some(o) if o.flow == Some(file::FileOAuthFlow::AuthorizationCode) => None,
                 Some(o) => Some(self.credentials(name, kind, b, o)?),
             },
+            code_flow: self.code_flow(name, kind, b)?,
             proxy: match kind {
                 FileTransport::Stdio => Proxy::none(),
                 FileTransport::Http | FileTransport::Sse => self.proxy(name, b.proxy.as_deref())?,

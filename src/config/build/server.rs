@@ -143,7 +143,24 @@ impl Builder<'_> {
                 .max_inflight_body_bytes
                 .and_then(std::num::NonZeroUsize::new),
             tls: s.tls.and_then(|t| self.tls(t)),
+            public_url: s.public_url.as_deref().and_then(|u| self.public_url(u)),
         }
+    }
+
+    /// `[server] public_url`: an absolute http(s) URL with no query.
+    fn public_url(&mut self, value: &str) -> Option<url::Url> {
+        let why = match url::Url::parse(value) {
+            Ok(u) if !matches!(u.scheme(), "http" | "https") || u.host().is_none() => {
+                "must be an http:// or https:// URL"
+            }
+            Ok(u) if u.query().is_some() || u.fragment().is_some() => {
+                "must have no query or fragment"
+            }
+            Ok(u) => return Some(u),
+            Err(_) => "is not a URL",
+        };
+        self.setting("server.public_url", format!("`{value}` {why}"));
+        None
     }
 
     /// Both files named, and readable as a chain and its own key: a start

@@ -113,6 +113,16 @@ impl Namespace {
                 // Boxed: rare, and its future would make every call's large.
                 match Box::pin(self.lists(caller, i, kind, original)).await {
                     Ok(true) => None,
+                    // The authorization code flow: a tool of a backend the
+                    // principal has not connected is not listed to them;
+                    // its call says where to connect.
+                    Ok(false) if kind == Kind::Tool => {
+                        let backend = &self.members[i].backend;
+                        return match backend.not_connected(caller) {
+                            Some(url) => connect_first(caller, &backend.name, &url),
+                            None => unlisted(trail),
+                        };
+                    }
                     Ok(false) => return unlisted(trail),
                     Err(failed) => return failed,
                 }
@@ -142,6 +152,14 @@ impl Namespace {
         let (outcome, backend_error) = self
             .call_rounds(caller, m, method, params, events, &series)
             .await;
+        // A grant the backend refused, or whose refresh was refused, is
+        // dropped: the principal is told where to connect again.
+        if kind == Kind::Tool
+            && matches!(outcome, Outcome::Error(_))
+            && let Some(url) = m.backend.not_connected(caller)
+        {
+            return connect_first(caller, &m.backend.name, &url);
+        }
         *seen = Some(Seen {
             series,
             backend_error,
@@ -396,6 +414,42 @@ fn new_tool_series(m: &Member, exposed: &str, original: &str) -> Series {
     let method = metrics::Method::TOOLS_CALL;
     backend.metrics().series(method, name, exposed, original)
 }
+
+/// A tool's call for a principal without a grant (the authorization code
+/// flow), naming where to connect: to a client that declared URL mode
+/// elicitation (2025-11-25), JSON-RPC error -32042 with that URL, which it
+/// shows its user; to any other, the tool's own error, which a model reads.
+fn connect_first(caller: &Caller, backend: &crate::vocab::BackendName, url: &url::Url) -> Outcome {
+    let text = format!(
+        "Not connected to {backend}: open {url} in your browser to connect {backend} \
+         (sign in and consent there), then retry this call. The link works once, \
+         for 10 minutes, and only for you: do not share it."
+    );
+    if caller.caps().elicitation_url {
+        let id = url
+            .path_segments()
+            .and_then(|mut s| s.next_back())
+            .unwrap_or_default();
+        let data = json!({"elicitations": [{
+            "mode": "url",
+            "elicitationId": id,
+            "url": url.as_str(),
+            "message": format!("Connect {backend}: sign in and consent, then retry."),
+        }]});
+        return Outcome::Error(jsonrpc::error_object(
+            URL_ELICITATION_REQUIRED,
+            &text,
+            Some(data),
+        ));
+    }
+    ok(&json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": true,
+    }))
+}
+
+/// JSON-RPC error code: URL mode elicitation required (2025-11-25).
+const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 fn not_found(kind: Kind, exposed: &str) -> Outcome {
     match kind {

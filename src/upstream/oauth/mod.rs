@@ -1,0 +1,34 @@
+//! sluice as an OAuth client of a backend (`oauth.flow =
+//! "authorization_code"`): each principal consents once, in a browser, and
+//! the gateway keeps that principal's grant for that backend (issue 50,
+//! parts 2 and 3).
+//!
+//! This module holds the flow's pieces with no I/O, each with its tests:
+//! where the authorization server is (`discovery`), who the gateway is
+//! there (`client`: configured, or registered by RFC 7591), PKCE (`pkce`),
+//! the sealed `state` that carries a flow from its start to the callback
+//! (`state`), the requests and answers of the token endpoint (`token`) and
+//! the grants kept per backend (`grants`); then the HTTP requests that join
+//! them (`fetch`) and one backend's flow at run time (`flow`), which the
+//! front's `/oauth/*` endpoints and a principal's calls use.
+
+mod client;
+mod discovery;
+mod fetch;
+mod flow;
+mod grants;
+mod pkce;
+mod state;
+mod token;
+
+pub use client::{ClientIdentity, RegistrationError, registration_request};
+pub use discovery::{
+    Challenge, DiscoveryError, ResourceMetadata, ServerMetadata, resource_metadata_urls,
+    server_metadata_urls,
+};
+pub use fetch::{Endpoints, FetchError};
+pub use flow::{CodeFlow, Refused};
+pub use grants::{Connection, DEFAULT_MAX_GRANTS, Grant, Grants, REFRESH_AHEAD};
+pub use pkce::Pkce;
+pub use state::{FLOW_TTL, FlowState, FlowStates, MAX_USED, StateRefused};
+pub use token::{AuthorizationRequest, TokenError, TokenForm, read_token_answer};
