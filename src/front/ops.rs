@@ -88,6 +88,10 @@ pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap)
     let layout = front.layout.load();
     for b in &layout.backends {
         b.census();
+        // Grants also go by refresh failures, refusals and eviction.
+        if let Some(flow) = b.code_flow() {
+            front.metrics.oauth_grants(b.name.as_str(), flow.grants());
+        }
     }
     layout.router.census(&front.metrics);
     front
