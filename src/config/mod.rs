@@ -29,6 +29,7 @@ pub fn format_duration(d: std::time::Duration) -> String {
 mod env;
 mod error;
 mod file;
+mod identity;
 #[doc(hidden)]
 pub mod keys;
 mod lint;
@@ -55,6 +56,7 @@ pub const DEFAULT_NAMESPACE: &str = file::DEFAULT_NAMESPACE;
 pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
+pub use identity::{CodeFlowConfig, Fallback, PrincipalCredentials, PrincipalEntry};
 pub use tls::{TlsError, TlsFiles, provider as tls_provider};
 pub(crate) use tools::glob;
 pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
@@ -304,63 +306,6 @@ pub struct BackendConfig {
     /// http: `oauth.flow = "authorization_code"`: each principal's own
     /// grant, from its consent in a browser.
     pub code_flow: Option<CodeFlowConfig>,
-}
-
-impl CodeFlowConfig {
-    /// `{public_url}/oauth/callback`: the redirect URI.
-    pub fn callback(&self) -> url::Url {
-        self.under("oauth/callback")
-    }
-
-    /// `path` under `public_url` (which may have a path of its own).
-    pub fn under(&self, path: &str) -> url::Url {
-        let base = self.public_url.as_str().trim_end_matches('/');
-        url::Url::parse(&format!("{base}/{path}")).unwrap_or_else(|_| self.public_url.clone())
-    }
-}
-
-/// `[backends.NAME] oauth = { flow = "authorization_code", ... }`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CodeFlowConfig {
-    /// `[server] public_url`: where `/oauth/callback` is reached.
-    pub public_url: url::Url,
-    /// None: registered dynamically (RFC 7591), once per backend.
-    pub client_id: Option<String>,
-    pub client_secret: Option<Secret>,
-    /// Empty: the backend's 401 or metadata says which.
-    pub scopes: Vec<String>,
-    /// Grants kept at once (least recently used forgotten first).
-    pub max_grants: usize,
-}
-
-/// A backend's per-principal credentials: who has an entry, with what, and
-/// what a caller without one gets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PrincipalCredentials {
-    /// In the file's order: the first entry's credentials check the
-    /// health of, and list, a backend with `fallback = "hide"`.
-    pub entries: Vec<PrincipalEntry>,
-    pub fallback: Fallback,
-}
-
-/// One principal's credentials for one backend.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PrincipalEntry {
-    /// The key as written: a static token's name, or an OAuth subject.
-    pub key: String,
-    pub principal: Principal,
-    /// Headers (http and sse backends) or environment variables (stdio),
-    /// each replacing the backend's own of the same name.
-    pub values: Vec<(String, Secret)>,
-}
-
-/// What a caller with no entry in a backend's `principals` gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fallback {
-    /// The backend is not there for it: not listed, its calls unlisted.
-    Hide,
-    /// The backend's own credentials, over its ordinary sessions.
-    Shared,
 }
 
 /// `[backends.NAME] oauth`: a token the gateway fetches for itself (the

@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use super::Front;
 use crate::upstream::Backend;
 use crate::upstream::oauth::{CodeFlow, Refused};
+use crate::vocab::Principal;
 
 /// The flow cookie's name.
 const COOKIE: &str = "sluice_oauth_flow";
@@ -174,13 +175,9 @@ fn cookie(headers: &HeaderMap) -> Option<String> {
 
 pub(super) async fn connections(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response {
     let layout = front.layout.load_full();
-    let principal = match layout
-        .policy
-        .authenticate(&headers, crate::config::DEFAULT_NAMESPACE)
-        .await
-    {
-        Ok(identity) => identity.principal,
-        Err(reject) => return reject.into_response(),
+    let principal = match caller(&layout, &headers).await {
+        Ok(principal) => principal,
+        Err(reject) => return reject,
     };
     let mut out = Vec::new();
     for b in &layout.backends {
@@ -220,13 +217,9 @@ pub(super) async fn disconnect(
     headers: HeaderMap,
 ) -> Response {
     let layout = front.layout.load_full();
-    let principal = match layout
-        .policy
-        .authenticate(&headers, crate::config::DEFAULT_NAMESPACE)
-        .await
-    {
-        Ok(identity) => identity.principal,
-        Err(reject) => return reject.into_response(),
+    let principal = match caller(&layout, &headers).await {
+        Ok(principal) => principal,
+        Err(reject) => return reject,
     };
     let Some((_, flow)) = flow_of(&front, &backend) else {
         return StatusCode::NOT_FOUND.into_response();
@@ -236,5 +229,18 @@ pub(super) async fn disconnect(
     match gone {
         true => StatusCode::NO_CONTENT.into_response(),
         false => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// Who asks, by the same bearer token as `/mcp` (a connection is the
+/// caller's own, whichever namespace it uses).
+async fn caller(layout: &super::Layout, headers: &HeaderMap) -> Result<Principal, Response> {
+    match layout
+        .policy
+        .authenticate(headers, crate::config::DEFAULT_NAMESPACE)
+        .await
+    {
+        Ok(identity) => Ok(identity.principal),
+        Err(reject) => Err(reject.into_response()),
     }
 }
