@@ -74,7 +74,8 @@ fn join_cluster(
             // List changes for every replica's caches; per-session notices
             // for the client's GET stream, wherever it is open.
             let wanted = match notice {
-                Notice::ListChanged(_) => true,
+                // A principal's sessions may be on any replica.
+                Notice::ListChanged(_) | Notice::ElicitationComplete { .. } => true,
                 Notice::Log { client, .. }
                 | Notice::ResourceUpdated { client, .. }
                 | Notice::Ask { client, .. } => client.is_some(),

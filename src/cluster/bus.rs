@@ -125,6 +125,7 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::{Principal, PrincipalName};
 
     /// Every message comes back from its wire form as it was sent, raw
     /// JSON values byte for byte.
@@ -148,6 +149,13 @@ mod tests {
                     method: "roots/list".into(),
                     params: Some(raw(r#"{"_meta": {}}"#)),
                     client: Some(client),
+                },
+            },
+            BusMessage::Notice {
+                backend: "web".into(),
+                notice: Notice::ElicitationComplete {
+                    id: "00ff".into(),
+                    principal: Principal::Named(PrincipalName::new("alice").unwrap()),
                 },
             },
         ];

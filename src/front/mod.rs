@@ -7,6 +7,7 @@ mod authority;
 mod bridge;
 mod checks;
 mod conn;
+mod consent;
 mod era;
 mod error;
 mod event_pieces;

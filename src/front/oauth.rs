@@ -66,7 +66,7 @@ pub(super) async fn start(State(front): State<Arc<Front>>, Path(id): Path<String
     let Some((_, flow)) = flow_of(&front, backend.as_str()) else {
         return refused(&front, None, &Refused::UnknownStart);
     };
-    let (cookie, url) = match flow.begin(&principal).await {
+    let (cookie, url) = match flow.begin(&principal, &id).await {
         Ok(begun) => begun,
         Err(why) => {
             tracing::warn!(backend = %backend, "oauth start failed: {why}");
@@ -131,7 +131,7 @@ pub(super) async fn callback(
         Err(why) => return refused(&front, None, &why),
     };
     let name = opened.backend.as_str();
-    let Some((_, flow)) = flow_of(&front, name) else {
+    let Some((backend, flow)) = flow_of(&front, name) else {
         return refused(&front, Some(name), &Refused::UnknownStart);
     };
     if let Some(error) = q.error {
@@ -144,6 +144,7 @@ pub(super) async fn callback(
         tracing::warn!(backend = %name, "oauth callback failed: {why}");
         return refused(&front, Some(name), &why);
     }
+    backend.connected(&opened.principal, &opened.started);
     front.metrics.oauth_flow(name, "connected");
     front.metrics.oauth_grants(name, flow.grants());
     let mut answer = page(

@@ -19,6 +19,7 @@ mod tasks;
 use crate::fast_map::FastMap;
 use std::sync::Arc;
 
+pub(crate) use namespace::{CONNECT_INPUT, CONNECT_STATE};
 pub use namespace::{ClientNotice, Namespace};
 pub(crate) use namespace::{Item, View};
 pub use observed::Seen;

@@ -31,6 +31,7 @@ use crate::upstream::{Answered, Backend, Caller, EventSink};
 use crate::vocab::{NamespaceName, Principal};
 use forward::Called;
 
+pub(crate) use forward::{CONNECT_INPUT, CONNECT_STATE};
 pub use notices::ClientNotice;
 pub(crate) use view::{Item, View};
 

@@ -10,6 +10,7 @@ use tokio::sync::broadcast;
 
 use super::{Backend, Caller, ClientKey};
 use crate::protocol::LogLevel;
+use crate::vocab::Principal;
 
 /// The list-change notifications, by the list they invalidate.
 pub(super) const LIST_CHANGED: [&str; 3] = [
@@ -125,6 +126,13 @@ pub enum Notice {
         params: Option<Box<serde_json::value::RawValue>>,
         client: Option<ClientKey>,
     },
+    /// The gateway's own: `principal` connected this backend (the
+    /// authorization code flow) from the start id `id`, which a client
+    /// asked by URL elicitation knows as its `elicitationId`.
+    ElicitationComplete {
+        id: String,
+        principal: Principal,
+    },
     /// `notifications/resources/updated`, with the backend's own URI.
     ResourceUpdated {
         uri: Arc<str>,
@@ -176,6 +184,14 @@ impl Notice {
             }
             // Only ever for the one client it was meant for.
             Notice::Ask { client, .. } => client.as_ref() == Some(&caller.key),
+            // 2025-11-25 sessions that take URL elicitation (the 2026-07-28
+            // era has no such notification): every one of the principal's,
+            // since any may have been asked; the others ignore its id.
+            Notice::ElicitationComplete { principal, .. } => {
+                caller.who() == Some(principal)
+                    && caller.caps().elicitation_url
+                    && caller.is_legacy()
+            }
         }
     }
 }
@@ -185,6 +201,15 @@ impl Backend {
     /// updates), as it happens.
     pub fn subscribe_changes(&self) -> broadcast::Receiver<Notice> {
         self.changes.subscribe()
+    }
+
+    /// `principal` connected from start id `id` (the authorization code
+    /// flow's callback): their sessions are told, on any replica.
+    pub fn connected(&self, principal: &Principal, id: &str) {
+        self.announce(Notice::ElicitationComplete {
+            id: id.to_owned(),
+            principal: principal.clone(),
+        });
     }
 
     pub(super) fn announce(&self, notice: Notice) {

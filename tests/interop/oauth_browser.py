@@ -4,7 +4,11 @@ development login and consent pages (tests/interop/oidc_server.mjs: any
 login name is accepted and becomes the account). It stops at the first
 redirect to `stop_at` (the OAuth client's redirect URI) without following
 it, and returns that URL, so a test reads the code and state itself or
-hands the URL to the client's callback."""
+hands the URL to the client's callback.
+
+Run as a program (`python oauth_browser.py LOGIN CALLBACK START_URL`), it
+is the browser a host opens on a URL elicitation: it consents as LOGIN and
+follows the redirect to CALLBACK, exiting 0 when that answers 200."""
 
 from __future__ import annotations
 
@@ -63,3 +67,12 @@ class Browser:
             if 'name="login"' in inner:
                 form.update(login=login, password="any")
         raise AssertionError(f"no redirect to {stop_at} within {max_steps} steps")
+
+
+if __name__ == "__main__":
+    import sys
+
+    login, callback, start = sys.argv[1:4]
+    browser = Browser()
+    status, _, _ = browser.request(browser.consent(start, login, callback))
+    sys.exit(0 if status == 200 else 1)

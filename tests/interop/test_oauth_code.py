@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from harness import Gateway, LinePeer, node_bin, start_gateway, start_line_peer, stop_gateway, stop_line_peer, toml_str
 from oauth_browser import Browser
+from real_clients import Host, Target, Ts2Driver
 
 pytestmark = pytest.mark.anyio
 
@@ -195,24 +197,88 @@ async def test_each_principal_connects_and_acts_as_itself(setup: Setup) -> None:
 
 async def test_a_client_that_takes_url_elicitation_is_sent_the_start_url_as_one(setup: Setup) -> None:
     """2025-11-25: a client that declared `elicitation.url` gets JSON-RPC
-    error -32042 naming the start URL (its user opens it), not a tool error."""
+    error -32042 naming the start URL (its user opens it), not a tool error;
+    once the browser has connected, the session is told by
+    `notifications/elicitation/complete` with the elicitation's id."""
+    from mcp import types
     from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
     async def elicit(*_args, **_kwargs):  # noqa: ANN002, ANN003 - never asked here
         raise AssertionError("the gateway asks nothing in-band")
 
+    completed: list[str] = []
+    told = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ElicitCompleteNotification):
+            completed.append(root.params.elicitation_id)
+            told.set()
+
     gw = setup.gw
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}, timeout=30) as http:
         with anyio.fail_after(60):
             async with Client(
-                streamable_http_client(gw.mcp_url, http_client=http), mode="legacy", elicitation_callback=elicit
+                streamable_http_client(gw.mcp_url, http_client=http),
+                mode="legacy",
+                elicitation_callback=elicit,
+                message_handler=on_message,
             ) as client:
                 with pytest.raises(MCPError) as raised:
                     await client.call_tool("protected__whoami", {})
                 assert raised.value.code == -32042, raised.value.error
                 (asked,) = UrlElicitationRequiredError.from_error(raised.value.error).elicitations
                 assert asked.mode == "url" and START.match(asked.url), asked
+                assert not completed, "told complete before the browser connected"
                 status, page = connect(setup, asked.url, "alice")
                 assert status == 200, page
+                # The notification travels the session's GET stream: waited for, not slept on.
+                with anyio.fail_after(10):
+                    await told.wait()
+                assert completed == [asked.elicitation_id], completed
                 result = await client.call_tool("protected__whoami", {})
     assert result.content[0].text == "sub: alice"
+
+
+class _Browsing(Ts2Driver):
+    """The TypeScript SDK v2 client on 2026-07-28 as `who`, whose host opens a
+    URL elicitation in a browser that consents as `who` (oauth_browser.py,
+    started and not waited for) and answers `action` at once."""
+
+    def __init__(self, s: Setup, who: str, action: str) -> None:
+        super().__init__(Target(url=s.gw.mcp_url), Host(declare=("elicitation_url",)), "auto")
+        self.extra = {
+            "negotiation": "auto",
+            "headers": {"Authorization": f"Bearer {TOKENS[who]}"},
+            "openUrl": [sys.executable, str(HERE / "oauth_browser.py"), who, s.callback],
+            "elicitation": {"action": action},
+        }
+
+    def _connect_extra(self) -> dict[str, object]:
+        return self.extra
+
+
+async def test_a_2026_client_is_asked_by_input_request_and_its_retry_waits_for_the_connection(setup: Setup) -> None:
+    """2026-07-28 (no -32042, no completion notification): the call of a client
+    that declared `elicitation.url` ends `input_required`, asking a URL-mode
+    elicitation of the start URL. Its host opens the URL and accepts at once; the
+    SDK's retry is held by the gateway until the browser's callback has connected
+    alice, then goes on: one `callTool` answers alice's subject."""
+    async with _Browsing(setup, "alice", "accept") as client:
+        assert client.era == "modern", client.connected
+        result = await client.request("tools/call", {"name": "protected__whoami", "arguments": {}})
+        seen = await client.events()
+    assert result["content"][0]["text"] == "sub: alice", result
+    (asked,) = seen.elicitation
+    assert asked["mode"] == "url" and START.fullmatch(asked["url"]), asked
+    assert "protected" in asked["message"], asked
+
+
+async def test_a_2026_client_that_declines_gets_the_tools_error(setup: Setup) -> None:
+    """Declined: the retry is not held, and the call ends as the tool's error
+    naming the backend; nobody connected."""
+    async with _Browsing(setup, "bob", "decline") as client:
+        result = await client.request("tools/call", {"name": "protected__whoami", "arguments": {}})
+    assert result.get("isError") is True, result
+    assert "Not connected to protected" in result["content"][0]["text"], result
+    assert connections(setup.gw, "bob").json()["connections"][0]["connected"] is False

@@ -11,7 +11,8 @@
 // Commands (one client at a time):
 //   {"op": "connect", "target": {"url": U} | {"command", "args", "env"}, "negotiation": "legacy" | "auto",
 //    "capabilities": {...}, "sampling": {"text", "model"} | null,
-//    "elicitation": {"action", "content"} | null, "roots": [{uri, name}] | null}
+//    "elicitation": {"action", "content"} | null, "roots": [{uri, name}] | null,
+//    "headers": {name: value} | absent, "openUrl": [argv...] | absent}
 //        -> {"protocolVersion", "era", "serverVersion", "serverCapabilities"}
 //      negotiation "legacy" (the SDK's default) speaks the 2025 protocol
 //      (initialize); "auto" probes server/discover and speaks 2026-07-28 when
@@ -28,9 +29,12 @@
 //
 // The handlers answer like a real host would: sampling with the fixed text given
 // at connect, elicitation with the given action/content (URL mode: the action
-// only), roots/list with the given roots. The SDK uses the same handlers to fulfil
+// only), roots/list with the given roots. With "openUrl", a URL-mode elicitation
+// is also opened the way a host opens a browser: argv with the URL appended is
+// started and not waited for, and the action is returned at once. The SDK uses the same handlers to fulfil
 // `input_required` results on a 2026-07-28 connection (its default auto-fulfilment).
 
+import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
@@ -73,6 +77,11 @@ async function connect(cmd) {
     client.setRequestHandler("elicitation/create", async (req, ctx) => {
       events.elicitation.push({ at: now(), params: req.params, requestId: requestIdOf(ctx) });
       const mode = req.params.mode ?? "form";
+      if (mode === "url" && cmd.openUrl && cmd.elicitation.action === "accept") {
+        const [program, ...args] = cmd.openUrl;
+        const opened = spawn(program, [...args, req.params.url], { stdio: "ignore" });
+        opened.on("error", () => {});
+      }
       const answer = { action: cmd.elicitation.action };
       if (cmd.elicitation.action === "accept" && mode === "form") {
         answer.content = cmd.elicitation.content;
@@ -91,7 +100,9 @@ async function connect(cmd) {
   });
 
   const transport = cmd.target.url
-    ? new StreamableHTTPClientTransport(new URL(cmd.target.url))
+    ? new StreamableHTTPClientTransport(new URL(cmd.target.url), {
+        requestInit: cmd.headers ? { headers: cmd.headers } : undefined,
+      })
     : new StdioClientTransport({
         command: cmd.target.command,
         args: cmd.target.args ?? [],

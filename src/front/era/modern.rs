@@ -20,6 +20,7 @@ use super::posted::Posted;
 use crate::auth::Identity;
 use crate::front::answer::json_response;
 use crate::front::bridge::{self, Resumed};
+use crate::front::consent;
 use crate::front::error::{self, ModernError, Reject};
 use crate::front::headers::HeaderLookup;
 use crate::front::reply::{self, Ctx, Questions, Reply, Rules, Running};
@@ -105,16 +106,35 @@ pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, 
         scopes,
     } = posted.who;
     let headers = &posted.headers.map();
-    let refuse = |error| Reject::Modern {
-        id: req.id.clone(),
+    let refuse = |id: &jsonrpc::RawId, error| Reject::Modern {
+        id: id.clone(),
         error,
     };
-    let fields = check_request(headers, &req).map_err(refuse)?;
+    let fields = check_request(headers, &req).map_err(|e| refuse(&req.id, e))?;
     if req.method == "tools/call" {
         check_param_headers(&ns, &principal, headers, &fields)
             .await
-            .map_err(|why| refuse(ModernError::HeaderMismatch(why)))?;
+            .map_err(|why| refuse(&req.id, ModernError::HeaderMismatch(why)))?;
     }
+    // A retry answering the gateway's own request to connect a backend.
+    let (req, fields) = match consent::Retry::of(&fields) {
+        Some(retry) if ROUTED.contains(&req.method.as_str()) => {
+            let (id, method) = (req.id.clone(), req.method.clone());
+            // Boxed: the rare wait must not grow every request's future.
+            match Box::pin(retry.resume(front, &principal, req, fields)).await {
+                Ok(req) => {
+                    let fields = check_request(headers, &req).map_err(|e| refuse(&req.id, e))?;
+                    (req, fields)
+                }
+                Err(ended) => {
+                    let ended = decorate(&method, ended);
+                    let body = jsonrpc::response_or_framed(&id, ended);
+                    return Ok(json_response(body, None));
+                }
+            }
+        }
+        _ => (req, fields),
+    };
 
     match req.method.as_str() {
         "server/discover" => {
@@ -177,7 +197,10 @@ pub(super) async fn serve(posted: Posted<'_>, req: Request) -> Result<Response, 
             };
             Ok(reply::serve(ctx, req, started).await.into_response())
         }
-        other => Err(refuse(ModernError::UnknownMethod(other.to_owned()))),
+        other => Err(refuse(
+            &req.id,
+            ModernError::UnknownMethod(other.to_owned()),
+        )),
     }
 }
 

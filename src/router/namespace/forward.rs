@@ -417,36 +417,55 @@ fn new_tool_series(m: &Member, exposed: &str, original: &str) -> Series {
 
 /// A tool's call for a principal without a grant (the authorization code
 /// flow), naming where to connect: to a client that declared URL mode
-/// elicitation (2025-11-25), JSON-RPC error -32042 with that URL, which it
-/// shows its user; to any other, the tool's own error, which a model reads.
+/// elicitation, JSON-RPC error -32042 with that URL (2025-11-25) or an
+/// input request for it (2026-07-28, whose retry waits for the connection:
+/// `front::consent`), which it shows its user; to any other, the tool's own
+/// error, which a model reads.
 fn connect_first(caller: &Caller, backend: &crate::vocab::BackendName, url: &url::Url) -> Outcome {
     let text = format!(
         "Not connected to {backend}: open {url} in your browser to connect {backend} \
          (sign in and consent there), then retry this call. The link works once, \
          for 10 minutes, and only for you: do not share it."
     );
-    if caller.caps().elicitation_url {
-        let id = url
-            .path_segments()
-            .and_then(|mut s| s.next_back())
-            .unwrap_or_default();
-        let data = json!({"elicitations": [{
-            "mode": "url",
-            "elicitationId": id,
-            "url": url.as_str(),
-            "message": format!("Connect {backend}: sign in and consent, then retry."),
-        }]});
-        return Outcome::Error(jsonrpc::error_object(
-            URL_ELICITATION_REQUIRED,
-            &text,
-            Some(data),
-        ));
+    let message = format!("Connect {backend}: sign in and consent, then retry.");
+    match (caller.caps().elicitation_url, caller.is_legacy()) {
+        (true, true) => {
+            let id = url
+                .path_segments()
+                .and_then(|mut s| s.next_back())
+                .unwrap_or_default();
+            let data = json!({"elicitations": [{
+                "mode": "url",
+                "elicitationId": id,
+                "url": url.as_str(),
+                "message": message,
+            }]});
+            Outcome::Error(jsonrpc::error_object(
+                URL_ELICITATION_REQUIRED,
+                &text,
+                Some(data),
+            ))
+        }
+        (true, false) => ok(&json!({
+            "resultType": "input_required",
+            "inputRequests": { CONNECT_INPUT: {
+                "method": "elicitation/create",
+                "params": {"mode": "url", "url": url.as_str(), "message": message},
+            }},
+            "requestState": format!("{CONNECT_STATE}{backend}"),
+        })),
+        (false, _) => ok(&json!({
+            "content": [{"type": "text", "text": text}],
+            "isError": true,
+        })),
     }
-    ok(&json!({
-        "content": [{"type": "text", "text": text}],
-        "isError": true,
-    }))
 }
+
+/// The key of the gateway's own input request to connect a backend
+/// (2026-07-28), in `inputRequests` and in the retry's `inputResponses`.
+pub(crate) const CONNECT_INPUT: &str = "sluice-connect";
+/// The `requestState` of that input request: this prefix, then the backend.
+pub(crate) const CONNECT_STATE: &str = "sluice-connect.";
 
 /// JSON-RPC error code: URL mode elicitation required (2025-11-25).
 const URL_ELICITATION_REQUIRED: i64 = -32042;

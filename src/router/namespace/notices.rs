@@ -28,6 +28,9 @@ pub enum ClientNotice {
     /// A request for this client from its own backend session (a JSON-RPC
     /// line); the client answers it like any server request.
     Ask(String),
+    /// The URL elicitation of this id is done (the principal connected a
+    /// backend): `notifications/elicitation/complete`.
+    ElicitationComplete(String),
 }
 
 impl ClientNotice {
@@ -50,6 +53,10 @@ impl ClientNotice {
             ),
             ClientNotice::Log(_, line) => line.to_string(),
             ClientNotice::Ask(line) => line.clone(),
+            ClientNotice::ElicitationComplete(id) => jsonrpc::notification(
+                "notifications/elicitation/complete",
+                Some(&jsonrpc::raw(&json!({ "elicitationId": id }))),
+            ),
         }
     }
 }
@@ -82,6 +89,9 @@ impl Namespace {
                             &method,
                             params.as_deref(),
                         ))),
+                        Notice::ElicitationComplete { id, .. } => {
+                            Some(ClientNotice::ElicitationComplete(id))
+                        }
                     },
                     _ => None,
                 };

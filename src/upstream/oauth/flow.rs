@@ -216,14 +216,13 @@ impl CodeFlow {
 
     /// `/oauth/start/{id}` for `principal`: the flow cookie to set and
     /// the authorization URL to send the browser to.
-    pub async fn begin(&self, principal: &Principal) -> Result<(String, Url), Refused> {
+    pub async fn begin(&self, principal: &Principal, id: &str) -> Result<(String, Url), Refused> {
         let setup = self.setup().await.map_err(Refused::Failed)?;
         let pkce = Pkce::generate();
         let cookie = random_hex();
         let state = SHARED.states.seal(
             &SHARED.ring,
-            principal,
-            &self.backend,
+            (principal, &self.backend, id),
             &pkce,
             cookie.as_bytes(),
             now(),

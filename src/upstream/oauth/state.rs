@@ -42,6 +42,9 @@ pub struct FlowState {
     pub pkce: Pkce,
     /// Unix seconds.
     pub expires: u64,
+    /// The start id the flow began from: a client that was asked by URL
+    /// elicitation knows it as the `elicitationId` to be told complete.
+    pub started: String,
     serial: [u8; 16],
 }
 
@@ -64,6 +67,7 @@ struct Plain {
     verifier: String,
     expires: u64,
     serial: String,
+    started: String,
 }
 
 /// Seals and opens states, each at most once.
@@ -92,13 +96,13 @@ impl FlowStates {
         }
     }
 
-    /// A new flow's state for `principal` and `backend` at `now` (unix
-    /// seconds), bound to `browser` (the flow cookie's value).
+    /// A new flow's state: for `principal` at `backend`, begun from the
+    /// start id `started`, at `now` (unix seconds), bound to `browser`
+    /// (the flow cookie's value).
     pub fn seal(
         &self,
         ring: &KeyRing,
-        principal: &Principal,
-        backend: &BackendName,
+        (principal, backend, started): (&Principal, &BackendName, &str),
         pkce: &Pkce,
         browser: &[u8],
         now: u64,
@@ -112,6 +116,7 @@ impl FlowStates {
             verifier: pkce.verifier().to_owned(),
             expires: now + FLOW_TTL.as_secs(),
             serial: hex(&serial),
+            started: started.to_owned(),
         };
         let json = serde_json::to_vec(&plain).expect("a state serialises");
         ring.seal_bytes(PREFIX, &json, &binding(browser))
@@ -136,6 +141,7 @@ impl FlowStates {
             serial: unhex(&plain.serial).ok_or(StateRefused::Unknown)?,
             principal: plain.principal,
             expires: plain.expires,
+            started: plain.started,
         };
         if plain.v != 1 {
             return Err(StateRefused::Unknown);
@@ -194,7 +200,7 @@ mod tests {
     #[test]
     fn a_state_opens_once_for_its_browser_and_carries_the_flow() {
         let (ring, states, pkce) = (ring(), FlowStates::new(), Pkce::generate());
-        let text = states.seal(&ring, &alice(), &backend(), &pkce, b"cookie-a", NOW);
+        let text = states.seal(&ring, (&alice(), &backend(), "s1"), &pkce, b"cookie-a", NOW);
         assert!(text.starts_with("f1."));
         assert!(!text.contains(pkce.verifier()));
         assert!(
@@ -207,6 +213,7 @@ mod tests {
         assert_eq!(state.backend, backend());
         assert_eq!(state.pkce, pkce);
         assert_eq!(state.expires, NOW + 600);
+        assert_eq!(state.started, "s1");
         assert_eq!(
             states.finish(&ring, &text, b"cookie-a", NOW + 2),
             Err(StateRefused::Used),
@@ -217,7 +224,13 @@ mod tests {
     #[test]
     fn forged_foreign_expired_and_other_browsers_states_are_refused() {
         let (ring, states) = (ring(), FlowStates::new());
-        let text = states.seal(&ring, &alice(), &backend(), &Pkce::generate(), b"a", NOW);
+        let text = states.seal(
+            &ring,
+            (&alice(), &backend(), "s1"),
+            &Pkce::generate(),
+            b"a",
+            NOW,
+        );
         assert_eq!(
             states.finish(&ring, &text, b"b", NOW),
             Err(StateRefused::Unknown),
@@ -259,7 +272,7 @@ mod tests {
             Principal::subject("https://issuer.example.com", "auth0|5f2a9c"),
             Principal::Unnamed(crate::vocab::UnnamedToken::new("tok", 3)),
         ] {
-            let text = states.seal(&ring, &who, &backend(), &pkce, b"a", NOW);
+            let text = states.seal(&ring, (&who, &backend(), "s1"), &pkce, b"a", NOW);
             assert_eq!(
                 states.finish(&ring, &text, b"a", NOW).unwrap().principal,
                 who
@@ -280,11 +293,18 @@ mod tests {
     #[test]
     fn used_serials_are_bounded_expired_ones_going_first() {
         let (ring, states) = (ring(), FlowStates::with_max(2));
-        let seal = || states.seal(&ring, &alice(), &backend(), &Pkce::generate(), b"a", NOW);
+        let seal = || {
+            states.seal(
+                &ring,
+                (&alice(), &backend(), "s1"),
+                &Pkce::generate(),
+                b"a",
+                NOW,
+            )
+        };
         let early = states.seal(
             &ring,
-            &alice(),
-            &backend(),
+            (&alice(), &backend(), "s1"),
             &Pkce::generate(),
             b"a",
             NOW - 599,
