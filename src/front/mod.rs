@@ -216,6 +216,10 @@ pub(crate) fn router(front: Arc<Front>, metrics_path: &str) -> HttpRouter {
             &format!("{}/{{*endpoint}}", crate::auth::WELL_KNOWN),
             get(ops::resource_metadata),
         )
+        .route(
+            "/.well-known/oauth-client/{backend}",
+            get(oauth::client_document),
+        )
         .route("/oauth/start/{id}", get(oauth::start))
         .route("/oauth/callback", get(oauth::callback))
         .route("/oauth/connections", get(oauth::connections))

@@ -10,7 +10,10 @@
 //!   authenticated like `/mcp`), never a token; a start URL for each
 //!   backend not connected;
 //! - `DELETE /oauth/connections/{backend}`: the caller's grant revoked (when
-//!   the server offers RFC 7009) and forgotten.
+//!   the server offers RFC 7009) and forgotten;
+//! - `GET /.well-known/oauth-client/{backend}`: the Client ID Metadata
+//!   Document the gateway is known by at that backend's authorization
+//!   server (when it fetches such documents), public like any client's.
 //!
 //! The browser endpoints answer plain pages; their refusals are 400 pages
 //! naming why (unknown, expired, used, another browser).
@@ -160,6 +163,24 @@ pub(super) async fn callback(
         answer.headers_mut().insert(header::SET_COOKIE, clear);
     }
     answer
+}
+
+pub(super) async fn client_document(
+    State(front): State<Arc<Front>>,
+    Path(backend): Path<String>,
+) -> Response {
+    let Some(document) = flow_of(&front, &backend).and_then(|(_, f)| f.metadata_document()) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        document.to_string(),
+    )
+        .into_response()
 }
 
 fn cookie(headers: &HeaderMap) -> Option<String> {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import re
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,9 +30,13 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 class Browser:
-    def __init__(self) -> None:
+    def __init__(self, cafile: str | None = None) -> None:
+        """`cafile`: the CA an https gateway's certificate is checked against."""
         self.cookies = CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies), _NoRedirect())
+        handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPCookieProcessor(self.cookies), _NoRedirect()]
+        if cafile:
+            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=cafile)))
+        self.opener = urllib.request.build_opener(*handlers)
         self.pages: list[str] = []
 
     def request(self, url: str, form: dict[str, str] | None = None) -> tuple[int, str, str]:

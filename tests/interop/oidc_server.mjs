@@ -10,7 +10,11 @@
 //   - its development login and consent pages (devInteractions): any login
 //     name is accepted as the account, and becomes the tokens' `sub`.
 // Its metadata is served at RFC 8414's well-known URL and as OpenID
-// Connect discovery.
+// Connect discovery. With OIDC_CLIENT_METADATA=1 in its environment it
+// takes Client ID Metadata Documents (draft-02, https client ids) in place
+// of registration, fetching them from loopback too (its default refuses
+// special-use addresses; the gateway under test is on 127.0.0.1) and
+// trusting NODE_EXTRA_CA_CERTS as Node does.
 //
 //     node tests/interop/oidc_server.mjs [ACCESS_TTL_S] [MAX_LIFETIME_S]
 //
@@ -31,6 +35,8 @@ await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
 const issuer = `http://127.0.0.1:${port}`;
 
+const clientMetadata = process.env.OIDC_CLIENT_METADATA === '1';
+
 const provider = new Provider(issuer, {
   jwks: { keys: [jwk] },
   clients: [],
@@ -40,9 +46,15 @@ const provider = new Provider(issuer, {
   pkce: { required: () => true },
   ttl: { AccessToken: accessTtl, AuthorizationCode: 60, Grant: 3600, Interaction: 600, Session: 3600, RefreshToken: 3600 },
   issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+  // Loopback allowed: the options' SSRF dispatcher dropped, Node's own fetch.
+  fetch: (url, options) => {
+    const { dispatcher: _, ...rest } = options;
+    return globalThis.fetch(url, rest);
+  },
   features: {
     devInteractions: { enabled: true },
-    registration: { enabled: true },
+    registration: { enabled: !clientMetadata },
+    clientIdMetadataDocument: { enabled: clientMetadata, ack: 'draft-02' },
     revocation: { enabled: true },
     introspection: { enabled: true },
     resourceIndicators: {

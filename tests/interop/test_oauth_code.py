@@ -12,7 +12,12 @@ retry answers her subject. bob likewise gets his own. A used start URL, a
 forged state and a callback replayed in another browser are refused with
 a 400 page and give nobody a grant; an expired access token is refreshed
 without the caller seeing it; `/oauth/connections` shows no token; a
-deleted connection asks again.
+deleted connection asks again. Clients that take URL elicitation are asked
+in their era's way (2025-11-25: -32042, then the completion notification;
+2026-07-28, by the TypeScript SDK v2 client: an input request whose
+accepted retry is held until the browser has connected). An authorization
+server that fetches Client ID Metadata Documents knows the gateway by its
+own document's URL.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 ACCESS_TTL_S = 3
 TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-0123456789"}
 START = re.compile(r"(http://127\.0\.0\.1:\d+/oauth/start/[0-9a-f]+)")
+START_ANY = re.compile(r"(https?://127\.0\.0\.1:\d+/oauth/start/[0-9a-f]+)")
 
 
 def free_port() -> int:
@@ -55,10 +62,20 @@ class Setup:
     callback: str
 
 
-@pytest.fixture
-def setup(sluice_bin: Path, tmp_path: Path) -> Iterator[Setup]:
+@contextmanager
+def flow_gateway(
+    sluice_bin: Path, tmp_path: Path, access_ttl_s: int, *, tls: tuple[Path, Path] | None = None, auth_env: dict[str, str] | None = None
+) -> Iterator[Setup]:
+    """oidc-provider (`auth_env` added to its environment), the protected
+    backend, and a gateway with the code flow for it; `tls`: (cert, key) of
+    the gateway's own listener, its `public_url` then https."""
     auth: LinePeer = start_line_peer(
-        [node_bin(), str(HERE / "oidc_server.mjs"), str(ACCESS_TTL_S)], "oidc_server listening on", tmp_path, "oidc", cwd=HERE
+        [node_bin(), str(HERE / "oidc_server.mjs"), str(access_ttl_s)],
+        "oidc_server listening on",
+        tmp_path,
+        "oidc",
+        cwd=HERE,
+        env=auth_env,
     )
     try:
         backend: LinePeer = start_line_peer(
@@ -70,9 +87,10 @@ def setup(sluice_bin: Path, tmp_path: Path) -> Iterator[Setup]:
         )
         try:
             port = free_port()
-            public = f"http://127.0.0.1:{port}"
+            public = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+            listener = f"tls = {{ cert_file = {toml_str(str(tls[0]))}, key_file = {toml_str(str(tls[1]))} }}\n" if tls else ""
             config = (
-                f"[server]\npublic_url = {toml_str(public)}\n"
+                f"[server]\npublic_url = {toml_str(public)}\n{listener}"
                 '[auth]\nbearer_tokens_env = "GW_TOKENS"\n'
                 f'[backends.protected]\ntransport = "http"\nurl = {toml_str(backend.mcp_url)}\n'
                 'oauth = { flow = "authorization_code" }\n'
@@ -87,6 +105,12 @@ def setup(sluice_bin: Path, tmp_path: Path) -> Iterator[Setup]:
             stop_line_peer(backend)
     finally:
         stop_line_peer(auth)
+
+
+@pytest.fixture
+def setup(sluice_bin: Path, tmp_path: Path) -> Iterator[Setup]:
+    with flow_gateway(sluice_bin, tmp_path, ACCESS_TTL_S) as s:
+        yield s
 
 
 async def whoami(gw: Gateway, who: str) -> tuple[bool, str]:
@@ -282,3 +306,55 @@ async def test_a_2026_client_that_declines_gets_the_tools_error(setup: Setup) ->
     assert result.get("isError") is True, result
     assert "Not connected to protected" in result["content"][0]["text"], result
     assert connections(setup.gw, "bob").json()["connections"][0]["connected"] is False
+
+
+async def test_where_the_server_takes_client_metadata_documents_the_gateway_is_known_by_its_own(
+    sluice_bin: Path, tmp_path: Path
+) -> None:
+    """An authorization server that fetches Client ID Metadata Documents
+    (oidc-provider, that feature on and registration off) and a gateway whose
+    `public_url` is https (its own TLS listener; the server trusts the test
+    CA): the gateway's `client_id` is its document's URL,
+    `{public_url}/.well-known/oauth-client/protected`, which the server
+    fetches from it, and alice connects and acts as herself. The document
+    names the callback and holds no secret; an unknown backend has none."""
+    from test_tls import make_pki
+
+    ca, cert, key = make_pki(tmp_path)
+    auth_env = {"OIDC_CLIENT_METADATA": "1", "NODE_EXTRA_CA_CERTS": str(ca)}
+    with flow_gateway(sluice_bin, tmp_path, 60, tls=(cert, key), auth_env=auth_env) as s:
+        public = s.callback.removesuffix("/oauth/callback")
+        await _connect_by_client_metadata(s.gw, public, str(ca))
+
+
+async def _connect_by_client_metadata(gw: Gateway, public: str, ca: str) -> None:
+    import ssl
+    import urllib.parse
+
+    trust = ssl.create_default_context(cafile=ca)
+    document_url = f"{public}/.well-known/oauth-client/protected"
+    document = httpx2.get(document_url, verify=trust, timeout=10)
+    assert document.status_code == 200, document.text
+    doc = document.json()
+    assert doc["client_id"] == document_url, doc
+    assert doc["redirect_uris"] == [f"{public}/oauth/callback"], doc
+    assert doc["token_endpoint_auth_method"] == "none" and "client_secret" not in doc, doc
+    assert httpx2.get(f"{public}/.well-known/oauth-client/nope", verify=trust, timeout=10).status_code == 404
+
+    headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30, verify=trust) as http:
+        with anyio.fail_after(60):
+            async with Client(streamable_http_client(gw.mcp_url, http_client=http), mode="legacy") as client:
+                first = await client.call_tool("protected__whoami", {})
+                found = START_ANY.search(first.content[0].text)
+                assert first.is_error and found, first
+                browser = Browser(cafile=ca)
+                status, authorize, _ = browser.request(found.group(1))
+                assert status == 302, (status, authorize)
+                asked = urllib.parse.parse_qs(urllib.parse.urlsplit(authorize).query)
+                assert asked["client_id"] == [document_url], asked
+                back = browser.consent(authorize, "alice", f"{public}/oauth/callback")
+                status, _, page = browser.request(back)
+                assert status == 200, page
+                result = await client.call_tool("protected__whoami", {})
+    assert result.content[0].text == "sub: alice", result

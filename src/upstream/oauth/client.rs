@@ -1,7 +1,9 @@
 //! Who the gateway is at a backend's authorization server: a configured
-//! `client_id` (with `client_secret_env`), else one registered
-//! dynamically (RFC 7591) once per backend and kept for the process's
-//! life. The registration asks for what the flow uses and nothing more:
+//! `client_id` (with `client_secret_env`), else, where the server says it
+//! fetches them and `public_url` is https, the URL of the Client ID
+//! Metadata Document the gateway serves for that backend, else one
+//! registered dynamically (RFC 7591) once per backend and kept for the
+//! process's life. The registration asks for what the flow uses and nothing more:
 //! the authorization code and refresh token grants, the one redirect URI
 //! `{public_url}/oauth/callback`, and a public client (`none`) so that no
 //! secret is needed at the token endpoint when the server allows it.
@@ -38,6 +40,14 @@ pub fn registration_request(redirect: &Url, client_name: &str) -> serde_json::Va
         "token_endpoint_auth_method": "none",
         "application_type": "web",
     })
+}
+
+/// The Client ID Metadata Document served at `id` (its own URL, the
+/// `client_id`): what a registration asks, as the client it names.
+pub fn metadata_document(id: &Url, redirect: &Url, client_name: &str) -> serde_json::Value {
+    let mut document = registration_request(redirect, client_name);
+    document["client_id"] = id.as_str().into();
+    document
 }
 
 #[derive(Deserialize)]
@@ -96,6 +106,17 @@ mod tests {
         assert_eq!(body["grant_types"][0], "authorization_code");
         assert_eq!(body["grant_types"][1], "refresh_token");
         assert_eq!(body["token_endpoint_auth_method"], "none");
+    }
+
+    #[test]
+    fn the_metadata_document_names_itself_and_asks_what_a_registration_does() {
+        let id = Url::parse("https://gw.example.com/.well-known/oauth-client/github").unwrap();
+        let redirect = Url::parse("https://gw.example.com/oauth/callback").unwrap();
+        let doc = metadata_document(&id, &redirect, "sluice");
+        assert_eq!(doc["client_id"], id.as_str());
+        assert_eq!(doc["redirect_uris"][0], redirect.as_str());
+        assert_eq!(doc["token_endpoint_auth_method"], "none");
+        assert!(doc.get("client_secret").is_none());
     }
 
     #[test]

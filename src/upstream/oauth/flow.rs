@@ -168,6 +168,23 @@ impl CodeFlow {
         self.config.under(&format!("oauth/start/{id}"))
     }
 
+    /// Where the gateway's Client ID Metadata Document for this backend
+    /// is served: the `client_id` it is known by where the server fetches
+    /// such documents.
+    fn metadata_url(&self) -> Url {
+        self.config
+            .under(&format!(".well-known/oauth-client/{}", self.backend))
+    }
+
+    /// `/.well-known/oauth-client/{backend}`: the document, when the
+    /// gateway may be known by it (no `client_id` configured, an https
+    /// `public_url`, as the draft requires of a client id).
+    pub fn metadata_document(&self) -> Option<serde_json::Value> {
+        (self.config.client_id.is_none() && self.secure()).then(|| {
+            super::metadata_document(&self.metadata_url(), &self.config.callback(), "sluice")
+        })
+    }
+
     /// The callback's path (the flow cookie's `Path`).
     pub fn callback_path(&self) -> String {
         self.config.callback().path().to_owned()
@@ -204,6 +221,9 @@ impl CodeFlow {
             .map_err(|e| e.to_string())?;
         let client = match &self.config.client_id {
             Some(id) => ClientIdentity::configured(id, self.config.client_secret.clone()),
+            None if endpoints.server.client_id_metadata_document_supported && self.secure() => {
+                ClientIdentity::configured(self.metadata_url().as_str(), None)
+            }
             None => fetch::register(&self.client, &endpoints.server, &self.config.callback())
                 .await
                 .map_err(|e| e.to_string())?,

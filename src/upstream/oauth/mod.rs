@@ -21,7 +21,7 @@ mod pkce;
 mod state;
 mod token;
 
-pub use client::{ClientIdentity, RegistrationError, registration_request};
+pub use client::{ClientIdentity, RegistrationError, metadata_document, registration_request};
 pub use discovery::{
     Challenge, DiscoveryError, ResourceMetadata, ServerMetadata, resource_metadata_urls,
     server_metadata_urls,
