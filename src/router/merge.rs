@@ -96,6 +96,8 @@ impl Namespace {
             return None;
         }
         m.backend.settle().await;
+        // A principal who has just connected a backend nobody had yet.
+        let _ = m.backend.learn_over(caller).await;
         if !m.backend.info().is_some_and(|i| i.has(kind.capability())) {
             return None;
         }

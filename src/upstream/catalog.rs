@@ -126,6 +126,17 @@ struct Item {
 }
 
 impl Backend {
+    /// Never probed (the authorization code flow): what it offers is
+    /// known once a principal's link has opened, so `caller`'s own opens
+    /// first when none has (a principal without a grant: refused, as it
+    /// would be anyway).
+    pub async fn learn_over(&self, caller: &Caller) -> Result<(), UpstreamError> {
+        if self.info().is_none() && self.code_flow().is_some() {
+            Box::pin(self.link_for(caller)).await?;
+        }
+        Ok(())
+    }
+
     /// Whether `found` holds of what the backend lists by `method` for
     /// `caller`: the catalog as read, or read again when the backend's lists
     /// changed since, or (with `again`) when `found` fails on a read older
@@ -258,11 +269,7 @@ impl Backend {
         let mut items = FastMap::default();
         let capability = method.split('/').next().unwrap_or(method);
         self.check_health().await?;
-        // Never probed (the authorization code flow): what it offers is
-        // known once a principal's link has opened.
-        if self.info().is_none() && self.code_flow().is_some() {
-            Box::pin(self.link_for(caller)).await?;
-        }
+        self.learn_over(caller).await?;
         if !self.info().is_some_and(|i| i.has(capability)) {
             return Ok(items);
         }

@@ -82,6 +82,13 @@ app.post('/mcp', auth, express.json(), async (req, res) => {
   server.registerTool('whoami', { description: "Names the token's subject" }, async (extra) => ({
     content: [{ type: 'text', text: `sub: ${extra.authInfo?.extra?.sub}` }],
   }));
+  // The same subject as a prompt and as a resource: not only tools need a grant.
+  server.registerPrompt('whoami', { description: "Names the token's subject" }, async (extra) => ({
+    messages: [{ role: 'user', content: { type: 'text', text: `sub: ${extra.authInfo?.extra?.sub}` } }],
+  }));
+  server.registerResource('whoami', 'whoami://me', { mimeType: 'text/plain' }, async (uri, extra) => ({
+    contents: [{ uri: uri.href, text: `sub: ${extra.authInfo?.extra?.sub}` }],
+  }));
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   res.on('close', () => {
     transport.close();

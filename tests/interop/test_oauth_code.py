@@ -358,3 +358,53 @@ async def _connect_by_client_metadata(gw: Gateway, public: str, ca: str) -> None
                 assert status == 200, page
                 result = await client.call_tool("protected__whoami", {})
     assert result.content[0].text == "sub: alice", result
+
+
+async def test_prompts_and_resources_ask_to_connect_as_tools_do(setup: Setup) -> None:
+    """Connected before anyone's session with the backend has opened, alice's
+    first lists show what it offers (her link opens to learn it). A prompt or
+    a resource of the backend, asked for by a principal without a grant, says
+    where to connect as its tools do: JSON-RPC error -32042 to a client that
+    takes URL elicitation, else an error whose text names the start URL (there
+    is no tool result to carry it). Connected, each answers the principal's
+    own subject."""
+    from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+
+    gw = setup.gw
+    status, page = connect(setup, await start_url(gw, "alice"), "alice")
+    assert status == 200, page
+
+    async def elicit(*_args, **_kwargs):  # noqa: ANN002, ANN003 - never asked here
+        raise AssertionError("the gateway asks nothing in-band")
+
+    def session(who: str, http: httpx2.AsyncClient, url_elicitation: bool) -> Client:
+        extra = {"elicitation_callback": elicit} if url_elicitation else {}
+        return Client(streamable_http_client(gw.mcp_url, http_client=http), mode="legacy", **extra)
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}, timeout=30) as http:
+        with anyio.fail_after(60):
+            async with session("alice", http, False) as alice:
+                listed = (await alice.list_resources()).resources
+                (uri,) = [str(r.uri) for r in listed if "whoami" in str(r.uri)]
+                mine = await alice.get_prompt("protected__whoami", {})
+    assert mine.messages[0].content.text == "sub: alice", mine
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['bob']}"}, timeout=30) as http:
+        with anyio.fail_after(60):
+            async with session("bob", http, False) as bob:
+                with pytest.raises(MCPError) as refused:
+                    await bob.get_prompt("protected__whoami", {})
+                assert refused.value.code == -32602, refused.value.error
+                found = START.search(refused.value.error.message)
+                assert found and "protected" in refused.value.error.message, refused.value.error
+            async with session("bob", http, True) as bob:
+                with pytest.raises(MCPError) as asked:
+                    await bob.read_resource(uri)
+                assert asked.value.code == -32042, asked.value.error
+                (elicitation,) = UrlElicitationRequiredError.from_error(asked.value.error).elicitations
+                status, page = connect(setup, elicitation.url, "bob")
+                assert status == 200, page
+                prompt = await bob.get_prompt("protected__whoami", {})
+                read = await bob.read_resource(uri)
+    assert prompt.messages[0].content.text == "sub: bob", prompt
+    assert read.contents[0].text == "sub: bob", read

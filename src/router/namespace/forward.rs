@@ -113,13 +113,13 @@ impl Namespace {
                 // Boxed: rare, and its future would make every call's large.
                 match Box::pin(self.lists(caller, i, kind, original)).await {
                     Ok(true) => None,
-                    // The authorization code flow: a tool of a backend the
-                    // principal has not connected is not listed to them;
-                    // its call says where to connect.
-                    Ok(false) if kind == Kind::Tool => {
+                    // The authorization code flow: what a backend the
+                    // principal has not connected offers is not listed to
+                    // them; its call says where to connect.
+                    Ok(false) if asks_to_connect(method) => {
                         let backend = &self.members[i].backend;
                         return match backend.not_connected(caller) {
-                            Some(url) => connect_first(caller, &backend.name, &url),
+                            Some(url) => connect_first(caller, method, &backend.name, &url),
                             None => unlisted(trail),
                         };
                     }
@@ -154,11 +154,11 @@ impl Namespace {
             .await;
         // A grant the backend refused, or whose refresh was refused, is
         // dropped: the principal is told where to connect again.
-        if kind == Kind::Tool
+        if asks_to_connect(method)
             && matches!(outcome, Outcome::Error(_))
             && let Some(url) = m.backend.not_connected(caller)
         {
-            return connect_first(caller, &m.backend.name, &url);
+            return connect_first(caller, method, &m.backend.name, &url);
         }
         *seen = Some(Seen {
             series,
@@ -420,8 +420,14 @@ fn new_tool_series(m: &Member, exposed: &str, original: &str) -> Series {
 /// elicitation, JSON-RPC error -32042 with that URL (2025-11-25) or an
 /// input request for it (2026-07-28, whose retry waits for the connection:
 /// `front::consent`), which it shows its user; to any other, the tool's own
-/// error, which a model reads.
-fn connect_first(caller: &Caller, backend: &crate::vocab::BackendName, url: &url::Url) -> Outcome {
+/// error, which a model reads (a prompt's or a resource's: an error
+/// with the same text, which the client shows).
+fn connect_first(
+    caller: &Caller,
+    method: &str,
+    backend: &crate::vocab::BackendName,
+    url: &url::Url,
+) -> Outcome {
     let text = format!(
         "Not connected to {backend}: open {url} in your browser to connect {backend} \
          (sign in and consent there), then retry this call. The link works once, \
@@ -454,11 +460,18 @@ fn connect_first(caller: &Caller, backend: &crate::vocab::BackendName, url: &url
             }},
             "requestState": format!("{CONNECT_STATE}{backend}"),
         })),
-        (false, _) => ok(&json!({
+        (false, _) if method == "tools/call" => ok(&json!({
             "content": [{"type": "text", "text": text}],
             "isError": true,
         })),
+        (false, _) => error(INVALID_PARAMS, &text),
     }
+}
+
+/// The requests that may ask their caller to connect a backend first: the
+/// ones a 2026-07-28 server may answer `input_required`.
+fn asks_to_connect(method: &str) -> bool {
+    matches!(method, "tools/call" | "prompts/get" | "resources/read")
 }
 
 /// The key of the gateway's own input request to connect a backend
