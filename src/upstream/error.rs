@@ -30,6 +30,10 @@ enum ErrorKind {
     AtCapacity(usize),
     #[error("failed: {0}")]
     Protocol(String),
+    /// It answered HTTP 401: the credential sent was refused (its text as
+    /// `Protocol`'s, its meaning typed: a grant's token is then dropped).
+    #[error("failed: {0}")]
+    CredentialRefused(String),
     /// The call could not be given the credential the backend takes.
     #[error("cannot be called for this client: {0}")]
     Unauthorized(String),
@@ -75,6 +79,15 @@ impl UpstreamError {
         Self::new(b, ErrorKind::Protocol(why.into()))
     }
 
+    /// `what` answered an HTTP status that is no success.
+    pub(super) fn http_status(b: &BackendName, what: &str, status: http::StatusCode) -> Self {
+        let why = format!("{what}answered HTTP {status}");
+        match status {
+            http::StatusCode::UNAUTHORIZED => Self::new(b, ErrorKind::CredentialRefused(why)),
+            _ => Self::new(b, ErrorKind::Protocol(why)),
+        }
+    }
+
     /// Its answer did not fit in the budget for bodies in flight.
     pub(super) fn over_budget(b: &BackendName, refused: crate::budget::Refused) -> Self {
         Self::new(b, ErrorKind::OverBudget(refused))
@@ -101,7 +114,7 @@ impl UpstreamError {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Overloaded => "overloaded",
             ErrorKind::AtCapacity(_) => "at_capacity",
-            ErrorKind::Protocol(_) => "protocol_error",
+            ErrorKind::Protocol(_) | ErrorKind::CredentialRefused(_) => "protocol_error",
             ErrorKind::Unauthorized(_) => "unauthorized",
             ErrorKind::OverBudget(_) => "over_budget",
         }
@@ -109,7 +122,7 @@ impl UpstreamError {
 
     /// The backend answered 401: the credential sent was refused.
     pub(super) fn is_refused_credential(&self) -> bool {
-        matches!(&self.kind, ErrorKind::Protocol(m) if m.contains("answered HTTP 401"))
+        matches!(self.kind, ErrorKind::CredentialRefused(_))
     }
 
     pub fn is_timeout(&self) -> bool {
@@ -127,5 +140,28 @@ impl UpstreamError {
             self.kind,
             ErrorKind::Unavailable(_) | ErrorKind::Down(_) | ErrorKind::NotSent
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_401_says_the_credential_was_refused() {
+        let b = BackendName::new("github").unwrap();
+        let refused = UpstreamError::http_status(&b, "initialize ", http::StatusCode::UNAUTHORIZED);
+        assert!(refused.is_refused_credential());
+        assert_eq!(refused.reason(), "protocol_error");
+        assert!(
+            refused
+                .to_string()
+                .ends_with("initialize answered HTTP 401 Unauthorized")
+        );
+        for other in [http::StatusCode::FORBIDDEN, http::StatusCode::BAD_GATEWAY] {
+            assert!(!UpstreamError::http_status(&b, "", other).is_refused_credential());
+        }
+        // A body that merely quotes a 401 is no refusal.
+        assert!(!UpstreamError::protocol(&b, "answered HTTP 401").is_refused_credential());
     }
 }

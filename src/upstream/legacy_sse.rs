@@ -132,9 +132,10 @@ async fn post_frames(
             .body(frame.line);
         let failed = match tokio::time::timeout(POST_TIMEOUT, req.send()).await {
             Ok(Ok(r)) if r.status().is_success() => None,
-            Ok(Ok(r)) => Some(UpstreamError::protocol(
+            Ok(Ok(r)) => Some(UpstreamError::http_status(
                 conn.backend(),
-                format!("POST answered HTTP {}", r.status()),
+                "POST ",
+                r.status(),
             )),
             Ok(Err(e)) => Some(UpstreamError::from_http(conn.backend(), e)),
             Err(_) => Some(UpstreamError::unavailable(

@@ -187,10 +187,7 @@ async fn send(wire: &Endpoint, conn: &Conn, frame: Frame) {
                 return;
             }
             if let Some(id) = frame.call {
-                conn.fail(
-                    id,
-                    UpstreamError::protocol(name, format!("answered HTTP {status}")),
-                );
+                conn.fail(id, UpstreamError::http_status(name, "", status));
             }
             return;
         }

@@ -39,9 +39,10 @@ impl Endpoint {
             .map_err(|e| UpstreamError::from_http(name, e))?;
         if !resp.status().is_success() {
             // Reachable, but refusing sessions (a modern-only server).
-            return Err(UpstreamError::protocol(
+            return Err(UpstreamError::http_status(
                 name,
-                format!("initialize answered HTTP {}", resp.status()),
+                "initialize ",
+                resp.status(),
             ));
         }
         let opened = Session {
@@ -65,9 +66,10 @@ impl Endpoint {
             .await?
             .map_err(|e| UpstreamError::from_http(name, e))?;
         if !resp.status().is_success() {
-            return Err(UpstreamError::protocol(
+            return Err(UpstreamError::http_status(
                 name,
-                format!("notifications/initialized answered HTTP {}", resp.status()),
+                "notifications/initialized ",
+                resp.status(),
             ));
         }
         unfinished.disarm();
