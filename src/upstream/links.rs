@@ -78,10 +78,22 @@ impl Backend {
     /// With the authorization code flow, a start URL for `caller` if it
     /// holds no grant now (without refreshing: after a call whose token
     /// the backend refused, which dropped it).
-    pub fn not_connected(&self, caller: &Caller) -> Option<url::Url> {
+    pub async fn not_connected(&self, caller: &Caller) -> Option<url::Url> {
         let code = self.code_entries()?;
         let p = caller.who()?;
-        (!code.flow.connected(p)).then(|| code.flow.start_url(p))
+        match code.flow.connected(p) {
+            true => None,
+            false => Some(code.flow.start_url(p).await),
+        }
+    }
+
+    /// With the authorization code flow, makes sure this replica knows
+    /// whether `caller` holds a grant (cluster mode: read from the store
+    /// on a miss) before a list or call asks whether it is hidden.
+    pub async fn warm(&self, caller: &Caller) {
+        if let (Some(code), Some(p)) = (self.code_entries(), caller.who()) {
+            code.flow.warm(p).await;
+        }
     }
 
     /// A backend's per-principal links (shared isolation).
@@ -375,8 +387,16 @@ impl Backend {
 
     /// Cluster mode: what this backend announces is also handed to
     /// `relay`, and its per-session backend sessions to `records`.
-    pub fn join_cluster(&self, relay: Relay, records: Arc<dyn Records>) {
+    pub fn join_cluster(
+        &self,
+        relay: Relay,
+        records: Arc<dyn Records>,
+        grants: Arc<dyn super::oauth::GrantStore>,
+    ) {
         let _ = self.relay.set(relay);
+        if let Some(flow) = self.code_flow() {
+            flow.join_cluster(grants);
+        }
         if let Some(by) = self.by_principal() {
             let _ = by.pool.records.set(records.clone());
         }
