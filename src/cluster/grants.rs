@@ -12,6 +12,10 @@
 //! once opened, for twice the flow's life, so a second use is named) and
 //! `sluice:oauth:pending:{backend}:{tag}` (the unopened id, given again
 //! while fresh). `sluice:oauth:state:{serial}`: a state already opened.
+//! `sluice:oauth:client:{backend}:{digest}`: the gateway's registration
+//! (RFC 7591) at the backend's server, sealed, made by the first replica
+//! that needed it and used by all (a code is exchanged by the client it
+//! was issued to, whichever replica the callback reaches).
 //! A change is told to the other replicas on the bus.
 
 use std::sync::{Arc, LazyLock};
@@ -303,6 +307,26 @@ impl GrantStore for RedisGrants {
         let key = format!("{PREFIX}oauth:state:{serial}");
         Box::pin(async move { set_nx(&cluster, &key, "1", redis::SetExpiry::EXAT(expires)).await })
     }
+
+    fn client(&self, backend: &str, tag: &str) -> BoxFuture<'static, Option<Option<String>>> {
+        let (cluster, key) = (self.cluster.clone(), client_key(backend, tag));
+        Box::pin(async move { cluster.run(async |c| c.get(&key).await).await })
+    }
+
+    fn keep_client(
+        &self,
+        backend: &str,
+        tag: &str,
+        sealed: String,
+    ) -> BoxFuture<'static, Option<bool>> {
+        let (cluster, key) = (self.cluster.clone(), client_key(backend, tag));
+        Box::pin(async move { cluster.run(async |c| c.set_nx(&key, &sealed).await).await })
+    }
+}
+
+/// A registration outlives restarts: it is the gateway's identity there.
+fn client_key(backend: &str, tag: &str) -> String {
+    format!("{PREFIX}oauth:client:{backend}:{tag}")
 }
 
 /// `SET key value NX` with an expiry: whether it was set (None: Redis

@@ -89,10 +89,12 @@ impl Backend {
 
     /// With the authorization code flow, makes sure this replica knows
     /// whether `caller` holds a grant (cluster mode: read from the store
-    /// on a miss) before a list or call asks whether it is hidden.
+    /// on a miss) before a list or call asks whether it is hidden, and
+    /// that its entry carries a token that is not due (a catalog read
+    /// after a restart would otherwise open a link with an expired one).
     pub async fn warm(&self, caller: &Caller) {
         if let (Some(code), Some(p)) = (self.code_entries(), caller.who()) {
-            code.flow.warm(p).await;
+            code.prepare(p).await;
         }
     }
 

@@ -601,9 +601,16 @@ class LinePeer:
 
 
 def start_line_peer(
-    argv: list[str], prefix: str, tmp_path: Path, name: str, *, cwd: Path | None = None, timeout: float = 30
+    argv: list[str],
+    prefix: str,
+    tmp_path: Path,
+    name: str,
+    *,
+    cwd: Path | None = None,
+    timeout: float = 30,
+    env: dict[str, str] | None = None,
 ) -> LinePeer:
-    """Start `argv` and wait (bounded) for its `PREFIX 127.0.0.1:PORT` stdout line."""
+    """Start `argv` and wait (bounded) for its `PREFIX 127.0.0.1:PORT` stdout line (`env`: added)."""
     stderr_path = tmp_path / f"{name}.stderr.log"
     stderr_file = open(stderr_path, "w")  # noqa: SIM115 - the child holds its own copy
     proc = subprocess.Popen(
@@ -613,7 +620,7 @@ def start_line_peer(
         stdout=subprocess.PIPE,
         stderr=stderr_file,
         text=True,
-        env={**os.environ, "FIXTURE_LOG": "off"},
+        env={**os.environ, "FIXTURE_LOG": "off", **(env or {})},
         start_new_session=True,
     )
     stderr_file.close()

@@ -272,14 +272,49 @@ impl CodeFlow {
             .map_err(|e| e.to_string())?;
         let client = match &self.config.client_id {
             Some(id) => ClientIdentity::configured(id, self.config.client_secret.clone()),
-            None => fetch::register(&self.client, &endpoints.server, &self.config.callback())
-                .await
-                .map_err(|e| e.to_string())?,
+            None => self.registered(&endpoints).await?,
         };
         tracing::info!(backend = %self.backend, issuer = %endpoints.server.issuer, client_id = %client.client_id, "oauth: authorization server found");
         let setup = Arc::new(Setup { endpoints, client });
         *slot = Some(setup.clone());
         Ok(setup)
+    }
+
+    /// The gateway's registration at the server: made here (one node), or
+    /// the one every replica uses (cluster: the first replica's, kept
+    /// sealed in the store), since a code is exchanged by the client it
+    /// was issued to, on whichever replica the callback lands.
+    async fn registered(&self, endpoints: &Endpoints) -> Result<ClientIdentity, String> {
+        let redirect = self.config.callback();
+        let register = async || {
+            fetch::register(&self.client, &endpoints.server, &redirect)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let (Some(store), Some(ring)) = (self.store.get(), self.store.get().and_then(|s| s.ring()))
+        else {
+            return register().await;
+        };
+        let (backend, tag) = (
+            self.backend.as_str(),
+            store::client_tag(&endpoints.server.issuer, redirect.as_str()),
+        );
+        let open = |text: Option<String>| store::open_client(&ring, &self.backend, &tag, &text?);
+        if let Some(kept) = open(store.client(backend, &tag).await.flatten()) {
+            return Ok(kept);
+        }
+        let ours = register().await?;
+        let Some(sealed) = store::seal_client(&ring, &self.backend, &tag, &ours) else {
+            return Ok(ours);
+        };
+        match store.keep_client(backend, &tag, sealed).await {
+            // Another replica registered first: its registration is used.
+            Some(false) => match open(store.client(backend, &tag).await.flatten()) {
+                Some(theirs) => Ok(theirs),
+                None => Ok(ours),
+            },
+            _ => Ok(ours),
+        }
     }
 
     /// `/oauth/start/{id}` for `principal`: the flow cookie to set and

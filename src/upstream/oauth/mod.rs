@@ -36,5 +36,8 @@ pub use grants::{Connection, DEFAULT_MAX_GRANTS, Grant, Grants, REFRESH_AHEAD};
 pub use pkce::Pkce;
 pub use starts::{MAX_PER_PRINCIPAL, MAX_STARTS, Starts};
 pub use state::{FLOW_TTL, FlowState, FlowStates, MAX_USED, StateRefused};
-pub use store::{GrantStore, StartRecord, TakenStart, field, open_grant, seal_grant};
+pub use store::{
+    GrantStore, StartRecord, TakenStart, client_tag, field, open_client, open_grant, seal_client,
+    seal_grant,
+};
 pub use token::{AuthorizationRequest, TokenError, TokenForm, read_token_answer};

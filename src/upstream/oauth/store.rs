@@ -14,13 +14,15 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::Grant;
+use super::{ClientIdentity, Grant};
 use crate::config::Secret;
 use crate::sessions::sealed::KeyRing;
 use crate::vocab::{BackendName, ClientKey, Principal};
 
 /// Its own prefix: a grant never opens as a state or a session id.
 const PREFIX: &str = "g1.";
+/// A registration's.
+const CLIENT_PREFIX: &str = "c1.";
 /// Tokens are opaque strings of the server's; a few KiB at most.
 const MAX_PLAIN: usize = 16 * 1024;
 
@@ -87,6 +89,74 @@ pub trait GrantStore: Send + Sync {
     /// Whether a state's `serial` is used here for the first time (it is
     /// then remembered until `expires`, unix seconds).
     fn first_use(&self, serial: &str, expires: u64) -> BoxFuture<'static, Option<bool>>;
+    /// The gateway's registration (RFC 7591) at `backend`'s server, sealed,
+    /// under `tag` (see `client_tag`), if a replica made one.
+    fn client(&self, backend: &str, tag: &str) -> BoxFuture<'static, Option<Option<String>>>;
+    /// Keeps a registration unless one is kept already: true if this one
+    /// is (else read the other, and use it instead).
+    fn keep_client(
+        &self,
+        backend: &str,
+        tag: &str,
+        sealed: String,
+    ) -> BoxFuture<'static, Option<bool>>;
+}
+
+/// Where a registration is kept: a digest of the server and the redirect
+/// URI it was made for (another `public_url` or server registers anew).
+pub fn client_tag(issuer: &str, redirect: &str) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(b"sluice-oauth-client\0");
+    h.update(issuer.as_bytes());
+    h.update(b"\0");
+    h.update(redirect.as_bytes());
+    crate::vocab::hex(&h.finalize()[..16])
+}
+
+#[derive(Serialize, Deserialize)]
+struct PlainClient {
+    client_id: String,
+    client_secret: Option<String>,
+}
+
+/// A registration sealed for the store (its secret, if any, is one).
+pub fn seal_client(
+    ring: &KeyRing,
+    backend: &BackendName,
+    tag: &str,
+    client: &ClientIdentity,
+) -> Option<String> {
+    let plain = PlainClient {
+        client_id: client.client_id.clone(),
+        client_secret: client.client_secret.as_ref().map(|s| s.expose().to_owned()),
+    };
+    let json = serde_json::to_vec(&plain).ok()?;
+    Some(ring.seal_bytes(CLIENT_PREFIX, &json, &client_binding(backend, tag)))
+}
+
+/// A registration as `seal_client` sealed it for `backend` and `tag`.
+pub fn open_client(
+    ring: &KeyRing,
+    backend: &BackendName,
+    tag: &str,
+    text: &str,
+) -> Option<ClientIdentity> {
+    let plain = ring.open_bytes(
+        CLIENT_PREFIX,
+        text,
+        &client_binding(backend, tag),
+        MAX_PLAIN,
+    )?;
+    let plain: PlainClient = serde_json::from_slice(&plain).ok()?;
+    Some(ClientIdentity::configured(
+        &plain.client_id,
+        plain.client_secret.map(Secret::new),
+    ))
+}
+
+fn client_binding(backend: &BackendName, tag: &str) -> Vec<u8> {
+    format!("sluice-oauth-client\0{}\0{tag}", backend.as_str()).into_bytes()
 }
 
 /// What a start id stands for, as the store holds it (no secret).

@@ -108,3 +108,34 @@ fn a_start_record_holds_no_secret_and_reads_back() {
     let json = serde_json::to_string(&record).unwrap();
     assert_eq!(serde_json::from_str::<StartRecord>(&json).unwrap(), record);
 }
+
+#[test]
+fn a_registration_is_sealed_and_opens_only_for_its_server_and_redirect() {
+    let ring = ring();
+    let tag = client_tag(
+        "https://as.example.com",
+        "https://gw.example.com/oauth/callback",
+    );
+    assert_ne!(
+        tag,
+        client_tag(
+            "https://as.example.com",
+            "https://other.example.com/oauth/callback"
+        )
+    );
+    let client = ClientIdentity::configured("client-1", Some(Secret::new("client-SEKRIT")));
+    let text = seal_client(&ring, &backend("gh"), &tag, &client).unwrap();
+    assert!(
+        !text.contains("SEKRIT") && !text.contains("client-1"),
+        "{text}"
+    );
+    assert_eq!(
+        open_client(&ring, &backend("gh"), &tag, &text),
+        Some(client)
+    );
+    assert_eq!(open_client(&ring, &backend("gh"), "other", &text), None);
+    assert_eq!(
+        open_client(&self::ring(), &backend("gh"), &tag, &text),
+        None
+    );
+}
