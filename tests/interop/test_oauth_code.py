@@ -21,6 +21,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +54,13 @@ class Setup:
     callback: str
 
 
-@pytest.fixture
-def setup(sluice_bin: Path, tmp_path: Path) -> Iterator[Setup]:
+@contextmanager
+def oauth_peers(tmp_path: Path, token_log: Path | None = None) -> Iterator[LinePeer]:
+    """oidc-provider and the protected backend, started and stopped; yields the backend.
+    `token_log`: where the authorization server writes every token it issues."""
+    env = {"OIDC_TOKEN_LOG": str(token_log)} if token_log else None
     auth: LinePeer = start_line_peer(
-        [node_bin(), str(HERE / "oidc_server.mjs"), str(ACCESS_TTL_S)], "oidc_server listening on", tmp_path, "oidc", cwd=HERE
+        [node_bin(), str(HERE / "oidc_server.mjs"), str(ACCESS_TTL_S)], "oidc_server listening on", tmp_path, "oidc", cwd=HERE, env=env
     )
     try:
         backend: LinePeer = start_line_peer(
@@ -67,24 +71,30 @@ def setup(sluice_bin: Path, tmp_path: Path) -> Iterator[Setup]:
             cwd=HERE,
         )
         try:
-            port = free_port()
-            public = f"http://127.0.0.1:{port}"
-            config = (
-                f"[server]\npublic_url = {toml_str(public)}\n"
-                '[auth]\nbearer_tokens_env = "GW_TOKENS"\n'
-                f'[backends.protected]\ntransport = "http"\nurl = {toml_str(backend.mcp_url)}\n'
-                'oauth = { flow = "authorization_code" }\n'
-            )
-            env = {"GW_TOKENS": ",".join(f"{k}={v}" for k, v in TOKENS.items()), "SLUICE_LOG": "info,sluice::audit=info"}
-            gw = start_gateway(sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}", env=env)
-            try:
-                yield Setup(gw=gw, callback=f"{public}/oauth/callback")
-            finally:
-                stop_gateway(gw)
+            yield backend
         finally:
             stop_line_peer(backend)
     finally:
         stop_line_peer(auth)
+
+
+@pytest.fixture
+def setup(sluice_bin: Path, tmp_path: Path) -> Iterator[Setup]:
+    with oauth_peers(tmp_path) as backend:
+        port = free_port()
+        public = f"http://127.0.0.1:{port}"
+        config = (
+            f"[server]\npublic_url = {toml_str(public)}\n"
+            '[auth]\nbearer_tokens_env = "GW_TOKENS"\n'
+            f'[backends.protected]\ntransport = "http"\nurl = {toml_str(backend.mcp_url)}\n'
+            'oauth = { flow = "authorization_code" }\n'
+        )
+        env = {"GW_TOKENS": ",".join(f"{k}={v}" for k, v in TOKENS.items()), "SLUICE_LOG": "info,sluice::audit=info"}
+        gw = start_gateway(sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}", env=env)
+        try:
+            yield Setup(gw=gw, callback=f"{public}/oauth/callback")
+        finally:
+            stop_gateway(gw)
 
 
 async def whoami(gw: Gateway, who: str) -> tuple[bool, str]:

@@ -32,15 +32,13 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from harness import Gateway, LinePeer, node_bin, start_gateway, start_line_peer, stop_gateway, stop_line_peer, toml_str
+from harness import Gateway, start_gateway, stop_gateway, toml_str
 from oauth_browser import Browser
 from test_cluster import redis_url  # noqa: F401 - the fixture: a redis-server of our own
-from test_oauth_code import START, TOKENS, whoami
+from test_oauth_code import ACCESS_TTL_S, START, TOKENS, oauth_peers, whoami
 
 pytestmark = pytest.mark.anyio
 
-HERE = Path(__file__).resolve().parent
-ACCESS_TTL_S = 3
 
 
 def free_port() -> int:
@@ -88,50 +86,30 @@ class Replicas:
 @pytest.fixture
 def replicas(sluice_bin: Path, tmp_path: Path, redis_url: str) -> Iterator[Replicas]:  # noqa: F811 - the fixture
     token_log = tmp_path / "issued-tokens.txt"
-    auth: LinePeer = start_line_peer(
-        [node_bin(), str(HERE / "oidc_server.mjs"), str(ACCESS_TTL_S)],
-        "oidc_server listening on",
-        tmp_path,
-        "oidc",
-        cwd=HERE,
-        env={"OIDC_TOKEN_LOG": str(token_log)},
-    )
-    try:
-        backend: LinePeer = start_line_peer(
-            [node_bin(), str(HERE / "protected_backend.mjs"), auth.base_url],
-            "protected_backend listening on",
-            tmp_path,
-            "backend",
-            cwd=HERE,
+    with oauth_peers(tmp_path, token_log) as backend:
+        key = subprocess.run([str(sluice_bin), "keygen"], check=True, capture_output=True, text=True).stdout.strip()
+        ports = [free_port(), free_port()]
+        # Both replicas announce one public URL (a load balancer's, in
+        # production): here replica 1's, where the callback lands.
+        config = (
+            f'[server]\npublic_url = {toml_str(f"http://127.0.0.1:{ports[0]}")}\nsession_ids = "sealed"\n'
+            '[auth]\nbearer_tokens_env = "GW_TOKENS"\n'
+            f"[cluster]\nredis_url = {toml_str(redis_url)}\n"
+            f'[backends.protected]\ntransport = "http"\nurl = {toml_str(backend.mcp_url)}\n'
+            'oauth = { flow = "authorization_code" }\n'
         )
+        env = {
+            "GW_TOKENS": ",".join(f"{k}={v}" for k, v in TOKENS.items()),
+            "SLUICE_SESSION_KEY": key,
+            "SLUICE_LOG": "info,sluice::audit=info",
+        }
+        r = Replicas(ports, config, env, tmp_path, sluice_bin, [], redis_url, token_log)
+        r.start(0)
         try:
-            key = subprocess.run([str(sluice_bin), "keygen"], check=True, capture_output=True, text=True).stdout.strip()
-            ports = [free_port(), free_port()]
-            # Both replicas announce one public URL (a load balancer's, in
-            # production): here replica 1's, where the callback lands.
-            config = (
-                f'[server]\npublic_url = {toml_str(f"http://127.0.0.1:{ports[0]}")}\nsession_ids = "sealed"\n'
-                '[auth]\nbearer_tokens_env = "GW_TOKENS"\n'
-                f"[cluster]\nredis_url = {toml_str(redis_url)}\n"
-                f'[backends.protected]\ntransport = "http"\nurl = {toml_str(backend.mcp_url)}\n'
-                'oauth = { flow = "authorization_code" }\n'
-            )
-            env = {
-                "GW_TOKENS": ",".join(f"{k}={v}" for k, v in TOKENS.items()),
-                "SLUICE_SESSION_KEY": key,
-                "SLUICE_LOG": "info,sluice::audit=info",
-            }
-            r = Replicas(ports, config, env, tmp_path, sluice_bin, [], redis_url, token_log)
-            r.start(0)
-            try:
-                yield r
-            finally:
-                problems = r.stop()
-            assert not problems, problems
+            yield r
         finally:
-            stop_line_peer(backend)
-    finally:
-        stop_line_peer(auth)
+            problems = r.stop()
+        assert not problems, problems
 
 
 def on(gw: Gateway, url: str) -> str:
@@ -185,14 +163,15 @@ async def test_grants_are_shared_by_replicas_survive_restarts_and_are_sealed_in_
     assert await asked_to_connect(one, "alice") == start, "asking twice gives the same link"
     status, page = consent(on(two, start), "alice", one, r.public)
     assert status == 200 and "Connected to protected" in page, page
+    # Replica 2 made nothing and holds no copy: it counts what Redis holds.
+    assert two.metrics().value("sluice_oauth_grants", backend="protected") == 1
     # Used on replica 2: refused on replica 1 too.
     status, _, page = Browser().request(start)
     assert status == 400 and "already been used" in page, page
 
-    # alice's calls through replica 2 carry her subject; replica 2 counts what Redis holds.
+    # alice's calls through replica 2 carry her subject.
     assert await whoami(two, "alice") == (False, "sub: alice")
     assert await whoami(one, "alice") == (False, "sub: alice")
-    assert two.metrics().value("sluice_oauth_grants", backend="protected") == 1
 
     # bob does not get alice's grant, on either replica.
     bob_start = await asked_to_connect(two, "bob")
@@ -200,9 +179,9 @@ async def test_grants_are_shared_by_replicas_survive_restarts_and_are_sealed_in_
     # His link from replica 2 opened on replica 1, the callback on replica 2.
     status, page = consent(on(one, bob_start), "bob", two, r.public)
     assert status == 200, page
+    assert one.metrics().value("sluice_oauth_grants", backend="protected") == 2
     assert await whoami(one, "bob") == (False, "sub: bob")
     assert await whoami(two, "alice") == (False, "sub: alice")
-    assert one.metrics().value("sluice_oauth_grants", backend="protected") == 2
 
     # Both replicas restarted, same Redis and key: nobody is asked again,
     # and tokens expired meanwhile are refreshed (one replica at a time).
