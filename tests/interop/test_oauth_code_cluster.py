@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 
@@ -189,6 +190,19 @@ async def test_grants_are_shared_by_replicas_survive_restarts_and_are_sealed_in_
     time.sleep(ACCESS_TTL_S + 1)
     r.start(1)
     one, two = r.gws
+    # Both replicas at once, several calls each: the expired grants are
+    # refreshed once each (the refresh token rotates: a second refresh with
+    # the same one would be refused, and the grant dropped).
+    results: list[tuple[bool, str]] = []
+
+    async def call(gw: Gateway, who: str) -> None:
+        results.append(await whoami(gw, who))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            for gw in (one, two):
+                tg.start_soon(call, gw, "alice")
+    assert results == [(False, "sub: alice")] * 6, results
     for gw in (two, one, two):
         assert await whoami(gw, "alice") == (False, "sub: alice")
         assert await whoami(gw, "bob") == (False, "sub: bob")
