@@ -227,7 +227,7 @@ impl GrantStore for RedisGrants {
         let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         Box::pin(async move {
             let token = token();
-            let set = set_nx(&cluster, &key, &token, redis::SetExpiry::PX(ttl)).await?;
+            let set = set_nx(&cluster, &key, &token, Some(redis::SetExpiry::PX(ttl))).await?;
             Some(set.then_some(token))
         })
     }
@@ -305,7 +305,9 @@ impl GrantStore for RedisGrants {
     fn first_use(&self, serial: &str, expires: u64) -> BoxFuture<'static, Option<bool>> {
         let cluster = self.cluster.clone();
         let key = format!("{PREFIX}oauth:state:{serial}");
-        Box::pin(async move { set_nx(&cluster, &key, "1", redis::SetExpiry::EXAT(expires)).await })
+        Box::pin(
+            async move { set_nx(&cluster, &key, "1", Some(redis::SetExpiry::EXAT(expires))).await },
+        )
     }
 
     fn client(&self, backend: &str, tag: &str) -> BoxFuture<'static, Option<Option<String>>> {
@@ -320,7 +322,8 @@ impl GrantStore for RedisGrants {
         sealed: String,
     ) -> BoxFuture<'static, Option<bool>> {
         let (cluster, key) = (self.cluster.clone(), client_key(backend, tag));
-        Box::pin(async move { cluster.run(async |c| c.set_nx(&key, &sealed).await).await })
+        // No expiry: one per backend and server, bounded by the config.
+        Box::pin(async move { set_nx(&cluster, &key, &sealed, None).await })
     }
 }
 
@@ -329,24 +332,22 @@ fn client_key(backend: &str, tag: &str) -> String {
     format!("{PREFIX}oauth:client:{backend}:{tag}")
 }
 
-/// `SET key value NX` with an expiry: whether it was set (None: Redis
-/// could not say).
+/// `SET key value NX` (with an expiry, if given): whether it was set
+/// (None: Redis could not say).
 async fn set_nx(
     cluster: &Cluster,
     key: &str,
     value: &str,
-    expiry: redis::SetExpiry,
+    expiry: Option<redis::SetExpiry>,
 ) -> Option<bool> {
+    let mut options = redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX);
+    if let Some(expiry) = expiry {
+        options = options.with_expiration(expiry);
+    }
     let set: Option<String> = cluster
         .run(async |c| {
-            c.set_options::<_, _, Option<String>>(
-                key,
-                value,
-                redis::SetOptions::default()
-                    .conditional_set(redis::ExistenceCheck::NX)
-                    .with_expiration(expiry),
-            )
-            .await
+            c.set_options::<_, _, Option<String>>(key, value, options)
+                .await
         })
         .await?;
     Some(set.is_some())

@@ -77,14 +77,13 @@ impl Backend {
 
     /// With the authorization code flow, a start URL for `caller` if it
     /// holds no grant now (without refreshing: after a call whose token
-    /// the backend refused, which dropped it).
-    pub async fn not_connected(&self, caller: &Caller) -> Option<url::Url> {
+    /// the backend refused, which dropped it). Decided without waiting:
+    /// no await is added to the call's future (in cluster mode the URL
+    /// was asked of Redis by `warm`).
+    pub fn not_connected(&self, caller: &Caller) -> Option<url::Url> {
         let code = self.code_entries()?;
         let p = caller.who()?;
-        match code.flow.connected(p) {
-            true => None,
-            false => Some(code.flow.start_url(p).await),
-        }
+        (!code.flow.connected(p)).then(|| code.flow.start_url_now(p))
     }
 
     /// With the authorization code flow, makes sure this replica knows
@@ -92,9 +91,12 @@ impl Backend {
     /// on a miss) before a list or call asks whether it is hidden, and
     /// that its entry carries a token that is not due (a catalog read
     /// after a restart would otherwise open a link with an expired one).
+    /// Without a grant, its start URL is made ready (`not_connected`).
     pub async fn warm(&self, caller: &Caller) {
-        if let (Some(code), Some(p)) = (self.code_entries(), caller.who()) {
-            code.prepare(p).await;
+        if let (Some(code), Some(p)) = (self.code_entries(), caller.who())
+            && !code.prepare(p).await
+        {
+            code.flow.ready_start(p).await;
         }
     }
 

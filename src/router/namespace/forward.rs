@@ -118,7 +118,7 @@ impl Namespace {
                     // its call says where to connect.
                     Ok(false) if kind == Kind::Tool => {
                         let backend = &self.members[i].backend;
-                        return match Box::pin(backend.not_connected(caller)).await {
+                        return match backend.not_connected(caller) {
                             Some(url) => connect_first(caller, &backend.name, &url),
                             None => unlisted(trail),
                         };
@@ -156,7 +156,7 @@ impl Namespace {
         // dropped: the principal is told where to connect again.
         if kind == Kind::Tool
             && matches!(outcome, Outcome::Error(_))
-            && let Some(url) = Box::pin(m.backend.not_connected(caller)).await
+            && let Some(url) = m.backend.not_connected(caller)
         {
             return connect_first(caller, &m.backend.name, &url);
         }

@@ -17,9 +17,11 @@
 //! is made under the store's lock of (backend, principal), so a rotating
 //! refresh token is never spent twice by two replicas.
 
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use parking_lot::Mutex;
 use url::Url;
 
 use super::fetch::{self, Endpoints};
@@ -141,6 +143,10 @@ pub struct CodeFlow {
     /// One refresh at a time here: a rotated refresh token is spent once
     /// (across replicas, the store's lock).
     refreshing: tokio::sync::Mutex<()>,
+    /// Cluster mode: each principal's start URL as the store last gave it,
+    /// with its expiry (unix seconds), for a call to name without waiting.
+    /// At most `max_grants`; full, any one goes (it is asked again).
+    ready: Mutex<HashMap<Principal, (Url, u64)>>,
 }
 
 impl CodeFlow {
@@ -159,6 +165,7 @@ impl CodeFlow {
             store: OnceLock::new(),
             setup: tokio::sync::Mutex::new(None),
             refreshing: tokio::sync::Mutex::new(()),
+            ready: Mutex::new(HashMap::new()),
         }
     }
 
@@ -204,6 +211,41 @@ impl CodeFlow {
         let id =
             shared.unwrap_or_else(|| SHARED.starts.issue(principal, &self.backend, fresh, now()));
         self.config.under(&format!("oauth/start/{id}"))
+    }
+
+    /// `start_url` without waiting: in cluster mode the one `ready_start`
+    /// got from the store while it surely lives, else (and on
+    /// one node) one of this process's table (a replica that does not
+    /// know an id asks its own table: then only this one opens it).
+    pub fn start_url_now(&self, principal: &Principal) -> Url {
+        if self.store.get().is_some()
+            && let Some((url, expires)) = self.ready.lock().get(principal)
+            && now() < *expires
+        {
+            return url.clone();
+        }
+        let id = SHARED
+            .starts
+            .issue(principal, &self.backend, random_hex(), now());
+        self.config.under(&format!("oauth/start/{id}"))
+    }
+
+    /// Cluster mode: asks the store for `principal`'s start URL now, so
+    /// that a call answered without waiting names one every replica opens.
+    pub async fn ready_start(&self, principal: &Principal) {
+        if self.store.get().is_none() {
+            return;
+        }
+        let url = self.start_url(principal).await;
+        let mut ready = self.ready.lock();
+        if ready.len() >= self.max_grants()
+            && !ready.contains_key(principal)
+            && let Some(any) = ready.keys().next().cloned()
+        {
+            ready.remove(&any);
+        }
+        // The store gives one with at least half its life left.
+        ready.insert(principal.clone(), (url, now() + FLOW_TTL.as_secs() / 2));
     }
 
     /// The callback's path (the flow cookie's `Path`).
