@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Authenticator;
-use crate::cluster::{BackendSessions, BusMessage, Close, Cluster};
+use crate::cluster::{BackendSessions, BusMessage, Close, Cluster, RedisGrants};
 use crate::config::{Config, SessionMode};
 use crate::front::{self, Front, Layout, Policy};
 use crate::metrics::Metrics;
@@ -58,8 +58,9 @@ impl ServeError {
 }
 
 /// Cluster mode: backends relay what they announce and record their
-/// per-session sessions; the bus's messages are acted on; and the sweeper
-/// closes what dead replicas left behind.
+/// per-session sessions, and keep the code flow's grants in Redis; the
+/// bus's messages are acted on; and the sweeper closes what dead replicas
+/// left behind.
 fn join_cluster(
     cluster: &Arc<Cluster>,
     front: &Arc<Front>,
@@ -67,6 +68,8 @@ fn join_cluster(
     stop: CancellationToken,
 ) -> Join {
     let records = Arc::new(BackendSessions::new(cluster.clone()));
+    // The code flow's grants, sealed with the sessions' key ring.
+    let grants = Arc::new(RedisGrants::new(cluster.clone(), front.sessions.clone()));
     let joiner = cluster.clone();
     let join: Join = Arc::new(move |backend: &Arc<Backend>| {
         let (cluster, name) = (joiner.clone(), backend.name.to_string());
@@ -89,7 +92,7 @@ fn join_cluster(
                 tokio::spawn(async move { cluster.publish(message).await });
             }
         });
-        backend.join_cluster(relay, records.clone());
+        backend.join_cluster(relay, records.clone(), grants.clone());
     });
     for backend in &front.layout.load().backends {
         join(backend);

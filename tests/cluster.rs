@@ -743,7 +743,7 @@ async fn replicas_share_sessions_over_tls_as_an_acl_user() {
 /// The commands sluice sends (docs/cluster.md), as an ACL rule.
 const REDIS_COMMANDS: &str = "+auth +ping +get +set +del +exists +publish +subscribe \
     +zadd +zcard +zremrangebyscore +zrangebyscore +zpopmin +hget +hsetnx +multi +exec +evalsha \
-    +script|load +hset +hmget +pexpire +zrem +zscore +time";
+    +script|load +hset +hmget +pexpire +zrem +zscore +time +hdel +hlen +ttl";
 
 /// How many times a client failed to authenticate to `redis` (its ACL
 /// log, read with the right password), by `redis-cli`.

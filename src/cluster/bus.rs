@@ -34,6 +34,12 @@ pub enum BusMessage {
     /// What a backend announced (a list change for everyone, or a notice
     /// for one client, whose GET stream may be on any replica).
     Notice { backend: String, notice: Notice },
+    /// A principal's grant at a backend changed (connected, refreshed,
+    /// dropped): every replica forgets its copy and reads it again.
+    Grant {
+        backend: String,
+        principal: crate::vocab::Principal,
+    },
     /// A client's answer to a server-to-client request this replica does
     /// not hold: the one whose backend asked will.
     Answer {
@@ -136,6 +142,10 @@ mod tests {
         let messages = [
             BusMessage::Ended {
                 session: SessionId::from_header("s1.abc"),
+            },
+            BusMessage::Grant {
+                backend: "web".into(),
+                principal: crate::vocab::Principal::subject("https://i", "s"),
             },
             BusMessage::Answer {
                 id: "sluice:web:00ff".into(),

@@ -14,7 +14,10 @@
 //! - each principal's request rate (`[limits]`, `rate`);
 //! - per-session HTTP backend sessions, so that every replica serving a
 //!   client uses the one backend session, and a survivor closes those of
-//!   a replica that died (`backend_sessions`).
+//!   a replica that died (`backend_sessions`);
+//! - the authorization code flow's grants (sealed), start ids and used
+//!   states, so a principal connected through one replica is connected on
+//!   all, across restarts (`grants`).
 //!
 //! Redis unreachable: sealed sessions are still served (their ids carry
 //! everything); what cannot be checked is let through (fail-open, see
@@ -22,6 +25,7 @@
 
 mod backend_sessions;
 mod bus;
+mod grants;
 mod rate;
 
 use std::sync::Arc;
@@ -35,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use backend_sessions::{BackendSessions, Close};
 pub use bus::{BusMessage, Inbox};
+pub use grants::RedisGrants;
 
 use crate::config::ClusterSettings;
 use crate::metrics::Metrics;

@@ -133,14 +133,16 @@ pub(super) fn build(
             );
         }
     }
-    if file.cluster.is_some() {
+    // Replicas share grants in Redis sealed with the sessions' key ring:
+    // without it (table ids) there is nothing to seal them with.
+    if file.cluster.is_some() && server.session_keys.is_none() {
         for backend in backends.iter().filter(|b| b.code_flow.is_some()) {
             let section = b.syntax.backends();
             b.at_key(
                 &[section, backend.name.as_str(), "oauth", "flow"],
-                "\"authorization_code\" is not available with [cluster] yet: grants and flows in \
-                 progress are kept in one replica's memory, so a callback or call reaching \
-                 another replica would not find them",
+                "with [cluster], grants are kept in Redis sealed with the sessions' key ring: \
+                 set server.session_ids = \"sealed\" and SLUICE_SESSION_KEY (`sluice keygen` \
+                 makes a key)",
             );
         }
     }

@@ -25,8 +25,9 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::Front;
+use crate::cluster::RedisGrants;
 use crate::upstream::Backend;
-use crate::upstream::oauth::{CodeFlow, Refused};
+use crate::upstream::oauth::{CodeFlow, GrantStore, Refused};
 use crate::vocab::Principal;
 
 /// The flow cookie's name.
@@ -51,6 +52,12 @@ fn refused(front: &Front, backend: Option<&str>, why: &Refused) -> Response {
     page(StatusCode::BAD_REQUEST, &format!("Not connected: {why}."))
 }
 
+/// Cluster mode: where start ids and used states are shared.
+fn store(front: &Front) -> Option<RedisGrants> {
+    let cluster = front.cluster.as_ref()?;
+    Some(RedisGrants::new(cluster.clone(), front.sessions.clone()))
+}
+
 fn flow_of(front: &Front, backend: &str) -> Option<(Arc<Backend>, Arc<CodeFlow>)> {
     let layout = front.layout.load();
     let b = layout
@@ -62,14 +69,19 @@ fn flow_of(front: &Front, backend: &str) -> Option<(Arc<Backend>, Arc<CodeFlow>)
 }
 
 pub(super) async fn start(State(front): State<Arc<Front>>, Path(id): Path<String>) -> Response {
-    let (principal, backend) = match CodeFlow::take_start(&id) {
+    let store = store(&front);
+    let store = store.as_ref().map(|s| s as &dyn GrantStore);
+    let (principal, backend) = match CodeFlow::take_start(store, &id).await {
         Ok(found) => found,
         Err(why) => return refused(&front, None, &why),
     };
     let Some((_, flow)) = flow_of(&front, backend.as_str()) else {
         return refused(&front, None, &Refused::UnknownStart);
     };
-    let (cookie, url) = match flow.begin(&principal, &id).await {
+    // The sessions' key ring when there is one: the callback then opens
+    // the state on any replica, and after a restart.
+    let ring = front.sessions.key_ring();
+    let (cookie, url) = match flow.begin(&principal, &id, ring.as_deref()).await {
         Ok(begun) => begun,
         Err(why) => {
             tracing::warn!(backend = %backend, "oauth start failed: {why}");
@@ -129,7 +141,10 @@ pub(super) async fn callback(
     let Some(state) = q.state.as_deref() else {
         return refused(&front, None, &Refused::UnknownStart);
     };
-    let opened = match CodeFlow::open_state(state, cookie.as_bytes()) {
+    let (ring, store) = (front.sessions.key_ring(), store(&front));
+    let store = store.as_ref().map(|s| s as &dyn GrantStore);
+    let opened = match CodeFlow::open_state(ring.as_deref(), store, state, cookie.as_bytes()).await
+    {
         Ok(s) => s,
         Err(why) => return refused(&front, None, &why),
     };
@@ -149,7 +164,7 @@ pub(super) async fn callback(
     }
     backend.connected(&opened.principal, &opened.started);
     front.metrics.oauth_flow(name, "connected");
-    front.metrics.oauth_grants(name, flow.grants());
+    front.metrics.oauth_grants(name, flow.grants().await);
     let mut answer = page(
         StatusCode::OK,
         &format!("Connected to {name}: you can close this tab and retry from your MCP client."),
@@ -206,7 +221,7 @@ pub(super) async fn connections(State(front): State<Arc<Front>>, headers: Header
         let Some(flow) = b.code_flow() else {
             continue;
         };
-        out.push(match flow.connection(&principal) {
+        out.push(match flow.connection(&principal).await {
             Some(c) => serde_json::json!({
                 "backend": b.name.as_str(),
                 "connected": true,
@@ -218,7 +233,7 @@ pub(super) async fn connections(State(front): State<Arc<Front>>, headers: Header
             None => serde_json::json!({
                 "backend": b.name.as_str(),
                 "connected": false,
-                "start_url": flow.start_url(&principal).as_str(),
+                "start_url": flow.start_url(&principal).await.as_str(),
             }),
         });
     }
@@ -247,7 +262,7 @@ pub(super) async fn disconnect(
         return StatusCode::NOT_FOUND.into_response();
     };
     let gone = flow.disconnect(&principal).await;
-    front.metrics.oauth_grants(&backend, flow.grants());
+    front.metrics.oauth_grants(&backend, flow.grants().await);
     match gone {
         true => StatusCode::NO_CONTENT.into_response(),
         false => StatusCode::NOT_FOUND.into_response(),

@@ -85,12 +85,15 @@ pub(super) async fn metrics(State(front): State<Arc<Front>>, headers: HeaderMap)
         return refused.into_response();
     }
     // The bounded maps are counted when asked, not on every change.
-    let layout = front.layout.load();
+    let layout = front.layout.load_full();
     for b in &layout.backends {
         b.census();
-        // Grants also go by refresh failures, refusals and eviction.
+        // Grants also go by refresh failures, refusals and eviction (and,
+        // in cluster mode, by other replicas: Redis counts them).
         if let Some(flow) = b.code_flow() {
-            front.metrics.oauth_grants(b.name.as_str(), flow.grants());
+            front
+                .metrics
+                .oauth_grants(b.name.as_str(), flow.grants().await);
         }
     }
     layout.router.census(&front.metrics);

@@ -135,6 +135,17 @@ impl Front {
                             b.announce_here(notice);
                         }
                     }
+                    BusMessage::Grant { backend, principal } => {
+                        let layout = self.layout.load();
+                        if let Some(flow) = layout
+                            .backends
+                            .iter()
+                            .find(|b| b.name.as_str() == backend)
+                            .and_then(|b| b.code_flow())
+                        {
+                            flow.changed_elsewhere(&principal);
+                        }
+                    }
                     BusMessage::Answer {
                         id,
                         client,

@@ -92,6 +92,7 @@ impl Namespace {
         // A backend with per-principal credentials is not there for a
         // principal it hides: nothing of it is listed (its calls are
         // refused as unlisted by the same catalog check every call takes).
+        m.backend.warm(caller).await;
         if m.backend.hides(caller) {
             return None;
         }

@@ -248,6 +248,15 @@ impl Sessions {
         }
     }
 
+    /// The key ring of sealed ids, as it is now (None with table ids):
+    /// other sealed things (an OAuth flow's state, a grant at rest) use it.
+    pub fn key_ring(&self) -> Option<Arc<sealed::KeyRing>> {
+        match &self.ids {
+            Ids::Sealed(sealer) => Some(sealer.ring()),
+            Ids::Table => None,
+        }
+    }
+
     /// This process's boot id (sealed ids issued here carry it).
     pub fn boot(&self) -> Option<u32> {
         match &self.ids {

@@ -148,6 +148,7 @@ impl Backend {
         again: bool,
         found: impl Fn(&Listing) -> bool,
     ) -> Result<bool, UpstreamError> {
+        self.warm(caller).await;
         if self.hides(caller) {
             return Ok(false);
         }

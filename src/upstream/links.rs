@@ -77,11 +77,27 @@ impl Backend {
 
     /// With the authorization code flow, a start URL for `caller` if it
     /// holds no grant now (without refreshing: after a call whose token
-    /// the backend refused, which dropped it).
+    /// the backend refused, which dropped it). Decided without waiting:
+    /// no await is added to the call's future (in cluster mode the URL
+    /// was asked of Redis by `warm`).
     pub fn not_connected(&self, caller: &Caller) -> Option<url::Url> {
         let code = self.code_entries()?;
         let p = caller.who()?;
-        (!code.flow.connected(p)).then(|| code.flow.start_url(p))
+        (!code.flow.connected(p)).then(|| code.flow.start_url_now(p))
+    }
+
+    /// With the authorization code flow, makes sure this replica knows
+    /// whether `caller` holds a grant (cluster mode: read from the store
+    /// on a miss) before a list or call asks whether it is hidden, and
+    /// that its entry carries a token that is not due (a catalog read
+    /// after a restart would otherwise open a link with an expired one).
+    /// Without a grant, its start URL is made ready (`not_connected`).
+    pub async fn warm(&self, caller: &Caller) {
+        if let (Some(code), Some(p)) = (self.code_entries(), caller.who())
+            && !code.prepare(p).await
+        {
+            code.flow.ready_start(p).await;
+        }
     }
 
     /// A backend's per-principal links (shared isolation).
@@ -375,8 +391,16 @@ impl Backend {
 
     /// Cluster mode: what this backend announces is also handed to
     /// `relay`, and its per-session backend sessions to `records`.
-    pub fn join_cluster(&self, relay: Relay, records: Arc<dyn Records>) {
+    pub fn join_cluster(
+        &self,
+        relay: Relay,
+        records: Arc<dyn Records>,
+        grants: Arc<dyn super::oauth::GrantStore>,
+    ) {
         let _ = self.relay.set(relay);
+        if let Some(flow) = self.code_flow() {
+            flow.join_cluster(grants);
+        }
         if let Some(by) = self.by_principal() {
             let _ = by.pool.records.set(records.clone());
         }

@@ -18,6 +18,10 @@
 //
 //     node tests/interop/oidc_server.mjs [ACCESS_TTL_S] [MAX_LIFETIME_S]
 //
+// With OIDC_TOKEN_LOG=FILE, every access and refresh token the token
+// endpoint issues is appended to FILE, one a line: a test can then look
+// for them where they must not be (in clear in the gateway's Redis).
+//
 // Prints `oidc_server listening on 127.0.0.1:PORT` once it listens. Exits
 // when its stdin closes, or after MAX_LIFETIME_S (default 300).
 import { createServer } from 'node:http';
@@ -72,6 +76,14 @@ const provider = new Provider(issuer, {
 });
 // Plain http on loopback: no proxy in front, cookies not `Secure`.
 provider.proxy = false;
+if (process.env.OIDC_TOKEN_LOG) {
+  const { appendFileSync } = await import('node:fs');
+  provider.on('grant.success', (ctx) => {
+    for (const k of ['access_token', 'refresh_token']) {
+      if (ctx.body?.[k]) appendFileSync(process.env.OIDC_TOKEN_LOG, `${ctx.body[k]}\n`);
+    }
+  });
+}
 provider.on('server_error', (_ctx, err) => process.stderr.write(`oidc_server error: ${err.stack}\n`));
 
 server.on('request', provider.callback());

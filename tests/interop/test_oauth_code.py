@@ -63,19 +63,20 @@ class Setup:
 
 
 @contextmanager
-def flow_gateway(
-    sluice_bin: Path, tmp_path: Path, access_ttl_s: int, *, tls: tuple[Path, Path] | None = None, auth_env: dict[str, str] | None = None
-) -> Iterator[Setup]:
-    """oidc-provider (`auth_env` added to its environment), the protected
-    backend, and a gateway with the code flow for it; `tls`: (cert, key) of
-    the gateway's own listener, its `public_url` then https."""
+def oauth_peers(
+    tmp_path: Path, token_log: Path | None = None, *, access_ttl_s: int = ACCESS_TTL_S, auth_env: dict[str, str] | None = None
+) -> Iterator[LinePeer]:
+    """oidc-provider and the protected backend, started and stopped; yields the backend.
+    `token_log`: where the authorization server writes every token it issues;
+    `auth_env`: more of its environment."""
+    env = {**({"OIDC_TOKEN_LOG": str(token_log)} if token_log else {}), **(auth_env or {})}
     auth: LinePeer = start_line_peer(
         [node_bin(), str(HERE / "oidc_server.mjs"), str(access_ttl_s)],
         "oidc_server listening on",
         tmp_path,
         "oidc",
         cwd=HERE,
-        env=auth_env,
+        env=env,
     )
     try:
         backend: LinePeer = start_line_peer(
@@ -86,25 +87,35 @@ def flow_gateway(
             cwd=HERE,
         )
         try:
-            port = free_port()
-            public = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
-            listener = f"tls = {{ cert_file = {toml_str(str(tls[0]))}, key_file = {toml_str(str(tls[1]))} }}\n" if tls else ""
-            config = (
-                f"[server]\npublic_url = {toml_str(public)}\n{listener}"
-                '[auth]\nbearer_tokens_env = "GW_TOKENS"\n'
-                f'[backends.protected]\ntransport = "http"\nurl = {toml_str(backend.mcp_url)}\n'
-                'oauth = { flow = "authorization_code" }\n'
-            )
-            env = {"GW_TOKENS": ",".join(f"{k}={v}" for k, v in TOKENS.items()), "SLUICE_LOG": "info,sluice::audit=info"}
-            gw = start_gateway(sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}", env=env)
-            try:
-                yield Setup(gw=gw, callback=f"{public}/oauth/callback")
-            finally:
-                stop_gateway(gw)
+            yield backend
         finally:
             stop_line_peer(backend)
     finally:
         stop_line_peer(auth)
+
+
+@contextmanager
+def flow_gateway(
+    sluice_bin: Path, tmp_path: Path, access_ttl_s: int, *, tls: tuple[Path, Path] | None = None, auth_env: dict[str, str] | None = None
+) -> Iterator[Setup]:
+    """The peers and a gateway with the code flow for the backend; `tls`:
+    (cert, key) of the gateway's own listener, its `public_url` then https."""
+    with oauth_peers(tmp_path, access_ttl_s=access_ttl_s, auth_env=auth_env) as backend:
+        port = free_port()
+        public = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        listener = f"tls = {{ cert_file = {toml_str(str(tls[0]))}, key_file = {toml_str(str(tls[1]))} }}\n" if tls else ""
+        config = (
+            f"[server]\npublic_url = {toml_str(public)}\n{listener}"
+            '[auth]\nbearer_tokens_env = "GW_TOKENS"\n'
+            f'[backends.protected]\ntransport = "http"\nurl = {toml_str(backend.mcp_url)}\n'
+            'oauth = { flow = "authorization_code" }\n'
+        )
+        env = {"GW_TOKENS": ",".join(f"{k}={v}" for k, v in TOKENS.items()), "SLUICE_LOG": "info,sluice::audit=info"}
+        gw = start_gateway(sluice_bin, tmp_path, config, listen=f"127.0.0.1:{port}", env=env)
+        try:
+            yield Setup(gw=gw, callback=f"{public}/oauth/callback")
+        finally:
+            stop_gateway(gw)
 
 
 @pytest.fixture

@@ -86,11 +86,25 @@ fn the_flow_is_refused_where_it_cannot_work() {
     let stray = format!("{AUTH}{}max_grants = 3\n", super::MINIMAL);
     let e = joined(err(&stray, &[("T", "alice=tok-a")]));
     assert!(e.contains("backends.web.max_grants"), "{e}");
-    // Not with [cluster]: grants are one process's.
+    // With [cluster], only with the sessions' key ring (grants are sealed
+    // with it in Redis).
     let cluster =
         format!("{public}{AUTH}{FLOW}[cluster]\nredis_url = \"redis://127.0.0.1:6379\"\n");
     let e = joined(err(&cluster, &[("T", "alice=tok-a")]));
-    assert!(e.contains("not available with [cluster]"), "{e}");
+    assert!(e.contains("backends.gh.oauth.flow"), "{e}");
+    assert!(e.contains("SLUICE_SESSION_KEY"), "{e}");
+}
+
+#[test]
+fn the_flow_runs_in_a_cluster_with_the_session_key_ring() {
+    let key = crate::vocab::generate_key();
+    let text = format!(
+        "[server]\npublic_url = \"https://gw.example.com\"\nsession_ids = \"sealed\"\n\
+         {AUTH}{FLOW}[cluster]\nredis_url = \"redis://127.0.0.1:6379\"\n"
+    );
+    let loaded = ok(&text, &[("T", "alice=tok-a"), ("SLUICE_SESSION_KEY", &key)]);
+    assert!(loaded.config.cluster.is_some());
+    assert!(loaded.config.backends[0].code_flow.is_some());
 }
 
 #[test]

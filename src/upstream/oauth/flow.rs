@@ -7,16 +7,26 @@
 //! Invariants: a start id is single use, bound to one principal and one
 //! backend, and dies after `FLOW_TTL`; a state opens once, for the browser
 //! that holds the flow cookie its start set; a grant is only ever used for
-//! the principal it was made for. No token is logged or shown.
+//! the principal it was made for. No token is logged or shown, nor written
+//! to the store but sealed.
+//!
+//! Under `[cluster]` (a `GrantStore` joined) the store holds every grant
+//! and `grants` is this replica's copies: one read again after
+//! `CACHE_FRESH`, or at once when another replica says it changed (the
+//! bus); one missing is read through at the next list or call. A refresh
+//! is made under the store's lock of (backend, principal), so a rotating
+//! refresh token is never spent twice by two replicas.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use url::Url;
 
 use super::fetch::{self, Endpoints};
+use super::starts::{MAX_PER_PRINCIPAL, MAX_STARTS, Starts};
+use super::store::{self, GrantStore, StartRecord, TakenStart};
 use super::{
     AuthorizationRequest, ClientIdentity, Connection, FLOW_TTL, FlowStates, Grant, Grants, Pkce,
     StateRefused, TokenForm,
@@ -26,27 +36,31 @@ use crate::http1::client::Client;
 use crate::sessions::sealed::KeyRing;
 use crate::vocab::{BackendName, Principal, hex};
 
-/// Start ids waiting to be opened, across backends.
-const MAX_STARTS: usize = 100_000;
+/// A replica's copy of a grant is read from the store again after this.
+/// The bus says sooner; this bounds how long a lost message matters.
+const CACHE_FRESH: u64 = 30;
+/// The refresh lock lasts this long at most: the token request's own
+/// deadline (10 s) and a margin.
+const REFRESH_LOCK: Duration = Duration::from_secs(15);
+/// How long a call waits for another replica's refresh, and how often it
+/// looks.
+const REFRESH_WAIT: Duration = Duration::from_secs(12);
+const REFRESH_POLL: Duration = Duration::from_millis(100);
 
-/// What every backend's flows share: the key that seals states (made at
-/// start: a restart loses flows in progress, which the person starts
-/// again), the states already used, and the start ids not yet opened.
+/// What every backend's flows share on one node: the key that seals
+/// states without the sessions' key ring (made at start: a restart loses
+/// flows in progress, which the person starts again), the states already
+/// used, and the start ids not yet opened.
 struct Shared {
-    ring: KeyRing,
+    ring: Arc<KeyRing>,
     states: FlowStates,
-    /// Start id -> (principal, backend, expiry in unix seconds); None
-    /// once used (kept until its expiry, so a second use is named).
-    starts: Mutex<HashMap<String, (Option<Started>, u64)>>,
+    starts: Starts,
 }
 
-/// Whom a start id is for, and where.
-type Started = (Principal, BackendName);
-
 static SHARED: LazyLock<Shared> = LazyLock::new(|| Shared {
-    ring: KeyRing::parse(&KeyRing::generate()).expect("a generated key ring parses"),
+    ring: Arc::new(KeyRing::parse(&KeyRing::generate()).expect("a generated key ring parses")),
     states: FlowStates::new(),
-    starts: Mutex::new(HashMap::new()),
+    starts: Starts::new(MAX_STARTS, MAX_PER_PRINCIPAL),
 });
 
 pub(super) fn now() -> u64 {
@@ -95,6 +109,18 @@ impl Refused {
     }
 }
 
+/// What became of a refresh lock.
+enum Lock {
+    /// Taken: refresh, then give it back with this token.
+    Taken(String),
+    /// The store cannot be asked: refreshed here alone.
+    Alone,
+    /// Another replica refreshed (or dropped) the grant meanwhile.
+    Landed(Option<Grant>),
+    /// Another replica holds it and did not finish in time.
+    Late,
+}
+
 /// The authorization server as discovered, and who the gateway is there.
 struct Setup {
     endpoints: Endpoints,
@@ -108,11 +134,19 @@ pub struct CodeFlow {
     /// The backend's MCP URL.
     url: Url,
     client: Client,
+    /// Every grant (one node), or this replica's copies (cluster).
     grants: Grants,
+    /// Set in cluster mode: where the grants and start ids are.
+    store: OnceLock<Arc<dyn GrantStore>>,
     /// Discovered and registered once; a failure is tried again next time.
     setup: tokio::sync::Mutex<Option<Arc<Setup>>>,
-    /// One refresh at a time: a rotated refresh token is spent once.
+    /// One refresh at a time here: a rotated refresh token is spent once
+    /// (across replicas, the store's lock).
     refreshing: tokio::sync::Mutex<()>,
+    /// Cluster mode: each principal's start URL as the store last gave it,
+    /// with its expiry (unix seconds), for a call to name without waiting.
+    /// At most `max_grants`; full, any one goes (it is asked again).
+    ready: Mutex<HashMap<Principal, (Url, u64)>>,
 }
 
 impl CodeFlow {
@@ -128,9 +162,16 @@ impl CodeFlow {
             config,
             url,
             client,
+            store: OnceLock::new(),
             setup: tokio::sync::Mutex::new(None),
             refreshing: tokio::sync::Mutex::new(()),
+            ready: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Cluster mode: grants and start ids are kept in `store` from now on.
+    pub fn join_cluster(&self, store: Arc<dyn GrantStore>) {
+        let _ = self.store.set(store);
     }
 
     pub fn max_grants(&self) -> usize {
@@ -141,30 +182,34 @@ impl CodeFlow {
         &self.backend
     }
 
-    /// A new start URL for `principal`: `{public_url}/oauth/start/{id}`,
-    /// single use, for `FLOW_TTL`.
-    pub fn start_url(&self, principal: &Principal) -> Url {
-        let id = random_hex();
-        let now = now();
-        let mut starts = SHARED.starts.lock();
-        if starts.len() >= MAX_STARTS {
-            starts.retain(|_, (_, e)| *e > now);
-        }
-        if starts.len() >= MAX_STARTS
-            && let Some(soonest) = starts
-                .iter()
-                .min_by_key(|(_, (_, e))| *e)
-                .map(|(k, _)| k.clone())
-        {
-            starts.remove(&soonest);
-        }
-        starts.insert(
-            id.clone(),
-            (
-                Some((principal.clone(), self.backend.clone())),
-                now + FLOW_TTL.as_secs(),
-            ),
-        );
+    /// A start URL for `principal`: `{public_url}/oauth/start/{id}`, single
+    /// use, for `FLOW_TTL`; the same one while it is fresh and unopened.
+    pub async fn start_url(&self, principal: &Principal) -> Url {
+        let fresh = random_hex();
+        let shared = match (self.store.get(), store::field(principal)) {
+            (Some(store), Some(field)) => {
+                let record = StartRecord {
+                    principal: principal.clone(),
+                    backend: self.backend.as_str().to_owned(),
+                    expires: now() + FLOW_TTL.as_secs(),
+                };
+                let record = serde_json::to_string(&record).expect("a record serialises");
+                store
+                    .start(
+                        self.backend.as_str(),
+                        &field,
+                        fresh.clone(),
+                        record,
+                        FLOW_TTL,
+                        FLOW_TTL / 2,
+                    )
+                    .await
+            }
+            _ => None,
+        };
+        // The store unreachable: a link this replica alone opens.
+        let id =
+            shared.unwrap_or_else(|| SHARED.starts.issue(principal, &self.backend, fresh, now()));
         self.config.under(&format!("oauth/start/{id}"))
     }
 
@@ -185,6 +230,41 @@ impl CodeFlow {
         })
     }
 
+    /// `start_url` without waiting: in cluster mode the one `ready_start`
+    /// got from the store while it surely lives, else (and on
+    /// one node) one of this process's table (a replica that does not
+    /// know an id asks its own table: then only this one opens it).
+    pub fn start_url_now(&self, principal: &Principal) -> Url {
+        if self.store.get().is_some()
+            && let Some((url, expires)) = self.ready.lock().get(principal)
+            && now() < *expires
+        {
+            return url.clone();
+        }
+        let id = SHARED
+            .starts
+            .issue(principal, &self.backend, random_hex(), now());
+        self.config.under(&format!("oauth/start/{id}"))
+    }
+
+    /// Cluster mode: asks the store for `principal`'s start URL now, so
+    /// that a call answered without waiting names one every replica opens.
+    pub async fn ready_start(&self, principal: &Principal) {
+        if self.store.get().is_none() {
+            return;
+        }
+        let url = self.start_url(principal).await;
+        let mut ready = self.ready.lock();
+        if ready.len() >= self.max_grants()
+            && !ready.contains_key(principal)
+            && let Some(any) = ready.keys().next().cloned()
+        {
+            ready.remove(&any);
+        }
+        // The store gives one with at least half its life left.
+        ready.insert(principal.clone(), (url, now() + FLOW_TTL.as_secs() / 2));
+    }
+
     /// The callback's path (the flow cookie's `Path`).
     pub fn callback_path(&self) -> String {
         self.config.callback().path().to_owned()
@@ -195,20 +275,50 @@ impl CodeFlow {
         self.config.public_url.scheme() == "https"
     }
 
-    /// The backend a start id is for, taking the id out (single use).
-    pub fn take_start(id: &str) -> Result<(Principal, BackendName), Refused> {
-        let mut starts = SHARED.starts.lock();
-        let (slot, expires) = starts.get_mut(id).ok_or(Refused::UnknownStart)?;
-        if now() >= *expires {
-            starts.remove(id);
-            return Err(Refused::ExpiredStart);
+    /// The backend a start id is for, taking the id out (single use): from
+    /// `store` in cluster mode (else, or when it does not know the id, this
+    /// process's table).
+    pub async fn take_start(
+        store: Option<&dyn GrantStore>,
+        id: &str,
+    ) -> Result<(Principal, BackendName), Refused> {
+        if let Some(store) = store {
+            match store.take_start(id).await {
+                Some(TakenStart::Record(record)) => {
+                    let record: StartRecord =
+                        serde_json::from_str(&record).map_err(|_| Refused::UnknownStart)?;
+                    if now() >= record.expires {
+                        return Err(Refused::ExpiredStart);
+                    }
+                    let backend =
+                        BackendName::new(&record.backend).map_err(|_| Refused::UnknownStart)?;
+                    return Ok((record.principal, backend));
+                }
+                Some(TakenStart::Used) => return Err(Refused::UsedStart),
+                Some(TakenStart::Unknown) | None => {}
+            }
         }
-        slot.take().ok_or(Refused::UsedStart)
+        SHARED.starts.take(id, now())
     }
 
-    /// Opens a callback's state for the browser holding `cookie`.
-    pub fn open_state(state: &str, cookie: &[u8]) -> Result<super::FlowState, Refused> {
-        Ok(SHARED.states.finish(&SHARED.ring, state, cookie, now())?)
+    /// Opens a callback's state for the browser holding `cookie`, with the
+    /// sessions' key ring when there is one (states then open on any
+    /// replica holding it); in cluster mode `store` says whether another
+    /// replica opened it already.
+    pub async fn open_state(
+        ring: Option<&KeyRing>,
+        store: Option<&dyn GrantStore>,
+        state: &str,
+        cookie: &[u8],
+    ) -> Result<super::FlowState, Refused> {
+        let ring = ring.unwrap_or(&SHARED.ring);
+        let opened = SHARED.states.finish(ring, state, cookie, now())?;
+        if let Some(store) = store
+            && store.first_use(&opened.serial_hex(), opened.expires).await == Some(false)
+        {
+            return Err(StateRefused::Used.into());
+        }
+        Ok(opened)
     }
 
     async fn setup(&self) -> Result<Arc<Setup>, String> {
@@ -224,9 +334,7 @@ impl CodeFlow {
             None if endpoints.server.client_id_metadata_document_supported && self.secure() => {
                 ClientIdentity::configured(self.metadata_url().as_str(), None)
             }
-            None => fetch::register(&self.client, &endpoints.server, &self.config.callback())
-                .await
-                .map_err(|e| e.to_string())?,
+            None => self.registered(&endpoints).await?,
         };
         tracing::info!(backend = %self.backend, issuer = %endpoints.server.issuer, client_id = %client.client_id, "oauth: authorization server found");
         let setup = Arc::new(Setup { endpoints, client });
@@ -234,14 +342,57 @@ impl CodeFlow {
         Ok(setup)
     }
 
+    /// The gateway's registration at the server: made here (one node), or
+    /// the one every replica uses (cluster: the first replica's, kept
+    /// sealed in the store), since a code is exchanged by the client it
+    /// was issued to, on whichever replica the callback lands.
+    async fn registered(&self, endpoints: &Endpoints) -> Result<ClientIdentity, String> {
+        let redirect = self.config.callback();
+        let register = async || {
+            fetch::register(&self.client, &endpoints.server, &redirect)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let (Some(store), Some(ring)) = (self.store.get(), self.store.get().and_then(|s| s.ring()))
+        else {
+            return register().await;
+        };
+        let (backend, tag) = (
+            self.backend.as_str(),
+            store::client_tag(&endpoints.server.issuer, redirect.as_str()),
+        );
+        let open = |text: Option<String>| store::open_client(&ring, &self.backend, &tag, &text?);
+        if let Some(kept) = open(store.client(backend, &tag).await.flatten()) {
+            return Ok(kept);
+        }
+        let ours = register().await?;
+        let Some(sealed) = store::seal_client(&ring, &self.backend, &tag, &ours) else {
+            return Ok(ours);
+        };
+        match store.keep_client(backend, &tag, sealed).await {
+            // Another replica registered first: its registration is used.
+            Some(false) => match open(store.client(backend, &tag).await.flatten()) {
+                Some(theirs) => Ok(theirs),
+                None => Ok(ours),
+            },
+            _ => Ok(ours),
+        }
+    }
+
     /// `/oauth/start/{id}` for `principal`: the flow cookie to set and
-    /// the authorization URL to send the browser to.
-    pub async fn begin(&self, principal: &Principal, id: &str) -> Result<(String, Url), Refused> {
+    /// the authorization URL to send the browser to. `id`: the start id it
+    /// came from; `ring`: the sessions' key ring, when there is one.
+    pub async fn begin(
+        &self,
+        principal: &Principal,
+        id: &str,
+        ring: Option<&KeyRing>,
+    ) -> Result<(String, Url), Refused> {
         let setup = self.setup().await.map_err(Refused::Failed)?;
         let pkce = Pkce::generate();
         let cookie = random_hex();
         let state = SHARED.states.seal(
-            &SHARED.ring,
+            ring.unwrap_or(&SHARED.ring),
             (principal, &self.backend, id),
             &pkce,
             cookie.as_bytes(),
@@ -288,37 +439,184 @@ impl CodeFlow {
         )
         .await
         .map_err(|e| Refused::Failed(e.to_string()))?;
-        if let Some(evicted) = self.grants.put(principal, grant) {
-            tracing::info!(target: "sluice::audit", backend = %self.backend, principal = %evicted, "oauth grant forgotten: max_grants reached");
-        }
+        self.keep(principal, grant).await;
         tracing::info!(target: "sluice::audit", backend = %self.backend, principal = %principal, "oauth connected");
         Ok(())
+    }
+
+    /// Keeps `principal`'s new or refreshed grant: here, and in the store
+    /// (sealed), whose least recently used grants past `max_grants` go.
+    async fn keep(&self, principal: &Principal, grant: Grant) {
+        let evicted = self.grants.put_fetched(principal, grant.clone(), now());
+        let Some(store) = self.store.get() else {
+            if let Some(evicted) = evicted {
+                tracing::info!(target: "sluice::audit", backend = %self.backend, principal = %evicted, "oauth grant forgotten: max_grants reached");
+            }
+            return;
+        };
+        let (Some(ring), Some(field)) = (store.ring(), store::field(principal)) else {
+            return;
+        };
+        let Some(sealed) = store::seal_grant(&ring, &self.backend, principal, &grant) else {
+            return;
+        };
+        let backend = self.backend.as_str();
+        match store.save(backend, &field, sealed, self.max_grants()).await {
+            Some(evicted) => {
+                for (field, sealed) in evicted {
+                    if let Some((who, _)) = store::open_grant(&ring, &self.backend, &field, &sealed)
+                    {
+                        self.grants.remove(&who);
+                        store.changed(backend, &who);
+                        tracing::info!(target: "sluice::audit", backend = %self.backend, principal = %who, "oauth grant forgotten: max_grants reached");
+                    }
+                }
+            }
+            None => {
+                tracing::warn!(backend = %self.backend, principal = %principal, "oauth grant kept on this replica only: the store is unreachable");
+            }
+        }
+        store.changed(backend, principal);
+    }
+
+    /// Reads `principal`'s grant from the store into this replica's copy
+    /// (cluster mode); on one node, or with the store unreachable, the
+    /// copy as it is.
+    async fn load(&self, principal: &Principal) -> Option<Grant> {
+        let (Some(store), Some(field)) = (self.store.get(), store::field(principal)) else {
+            return self.grants.get(principal);
+        };
+        let Some(found) = store.load(self.backend.as_str(), &field).await else {
+            return self.grants.get(principal);
+        };
+        let opened = found.and_then(|text| {
+            let ring = store.ring()?;
+            store::open_grant(&ring, &self.backend, &field, &text)
+        });
+        match opened {
+            Some((_, grant)) => {
+                self.grants.put_fetched(principal, grant.clone(), now());
+                Some(grant)
+            }
+            None => {
+                self.grants.remove(principal);
+                None
+            }
+        }
+    }
+
+    /// `principal`'s grant: this replica's copy while fresh, else read
+    /// again from the store.
+    async fn grant(&self, principal: &Principal) -> Option<Grant> {
+        match self.grants.get_fetched(principal) {
+            Some((grant, fetched))
+                if self.store.get().is_none() || now() < fetched + CACHE_FRESH =>
+            {
+                Some(grant)
+            }
+            _ => self.load(principal).await,
+        }
+    }
+
+    /// Makes sure this replica knows whether `principal` holds a grant
+    /// (cluster mode: read through on a miss or a stale copy), before a
+    /// list or a call decides whether the backend is there for them.
+    pub async fn warm(&self, principal: &Principal) {
+        if self.store.get().is_some() {
+            self.grant(principal).await;
+        }
+    }
+
+    /// Another replica changed `principal`'s grant: this copy is dropped,
+    /// and read again when next needed.
+    pub fn changed_elsewhere(&self, principal: &Principal) {
+        self.grants.remove(principal);
     }
 
     /// The access token to send for `principal`, refreshed first when due;
     /// None without a usable grant (a refused refresh drops it).
     pub async fn access(&self, principal: &Principal) -> Option<Secret> {
-        let grant = self.grants.get(principal)?;
+        let grant = self.grant(principal).await?;
         if !grant.refresh_due(now()) {
             return Some(grant.access);
         }
         let _one = self.refreshing.lock().await;
-        // Refreshed by another call meanwhile?
-        let grant = self.grants.get(principal)?;
+        // Refreshed by another call (or replica) meanwhile?
+        let grant = self.load(principal).await?;
         if !grant.refresh_due(now()) {
             return Some(grant.access);
         }
-        match self.refresh(&grant).await {
+        let store = self.store.get();
+        let field = store::field(principal);
+        let lock = match (store, &field) {
+            (Some(store), Some(field)) => {
+                match self.refresh_lock(store.as_ref(), principal, field).await {
+                    Lock::Taken(token) => Some(token),
+                    Lock::Alone => None,
+                    // Another replica's refresh: its outcome, or (not
+                    // landed in time) the token as it is while it lasts.
+                    Lock::Landed(fresh) => return fresh.map(|g| g.access),
+                    Lock::Late => {
+                        return (now() < grant.expires.unwrap_or(u64::MAX)).then_some(grant.access);
+                    }
+                }
+            }
+            _ => None,
+        };
+        let result = match lock {
+            // Under the lock: read again, another replica may have just
+            // refreshed it.
+            Some(_) => match self.load(principal).await {
+                Some(grant) if !grant.refresh_due(now()) => Ok(grant),
+                Some(grant) => self.refresh(&grant).await,
+                None => Err("the grant was dropped meanwhile".into()),
+            },
+            None => self.refresh(&grant).await,
+        };
+        let access = match result {
             Ok(fresh) => {
                 let access = fresh.access.clone();
-                self.grants.put(principal, fresh);
-                tracing::info!(backend = %self.backend, principal = %principal, "oauth grant refreshed");
+                if fresh != grant {
+                    self.keep(principal, fresh).await;
+                    tracing::info!(backend = %self.backend, principal = %principal, "oauth grant refreshed");
+                }
                 Some(access)
             }
             Err(why) => {
-                self.grants.remove(principal);
+                self.drop_grant(principal).await;
                 tracing::warn!(target: "sluice::audit", backend = %self.backend, principal = %principal, "oauth refresh failed, grant dropped: {why}");
                 None
+            }
+        };
+        if let (Some(store), Some(field), Some(token)) = (store, field, lock) {
+            store.unlock(self.backend.as_str(), &field, token).await;
+        }
+        access
+    }
+
+    /// The store's refresh lock of `principal`. While another replica
+    /// holds it, waits (at most `REFRESH_WAIT`) for its refresh to land.
+    async fn refresh_lock(
+        &self,
+        store: &dyn GrantStore,
+        principal: &Principal,
+        field: &str,
+    ) -> Lock {
+        let deadline = tokio::time::Instant::now() + REFRESH_WAIT;
+        loop {
+            match store.lock(self.backend.as_str(), field, REFRESH_LOCK).await {
+                Some(Some(token)) => return Lock::Taken(token),
+                None => return Lock::Alone,
+                Some(None) => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(backend = %self.backend, principal = %principal, "oauth refresh: another replica's did not land in time");
+                return Lock::Late;
+            }
+            tokio::time::sleep(REFRESH_POLL).await;
+            match self.load(principal).await {
+                Some(grant) if grant.refresh_due(now()) => {}
+                landed => return Lock::Landed(landed),
             }
         }
     }
@@ -340,14 +638,36 @@ impl CodeFlow {
         .map_err(|e| e.to_string())
     }
 
-    /// Drops `principal`'s grant without revoking it (it is no good).
-    pub fn forget(&self, principal: &Principal, why: &str) {
-        if self.grants.remove(principal).is_some() {
+    /// Forgets `principal`'s grant here and in the store (telling the
+    /// other replicas); returns it, for revocation at the server.
+    async fn drop_grant(&self, principal: &Principal) -> Option<Grant> {
+        let here = self.grants.remove(principal);
+        let (Some(store), Some(field)) = (self.store.get(), store::field(principal)) else {
+            return here;
+        };
+        let stored = store.remove(self.backend.as_str(), &field).await;
+        store.changed(self.backend.as_str(), principal);
+        let stored = stored.flatten().and_then(|text| {
+            let ring = store.ring()?;
+            store::open_grant(&ring, &self.backend, &field, &text).map(|(_, g)| g)
+        });
+        stored.or(here)
+    }
+
+    /// Drops `principal`'s grant without revoking it (it is no good); the
+    /// store forgets it on its own task.
+    pub fn forget(self: &Arc<Self>, principal: &Principal, why: &str) {
+        let here = self.grants.remove(principal).is_some();
+        if self.store.get().is_some() {
+            let (me, who) = (self.clone(), principal.clone());
+            tokio::spawn(async move { me.drop_grant(&who).await });
+        }
+        if here {
             tracing::warn!(target: "sluice::audit", backend = %self.backend, principal = %principal, "oauth grant dropped: {why}");
         }
     }
 
-    /// `principal`'s access token as it is now (no refresh).
+    /// `principal`'s access token as this replica holds it (no refresh).
     pub fn current(&self, principal: &Principal) -> Option<Secret> {
         self.grants.get(principal).map(|g| g.access)
     }
@@ -358,19 +678,26 @@ impl CodeFlow {
     }
 
     /// What `/oauth/connections` shows of `principal`'s grant: no token.
-    pub fn connection(&self, principal: &Principal) -> Option<Connection> {
+    pub async fn connection(&self, principal: &Principal) -> Option<Connection> {
+        self.warm(principal).await;
         self.grants.connection(principal)
     }
 
-    /// Grants held (`sluice_oauth_grants{backend}`).
-    pub fn grants(&self) -> usize {
+    /// Grants held (`sluice_oauth_grants{backend}`): the store's count in
+    /// cluster mode (this replica's copies when it cannot be asked).
+    pub async fn grants(&self) -> usize {
+        if let Some(store) = self.store.get()
+            && let Some(count) = store.count(self.backend.as_str()).await
+        {
+            return count;
+        }
         self.grants.len()
     }
 
     /// Forgets `principal`'s grant, revoking it at the server first when
     /// it offers RFC 7009. False: there was none.
     pub async fn disconnect(&self, principal: &Principal) -> bool {
-        let Some(grant) = self.grants.remove(principal) else {
+        let Some(grant) = self.drop_grant(principal).await else {
             return false;
         };
         let revoked = match self.setup().await {

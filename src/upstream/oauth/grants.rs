@@ -1,6 +1,7 @@
 //! One backend's grants: what each principal's consent gave the gateway
 //! (an access token, maybe a refresh token, when the access token ends),
-//! kept in memory.
+//! kept in memory: all of them on one node, this replica's copies under
+//! `[cluster]` (the store holds them all; see `flow`).
 //!
 //! Bound: at most `max` principals (`oauth.max_grants`, default 10,000).
 //! Full, the least recently used grant is forgotten to make room (that
@@ -66,8 +67,9 @@ pub struct Grants {
 
 #[derive(Default)]
 struct Table {
-    /// Principal -> (grant, its last use).
-    by_principal: HashMap<Principal, (Grant, u64)>,
+    /// Principal -> (grant, its last use, when it was read from the
+    /// store: unix seconds, 0 on one node).
+    by_principal: HashMap<Principal, (Grant, u64, u64)>,
     /// Last use -> principal: the first entry is the least recently used.
     by_use: BTreeMap<u64, Principal>,
     tick: u64,
@@ -77,7 +79,7 @@ impl Table {
     fn touch(&mut self, principal: &Principal) {
         self.tick += 1;
         let tick = self.tick;
-        if let Some((_, used)) = self.by_principal.get_mut(principal) {
+        if let Some((_, used, _)) = self.by_principal.get_mut(principal) {
             self.by_use.remove(used);
             *used = tick;
             self.by_use.insert(tick, principal.clone());
@@ -96,14 +98,32 @@ impl Grants {
 
     /// `principal`'s grant, now its most recently used.
     pub fn get(&self, principal: &Principal) -> Option<Grant> {
+        self.get_fetched(principal).map(|(g, _)| g)
+    }
+
+    /// `get`, with when the grant was read from the store.
+    pub fn get_fetched(&self, principal: &Principal) -> Option<(Grant, u64)> {
         let mut table = self.inner.lock();
         table.touch(principal);
-        table.by_principal.get(principal).map(|(g, _)| g.clone())
+        table
+            .by_principal
+            .get(principal)
+            .map(|(g, _, f)| (g.clone(), *f))
     }
 
     /// Keeps `grant` for `principal` (replacing theirs, as a refresh does).
     /// Returns the principal whose grant was forgotten to make room.
     pub fn put(&self, principal: &Principal, grant: Grant) -> Option<Principal> {
+        self.put_fetched(principal, grant, 0)
+    }
+
+    /// `put`, noting when the grant was read from the store.
+    pub fn put_fetched(
+        &self,
+        principal: &Principal,
+        grant: Grant,
+        fetched: u64,
+    ) -> Option<Principal> {
         let mut table = self.inner.lock();
         let mut evicted = None;
         if !table.by_principal.contains_key(principal)
@@ -115,7 +135,10 @@ impl Grants {
         }
         table.tick += 1;
         let tick = table.tick;
-        if let Some((_, used)) = table.by_principal.insert(principal.clone(), (grant, tick)) {
+        if let Some((_, used, _)) = table
+            .by_principal
+            .insert(principal.clone(), (grant, tick, fetched))
+        {
             table.by_use.remove(&used);
         }
         table.by_use.insert(tick, principal.clone());
@@ -126,7 +149,7 @@ impl Grants {
     /// refresh); returns it, for revocation at the server.
     pub fn remove(&self, principal: &Principal) -> Option<Grant> {
         let mut table = self.inner.lock();
-        let (grant, used) = table.by_principal.remove(principal)?;
+        let (grant, used, _) = table.by_principal.remove(principal)?;
         table.by_use.remove(&used);
         Some(grant)
     }
@@ -134,12 +157,15 @@ impl Grants {
     /// What `principal` may see of their grant here, without using it.
     pub fn connection(&self, principal: &Principal) -> Option<Connection> {
         let table = self.inner.lock();
-        table.by_principal.get(principal).map(|(g, _)| Connection {
-            connected: g.connected,
-            expires: g.expires,
-            scope: g.scope.clone(),
-            refreshable: g.refresh.is_some(),
-        })
+        table
+            .by_principal
+            .get(principal)
+            .map(|(g, _, _)| Connection {
+                connected: g.connected,
+                expires: g.expires,
+                scope: g.scope.clone(),
+                refreshable: g.refresh.is_some(),
+            })
     }
 
     /// Grants held (`sluice_oauth_grants{backend}`).

@@ -8,9 +8,11 @@
 //! there (`client`: configured, or registered by RFC 7591), PKCE (`pkce`),
 //! the sealed `state` that carries a flow from its start to the callback
 //! (`state`), the requests and answers of the token endpoint (`token`) and
-//! the grants kept per backend (`grants`); then the HTTP requests that join
-//! them (`fetch`) and one backend's flow at run time (`flow`), which the
-//! front's `/oauth/*` endpoints and a principal's calls use.
+//! the grants kept per backend (`grants`), the start ids waiting to be
+//! opened (`starts`) and what replicas share in cluster mode, grants sealed
+//! (`store`); then the HTTP requests that join them (`fetch`) and one
+//! backend's flow at run time (`flow`), which the front's `/oauth/*`
+//! endpoints and a principal's calls use.
 
 mod client;
 mod discovery;
@@ -18,7 +20,9 @@ mod fetch;
 mod flow;
 mod grants;
 mod pkce;
+mod starts;
 mod state;
+mod store;
 mod token;
 
 pub use client::{ClientIdentity, RegistrationError, metadata_document, registration_request};
@@ -30,5 +34,10 @@ pub use fetch::{Endpoints, FetchError};
 pub use flow::{CodeFlow, Refused};
 pub use grants::{Connection, DEFAULT_MAX_GRANTS, Grant, Grants, REFRESH_AHEAD};
 pub use pkce::Pkce;
+pub use starts::{MAX_PER_PRINCIPAL, MAX_STARTS, Starts};
 pub use state::{FLOW_TTL, FlowState, FlowStates, MAX_USED, StateRefused};
+pub use store::{
+    GrantStore, StartRecord, TakenStart, client_tag, field, open_client, open_grant, seal_client,
+    seal_grant,
+};
 pub use token::{AuthorizationRequest, TokenError, TokenForm, read_token_answer};

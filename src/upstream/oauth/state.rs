@@ -48,6 +48,13 @@ pub struct FlowState {
     serial: [u8; 16],
 }
 
+impl FlowState {
+    /// What names this flow (replicas remember it used, cluster mode).
+    pub fn serial_hex(&self) -> String {
+        hex(&self.serial)
+    }
+}
+
 /// Why a callback's state is refused. Its text goes on the plain 400 page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StateRefused {
