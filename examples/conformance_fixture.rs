@@ -35,6 +35,8 @@ mod mrtr;
 mod tasks;
 #[path = "conformance_fixture/tools.rs"]
 mod tools;
+#[path = "conformance_fixture/url_elicitation.rs"]
+mod url_elicitation;
 
 const USAGE: &str = "usage: conformance_fixture [--listen 127.0.0.1:PORT] [--max-lifetime SECONDS] [--list-ttl-ms MS] [--ignore-stdin]";
 
