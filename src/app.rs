@@ -77,7 +77,8 @@ fn join_cluster(
                 Notice::ListChanged(_) => true,
                 Notice::Log { client, .. }
                 | Notice::ResourceUpdated { client, .. }
-                | Notice::Ask { client, .. } => client.is_some(),
+                | Notice::Ask { client, .. }
+                | Notice::ElicitationComplete { client, .. } => client.is_some(),
             };
             if wanted {
                 let message = BusMessage::Notice {

@@ -115,7 +115,7 @@ pub(super) async fn beats(
             ClientNotice::ListChanged(_) => true,
             ClientNotice::ResourceUpdated(uri) => subscriber.is_subscribed(uri),
             ClientNotice::Log(level, _) => subscriber.wants_log(*level),
-            ClientNotice::Ask(_) => true,
+            ClientNotice::Ask(_) | ClientNotice::ElicitationComplete(_) => true,
         })
     });
     let changes = Box::pin(changes);

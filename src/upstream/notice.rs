@@ -125,6 +125,13 @@ pub enum Notice {
         params: Option<Box<serde_json::value::RawValue>>,
         client: Option<ClientKey>,
     },
+    /// `notifications/elicitation/complete` sent outside any request, as
+    /// the backend wrote it, for the client the elicitation was handed to
+    /// (None: the gateway does not know it, and nobody is told).
+    ElicitationComplete {
+        line: Arc<str>,
+        client: Option<ClientKey>,
+    },
     /// `notifications/resources/updated`, with the backend's own URI.
     ResourceUpdated {
         uri: Arc<str>,
@@ -176,6 +183,12 @@ impl Notice {
             }
             // Only ever for the one client it was meant for.
             Notice::Ask { client, .. } => client.as_ref() == Some(&caller.key),
+            Notice::ElicitationComplete { client, .. } => {
+                client.as_ref().is_some_and(|c| match c {
+                    ClientKey::Principal(p) => caller.who() == Some(p),
+                    ClientKey::Session(_) => *c == caller.key,
+                })
+            }
         }
     }
 }

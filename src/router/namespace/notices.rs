@@ -28,6 +28,9 @@ pub enum ClientNotice {
     /// A request for this client from its own backend session (a JSON-RPC
     /// line); the client answers it like any server request.
     Ask(String),
+    /// A backend's `notifications/elicitation/complete` for this client
+    /// alone (a JSON-RPC line).
+    ElicitationComplete(Arc<str>),
 }
 
 impl ClientNotice {
@@ -50,6 +53,7 @@ impl ClientNotice {
             ),
             ClientNotice::Log(_, line) => line.to_string(),
             ClientNotice::Ask(line) => line.clone(),
+            ClientNotice::ElicitationComplete(line) => line.to_string(),
         }
     }
 }
@@ -75,6 +79,9 @@ impl Namespace {
                             .expose(&ns.members[member], Kind::Resource, &uri)
                             .map(ClientNotice::ResourceUpdated),
                         Notice::Log { level, line, .. } => Some(ClientNotice::Log(level, line)),
+                        Notice::ElicitationComplete { line, .. } => {
+                            Some(ClientNotice::ElicitationComplete(line))
+                        }
                         Notice::Ask {
                             id, method, params, ..
                         } => Some(ClientNotice::Ask(jsonrpc::request(
