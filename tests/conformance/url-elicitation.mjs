@@ -7,7 +7,7 @@
 // in package.json). Run by tests/conformance/run, which copies it into
 // .work/ beside the packages it imports:
 //
-//   node .work/url-elicitation.mjs --url URL --leg 2025-11-25|2026-07-28 --out DIR
+//   node .work/url-elicitation.mjs --url URL --leg 2025-11-25|2026-07-28 --out DIR [--bridge-url URL2]
 //
 // Leg 2025-11-25 (a legacy session, the client declaring
 // `capabilities.elicitation.url`):
@@ -21,7 +21,10 @@
 // -32042 and no completion notification): the TypeScript SDK v2 client
 // (`@modelcontextprotocol/client`, versionNegotiation auto) is given the URL
 // elicitation as an input request of an `input_required` result, answers it
-// through its elicitation handler, and the retried call completes.
+// through its elicitation handler, and the retried call completes. With
+// --bridge-url (run --via-sluice: sluice's namespace of a fixture that serves
+// the 2025 revisions alone), the same again where the server sends
+// `elicitation/create` mid-call and sluice's bridge makes it the input request.
 //
 // Writes DIR/checks.json (the suite's check shape), prints one line per
 // check, then `url-elicitation: P passed, F failed`; exits 1 on any failure.
@@ -183,15 +186,16 @@ async function legacy(url) {
   }
 }
 
-async function modern(url) {
+async function modern(url, id = 'sluice-2026-url-input-request', how = 'the server\'s own input request', keyPrefix = '') {
   const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
   const client = new Client(
     { name: 'sluice-url-elicitation', version: '1.0.0' },
     { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode: 'auto' } }
   );
   const asked = [];
-  client.setRequestHandler('elicitation/create', async (request) => {
-    asked.push(request.params);
+  client.setRequestHandler('elicitation/create', async (request, ctx) => {
+    // The key of the input request it fulfils: the server's, or sluice's bridge's.
+    asked.push({ ...request.params, inputKey: ctx?.mcpReq?.id ?? null });
     return { action: 'accept' };
   });
   await within(client.connect(new StreamableHTTPClientTransport(new URL(url))), 'connect');
@@ -211,11 +215,12 @@ async function modern(url) {
     if (request) {
       if (request.mode !== 'url') errors.push(`mode ${JSON.stringify(request.mode)}`);
       errors.push(...nonEmptyString(request.message, 'message'), ...httpUrl(request.url));
+      if (!String(request.inputKey).startsWith(keyPrefix)) errors.push(`input request ${request.inputKey} is not ${keyPrefix}…`);
     }
     const text = textOf(result);
     if (result && !/action=accept/.test(text)) errors.push(`the retried call's result does not name the action: ${text}`);
-    check('sluice-2026-url-input-request', 'URLElicitationInputRequest',
-      'A 2026-07-28 client is given the URL elicitation as an input request, and its answer completes the call',
+    check(id, 'URLElicitationInputRequest',
+      `A 2026-07-28 client is given the URL elicitation as an input request (${how}), and its answer completes the call`,
       errors, { request, text });
   } finally {
     await client.close().catch(() => {});
@@ -223,7 +228,14 @@ async function modern(url) {
 }
 
 try {
-  await (args.leg === '2026-07-28' ? modern(args.url) : legacy(args.url));
+  if (args.leg !== '2026-07-28') {
+    await legacy(args.url);
+  } else {
+    await modern(args.url);
+    if (args['bridge-url']) {
+      await modern(args['bridge-url'], 'sluice-2026-url-bridge', 'sluice\'s bridge of a legacy server\'s elicitation/create', 'sluice:');
+    }
+  }
 } catch (e) {
   check('sep1036-url-general', 'URLElicitationSEP1036General', 'Server requests URL mode elicitation',
     [`Failed: ${e?.stack ?? e}`]);
