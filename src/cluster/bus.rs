@@ -147,6 +147,13 @@ mod tests {
                     id: "sluice:web:01".into(),
                     method: "roots/list".into(),
                     params: Some(raw(r#"{"_meta": {}}"#)),
+                    client: Some(client.clone()),
+                },
+            },
+            BusMessage::Notice {
+                backend: "web".into(),
+                notice: Notice::ElicitationComplete {
+                    line: r#"{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"e1"}}"#.into(),
                     client: Some(client),
                 },
             },
