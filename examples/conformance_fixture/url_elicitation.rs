@@ -13,8 +13,9 @@
 //!
 //! 2026-07-28 has no server-to-client requests, no -32042 (retired) and no
 //! completion notification: all three tools ask through the era's input
-//! request (`input_required` with an `elicitation/create` in URL mode, no
-//! `elicitationId`) and report the action of the retry's answer.
+//! request (`input_required` with an `elicitation/create` in URL mode; the
+//! era has no `elicitationId`, though rmcp's typed request writes it empty)
+//! and report the action of the retry's answer.
 #![allow(deprecated)] // elicitation is deprecated by SEP-2577
 
 use rmcp::{
