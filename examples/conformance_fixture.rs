@@ -2,7 +2,7 @@
 //! suite (`@modelcontextprotocol/conformance`) expects of a server, on rmcp.
 //!
 //! ```text
-//! conformance_fixture [--listen 127.0.0.1:0] [--max-lifetime 900] [--list-ttl-ms 300000] [--ignore-stdin]
+//! conformance_fixture [--listen 127.0.0.1:0] [--max-lifetime 900] [--list-ttl-ms 300000] [--ignore-stdin] [--legacy-only]
 //! ```
 //!
 //! Serves Streamable HTTP at `/mcp` for both protocol eras on one endpoint:
@@ -12,13 +12,17 @@
 //! `subscriptions/listen`). Prints `conformance_fixture listening on ADDR`
 //! once bound, and exits on SIGTERM/SIGINT, on stdin EOF (unless
 //! `--ignore-stdin`), or after `--max-lifetime` seconds. It binds loopback
-//! addresses only.
+//! addresses only. With `--legacy-only` it is a 2025-11-25 server alone: a
+//! POST whose `MCP-Protocol-Version` header names 2026-07-28 or later gets
+//! 400 with no body (so a gateway's `server/discover` probe finds a legacy
+//! backend, and bridges its questions for 2026-07-28 clients).
 //!
 //! Run by `tests/conformance/run`; the surface is listed in
 //! `tests/conformance/README.md`.
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
+use axum::response::IntoResponse as _;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::local::LocalSessionManager,
@@ -35,13 +39,16 @@ mod mrtr;
 mod tasks;
 #[path = "conformance_fixture/tools.rs"]
 mod tools;
+#[path = "conformance_fixture/url_elicitation.rs"]
+mod url_elicitation;
 
-const USAGE: &str = "usage: conformance_fixture [--listen 127.0.0.1:PORT] [--max-lifetime SECONDS] [--list-ttl-ms MS] [--ignore-stdin]";
+const USAGE: &str = "usage: conformance_fixture [--listen 127.0.0.1:PORT] [--max-lifetime SECONDS] [--list-ttl-ms MS] [--ignore-stdin] [--legacy-only]";
 
 struct Options {
     listen: SocketAddr,
     max_lifetime: Duration,
     watch_stdin: bool,
+    legacy_only: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -49,6 +56,7 @@ fn parse_args() -> Result<Options, String> {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         max_lifetime: Duration::from_secs(900),
         watch_stdin: true,
+        legacy_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -87,6 +95,7 @@ fn parse_args() -> Result<Options, String> {
                 handler::CACHE_TTL_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
             }
             "--ignore-stdin" => options.watch_stdin = false,
+            "--legacy-only" => options.legacy_only = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -157,7 +166,10 @@ async fn serve(options: Options) -> std::io::Result<()> {
         LocalSessionManager::default().into(),
         config,
     );
-    let router = axum::Router::new().route_service("/mcp", service);
+    let mut router = axum::Router::new().route_service("/mcp", service);
+    if options.legacy_only {
+        router = router.layer(axum::middleware::from_fn(refuse_modern));
+    }
 
     println!("conformance_fixture listening on {local}");
     use std::io::Write as _;
@@ -173,6 +185,23 @@ async fn serve(options: Options) -> std::io::Result<()> {
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await?;
     Ok(())
+}
+
+/// `--legacy-only`: a 2026-07-28 request is refused as a server that knows
+/// only the 2025 revisions refuses an unsupported `MCP-Protocol-Version`.
+async fn refuse_modern(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let modern = request
+        .headers()
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= "2026-07-28");
+    if modern {
+        return axum::http::StatusCode::BAD_REQUEST.into_response();
+    }
+    next.run(request).await
 }
 
 /// Cancels `shutdown` on SIGTERM, SIGINT, stdin EOF or the lifetime limit.

@@ -78,10 +78,11 @@ fn join_cluster(
             // for the client's GET stream, wherever it is open.
             let wanted = match notice {
                 // A principal's sessions may be on any replica.
-                Notice::ListChanged(_) | Notice::ElicitationComplete { .. } => true,
+                Notice::ListChanged(_) | Notice::Connected { .. } => true,
                 Notice::Log { client, .. }
                 | Notice::ResourceUpdated { client, .. }
-                | Notice::Ask { client, .. } => client.is_some(),
+                | Notice::Ask { client, .. }
+                | Notice::ElicitationComplete { client, .. } => client.is_some(),
             };
             if wanted {
                 let message = BusMessage::Notice {

@@ -319,12 +319,10 @@ async fn a_modern_backends_input_required_reaches_a_legacy_client_as_requests() 
     );
 }
 
-/// Calls `tool` on a legacy session, answers the one question it brings on
-/// the call's stream with `answer`, and returns the question and the rest
-/// of the stream.
-async fn answered(http: &Http, sid: &str, tool: &str, answer: Value) -> (Value, String) {
-    let mut call = http
-        .client
+/// A `tools/call` of `tool` (id "c1") on a legacy session, its response
+/// streaming.
+async fn start_call(http: &Http, sid: &str, tool: &str) -> ::reqwest::Response {
+    http.client
         .post(&http.url)
         .header("content-type", "application/json")
         .header("accept", ACCEPT_BOTH)
@@ -336,7 +334,14 @@ async fn answered(http: &Http, sid: &str, tool: &str, answer: Value) -> (Value, 
         )
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Calls `tool` on a legacy session, answers the one question it brings on
+/// the call's stream with `answer`, and returns the question and the rest
+/// of the stream.
+async fn answered(http: &Http, sid: &str, tool: &str, answer: Value) -> (Value, String) {
+    let mut call = start_call(http, sid, tool).await;
     let mut seen = String::new();
     let ask: Value = loop {
         let chunk = call.chunk().await.unwrap();
@@ -454,4 +459,98 @@ async fn a_stateless_legacy_client_is_told_to_declare_nothing() {
     let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mod__fault","arguments":{}}});
     let refusal = http.post(None, &call).await.messages().pop().unwrap();
     assert_eq!(refusal["error"]["code"], -32021, "{refusal}");
+}
+
+/// The first SSE message of `stream` whose line contains `needle`, read
+/// within 10 s (`seen` keeps what was read, for the next look).
+async fn sse_message(stream: &mut ::reqwest::Response, seen: &mut String, needle: &str) -> Value {
+    let found = async {
+        loop {
+            let line = seen.lines().find(|l| l.contains(needle));
+            if let Some(line) = line {
+                let message =
+                    serde_json::from_str(line.trim_start_matches("data:").trim()).unwrap();
+                let end = seen.find(line).unwrap() + line.len();
+                seen.drain(..end);
+                return message;
+            }
+            let chunk = stream.chunk().await.unwrap();
+            let chunk = chunk.unwrap_or_else(|| panic!("stream ended before {needle}: {seen}"));
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), found)
+        .await
+        .unwrap_or_else(|_| panic!("no {needle} within 10 s: {seen}"))
+}
+
+/// Calls `tool` on a legacy session and answers its `elicitation/create`
+/// with `accept`: the question, and the call's last message.
+async fn accept_url_elicitation(http: &Http, sid: &str, tool: &str) -> (Value, Value) {
+    let mut call = start_call(http, sid, tool).await;
+    let mut seen = String::new();
+    let ask = sse_message(&mut call, &mut seen, "elicitation/create").await;
+    let reply = json!({"jsonrpc":"2.0","id":ask["id"],"result":{"action":"accept"}});
+    assert_eq!(http.post(Some(sid), &reply).await.status, 202);
+    let done = sse_message(&mut call, &mut seen, "\"result\"").await;
+    (ask, done)
+}
+
+/// Issue 50: through one shared backend session, a URL mode elicitation's
+/// `notifications/elicitation/complete`, which the backend (the
+/// conformance fixture) sends outside the call, on its GET stream, reaches
+/// the GET stream of the client session that was asked, and no other's;
+/// the backend's -32042 reaches its caller with its elicitations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_elicitations_completion_reaches_only_the_client_it_was_handed_to() {
+    let fx = Fixture::start_example("conformance_fixture", "127.0.0.1:0", &[]);
+    let gw = Gateway::start(&http_backend("fx", &fx.url(), ""));
+    let http = Http::new(gw.url("/mcp"));
+    let url_mode = json!({"elicitation": {"url": {}}});
+    let (a, b) = (
+        http.initialize_with(url_mode.clone()).await,
+        http.initialize_with(url_mode).await,
+    );
+    let (mut stream_a, mut stream_b) = (http.get_stream(&a).await, http.get_stream(&b).await);
+    assert_eq!(
+        (stream_a.status().as_u16(), stream_b.status().as_u16()),
+        (200, 200)
+    );
+    let (mut seen_a, mut seen_b) = (String::new(), String::new());
+    let completion = "notifications/elicitation/complete";
+
+    let (ask, done) =
+        accept_url_elicitation(&http, &a, "fx__test_elicitation_sep1036_complete").await;
+    assert_eq!(ask["params"]["mode"], "url", "{ask}");
+    assert!(text_of(&done).contains("action=accept"), "{done}");
+    let id_a = ask["params"]["elicitationId"].clone();
+    let told = sse_message(&mut stream_a, &mut seen_a, completion).await;
+    assert_eq!(told["params"]["elicitationId"], id_a, "{told}");
+
+    // B's own completion is the first B hears of: A's never reached it.
+    let (ask, _) = accept_url_elicitation(&http, &b, "fx__test_elicitation_sep1036_complete").await;
+    let told = sse_message(&mut stream_b, &mut seen_b, completion).await;
+    assert_eq!(
+        told["params"]["elicitationId"],
+        ask["params"]["elicitationId"]
+    );
+    assert_ne!(told["params"]["elicitationId"], id_a);
+
+    let r = http
+        .call(
+            &a,
+            5,
+            "tools/call",
+            json!({"name": "fx__test_elicitation_sep1036_error", "arguments": {}}),
+        )
+        .await;
+    let error = &r.messages().pop().unwrap()["error"];
+    assert_eq!(error["code"], -32042, "{error}");
+    let listed = &error["data"]["elicitations"][0];
+    assert_eq!(listed["mode"], "url", "{error}");
+    assert!(
+        listed["elicitationId"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
 }

@@ -8,7 +8,7 @@
 use rmcp::{ErrorData, RoleServer, model::*, service::RequestContext};
 use serde_json::{Map, Value, json};
 
-use crate::{handler::Fixture, tools::object};
+use crate::{handler::Fixture, tools};
 
 pub(crate) const PROMPT: &str = "test_input_required_result_prompt";
 
@@ -52,13 +52,9 @@ pub(crate) fn is_mrtr_tool(name: &str) -> bool {
 }
 
 pub(crate) fn tools() -> impl Iterator<Item = Tool> {
-    TOOLS.iter().map(|(name, description)| {
-        Tool::new(
-            *name,
-            *description,
-            object(json!({ "type": "object", "properties": {} })),
-        )
-    })
+    TOOLS
+        .iter()
+        .map(|(name, description)| tools::tool(name, description))
 }
 
 fn input_request(value: Value) -> InputRequest {

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::{
     catalog::{PNG_BASE64, WAV_BASE64},
     handler::Fixture,
-    mrtr, tasks,
+    mrtr, tasks, url_elicitation,
 };
 
 pub(crate) fn object(value: Value) -> JsonObject {
@@ -26,7 +26,8 @@ fn no_args() -> JsonObject {
     object(json!({ "type": "object", "properties": {} }))
 }
 
-fn tool(name: &'static str, description: &'static str) -> Tool {
+/// A tool without arguments.
+pub(crate) fn tool(name: &'static str, description: &'static str) -> Tool {
     Tool::new(name, description, no_args())
 }
 
@@ -160,6 +161,7 @@ pub(crate) fn all() -> Vec<Tool> {
             "Sends notifications/prompts/list_changed to open subscriptions/listen streams",
         ),
     ];
+    tools.extend(url_elicitation::tools());
     tools.extend(mrtr::tools());
     tools.extend(tasks::tools());
     tools
@@ -181,6 +183,9 @@ pub(crate) async fn call(
     request: CallToolRequestParams,
     cx: RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
+    if url_elicitation::is_url_tool(&request.name) {
+        return url_elicitation::call(request, &cx, is_modern(&cx)).await;
+    }
     let args = request.arguments.clone().unwrap_or_default();
     let arg = |name: &str| args.get(name).and_then(Value::as_str).map(str::to_owned);
     let result = match request.name.as_ref() {

@@ -158,12 +158,19 @@ mod tests {
                     id: "sluice:web:01".into(),
                     method: "roots/list".into(),
                     params: Some(raw(r#"{"_meta": {}}"#)),
-                    client: Some(client),
+                    client: Some(client.clone()),
                 },
             },
             BusMessage::Notice {
                 backend: "web".into(),
                 notice: Notice::ElicitationComplete {
+                    line: r#"{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"e1"}}"#.into(),
+                    client: Some(client),
+                },
+            },
+            BusMessage::Notice {
+                backend: "web".into(),
+                notice: Notice::Connected {
                     id: "00ff".into(),
                     principal: Principal::Named(PrincipalName::new("alice").unwrap()),
                 },

@@ -97,7 +97,7 @@ async fn connected(front: &Front, backend: &str, principal: &Principal) {
     }
     loop {
         match changes.recv().await {
-            Ok(Notice::ElicitationComplete { principal: p, .. }) if p == *principal => return,
+            Ok(Notice::Connected { principal: p, .. }) if p == *principal => return,
             Err(RecvError::Closed) => return,
             // Lagged: the announcement may have been skipped; look again.
             Err(RecvError::Lagged(_)) if flow.connected(principal) => return,

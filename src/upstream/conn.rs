@@ -9,10 +9,13 @@
 //!
 //! Its parts: a call's life, its pending entry and guard (`calls.rs`);
 //! what the backend sends, dispatched (`dispatch.rs`); the backend's own
-//! requests, relayed to a client (`server_requests.rs`).
+//! requests, relayed to a client (`server_requests.rs`); the URL mode
+//! elicitations handed to clients, whose completion goes to the one that
+//! got each (`elicitations.rs`).
 
 mod calls;
 mod dispatch;
+mod elicitations;
 mod server_requests;
 
 use crate::fast_map::FastMap;
@@ -161,6 +164,8 @@ struct Pending {
     calls: FastMap<u64, PendingCall>,
     /// Token in the id given to the client -> the backend's request.
     server_requests: FastMap<String, ServerRequest>,
+    /// URL mode elicitation id -> the client it was handed to.
+    elicitations: elicitations::Elicitations,
     /// Set once the connection is gone: new calls fail at once.
     closed: bool,
 }

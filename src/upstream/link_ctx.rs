@@ -66,6 +66,15 @@ impl LinkCtx {
                 None => &self.principal,
             });
         }
+        // Its client is known from the elicitation; else the link's own.
+        if let Notice::ElicitationComplete { client, .. } = &mut notice
+            && client.is_none()
+        {
+            client.clone_from(match &self.client {
+                Some(_) => &self.client,
+                None => &self.principal,
+            });
+        }
         (self.on_notice)(notice);
     }
 

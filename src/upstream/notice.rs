@@ -126,10 +126,17 @@ pub enum Notice {
         params: Option<Box<serde_json::value::RawValue>>,
         client: Option<ClientKey>,
     },
+    /// `notifications/elicitation/complete` sent outside any request, as
+    /// the backend wrote it, for the client the elicitation was handed to
+    /// (None: the gateway does not know it, and nobody is told).
+    ElicitationComplete {
+        line: Arc<str>,
+        client: Option<ClientKey>,
+    },
     /// The gateway's own: `principal` connected this backend (the
     /// authorization code flow) from the start id `id`, which a client
     /// asked by URL elicitation knows as its `elicitationId`.
-    ElicitationComplete {
+    Connected {
         id: String,
         principal: Principal,
     },
@@ -184,10 +191,16 @@ impl Notice {
             }
             // Only ever for the one client it was meant for.
             Notice::Ask { client, .. } => client.as_ref() == Some(&caller.key),
+            Notice::ElicitationComplete { client, .. } => {
+                client.as_ref().is_some_and(|c| match c {
+                    ClientKey::Principal(p) => caller.who() == Some(p),
+                    ClientKey::Session(_) => *c == caller.key,
+                })
+            }
             // 2025-11-25 sessions that take URL elicitation (the 2026-07-28
             // era has no such notification): every one of the principal's,
             // since any may have been asked; the others ignore its id.
-            Notice::ElicitationComplete { principal, .. } => {
+            Notice::Connected { principal, .. } => {
                 caller.who() == Some(principal)
                     && caller.caps().elicitation_url
                     && caller.is_legacy()
@@ -206,7 +219,7 @@ impl Backend {
     /// `principal` connected from start id `id` (the authorization code
     /// flow's callback): their sessions are told, on any replica.
     pub fn connected(&self, principal: &Principal, id: &str) {
-        self.announce(Notice::ElicitationComplete {
+        self.announce(Notice::Connected {
             id: id.to_owned(),
             principal: principal.clone(),
         });

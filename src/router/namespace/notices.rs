@@ -28,9 +28,10 @@ pub enum ClientNotice {
     /// A request for this client from its own backend session (a JSON-RPC
     /// line); the client answers it like any server request.
     Ask(String),
-    /// The URL elicitation of this id is done (the principal connected a
-    /// backend): `notifications/elicitation/complete`.
-    ElicitationComplete(String),
+    /// `notifications/elicitation/complete` for this client alone (a
+    /// JSON-RPC line): a backend's, or the gateway's own when the principal
+    /// connected a backend it was asked to.
+    ElicitationComplete(Arc<str>),
 }
 
 impl ClientNotice {
@@ -53,10 +54,7 @@ impl ClientNotice {
             ),
             ClientNotice::Log(_, line) => line.to_string(),
             ClientNotice::Ask(line) => line.clone(),
-            ClientNotice::ElicitationComplete(id) => jsonrpc::notification(
-                "notifications/elicitation/complete",
-                Some(&jsonrpc::raw(&json!({ "elicitationId": id }))),
-            ),
+            ClientNotice::ElicitationComplete(line) => line.to_string(),
         }
     }
 }
@@ -82,6 +80,9 @@ impl Namespace {
                             .expose(&ns.members[member], Kind::Resource, &uri)
                             .map(ClientNotice::ResourceUpdated),
                         Notice::Log { level, line, .. } => Some(ClientNotice::Log(level, line)),
+                        Notice::ElicitationComplete { line, .. } => {
+                            Some(ClientNotice::ElicitationComplete(line))
+                        }
                         Notice::Ask {
                             id, method, params, ..
                         } => Some(ClientNotice::Ask(jsonrpc::request(
@@ -89,8 +90,13 @@ impl Namespace {
                             &method,
                             params.as_deref(),
                         ))),
-                        Notice::ElicitationComplete { id, .. } => {
-                            Some(ClientNotice::ElicitationComplete(id))
+                        Notice::Connected { id, .. } => {
+                            let params = jsonrpc::raw(&json!({ "elicitationId": id }));
+                            let line = jsonrpc::notification(
+                                "notifications/elicitation/complete",
+                                Some(&params),
+                            );
+                            Some(ClientNotice::ElicitationComplete(line.into()))
                         }
                     },
                     _ => None,

@@ -5,7 +5,7 @@
 use indexmap::IndexMap;
 use serde_json::value::RawValue;
 
-use super::Conn;
+use super::{Conn, elicitations};
 use crate::jsonrpc::{self, Incoming, Outcome};
 use crate::upstream::events::Event;
 use crate::upstream::notice::Notice;
@@ -75,6 +75,19 @@ impl Conn {
     ) -> Option<u64> {
         let id: Option<u64> = serde_json::from_str(id.get()).ok();
         let call = id.and_then(|id| self.state.lock().calls.remove(&id));
+        // A -32042 error hands its caller URL elicitations: their
+        // completions go to that client.
+        if let (Some(call), Outcome::Error(error)) = (&call, &outcome)
+            && let Some(to) = &call.to
+        {
+            let ids = elicitations::of_error(error.get());
+            if !ids.is_empty() {
+                let mut st = self.state.lock();
+                for id in ids {
+                    st.elicitations.learn(id, to.client.clone());
+                }
+            }
+        }
         match call {
             Some(call) => handoff.run_on(call.shard, move || {
                 call.reply.send(Ok(outcome));
@@ -106,6 +119,26 @@ impl Conn {
                 // A slow client loses progress, never blocks the backend for others.
                 let _ = events.try_send(Event::Notification(line));
                 None
+            }
+            // A URL elicitation's end: on a request's own stream, to that
+            // request's client; outside any, to the client it was handed to.
+            "notifications/elicitation/complete" => {
+                let id = elicitations::of_completion(n.params.as_deref()?.get())?;
+                let line = jsonrpc::notification(&n.method, n.params.as_deref());
+                let mut st = self.state.lock();
+                let client = st.elicitations.take(&id);
+                let on_stream = origin.and_then(|o| st.calls.get(&o)?.to.clone());
+                drop(st);
+                match on_stream {
+                    Some(to) => {
+                        let _ = to.events.try_send(Event::Notification(line));
+                        None
+                    }
+                    None => Some(Notice::ElicitationComplete {
+                        line: line.into(),
+                        client,
+                    }),
+                }
             }
             m if m.ends_with("/list_changed") || m == "notifications/resources/updated" => {
                 Notice::of(m, n.params.as_deref())

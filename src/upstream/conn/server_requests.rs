@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use super::{
     ASK_TIMEOUT, Answered, Conn, MAX_SERVER_REQUESTS, OUTSIDE_CALLS, Pending, ServerRequest,
+    elicitations,
 };
 use crate::jsonrpc::{self, Outcome};
 use crate::upstream::ClientKey;
@@ -45,6 +46,10 @@ impl Conn {
             return None;
         }
         let mut ask = None;
+        // A URL mode elicitation's completion goes to the client asked.
+        let url_elicitation = (r.method == "elicitation/create")
+            .then(|| elicitations::of_request(r.params.as_deref()?.get()))
+            .flatten();
         let refusal = {
             let mut st = self.state.lock();
             let target = match origin {
@@ -77,6 +82,9 @@ impl Conn {
                                     client: client.clone(),
                                 },
                             );
+                            if let Some(id) = url_elicitation {
+                                st.elicitations.learn(id, client.clone());
+                            }
                             self.note_asked(&st);
                             ask = Some(token);
                             None
@@ -114,6 +122,9 @@ impl Conn {
                         params: r.params.clone(),
                     };
                     if to.events.try_send(event).is_ok() {
+                        if let Some(id) = url_elicitation {
+                            st.elicitations.learn(id, to.client.clone());
+                        }
                         st.server_requests.insert(
                             token,
                             ServerRequest {

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::protocol::ClientCaps;
+use crate::upstream::notice::Notice;
 
 fn raw(s: &str) -> Box<RawValue> {
     RawValue::from_string(s.to_owned()).unwrap()
@@ -387,4 +388,95 @@ async fn an_answered_call_ends_quietly_and_its_questions_outlive_it() {
         .expect("the unanswered question expired");
     assert_eq!(refused["id"], "q1");
     assert!(refused["error"].is_object());
+}
+
+/// The client a completion outside any call is for, and its line.
+fn completion_for(notice: Option<Notice>) -> (Option<ClientKey>, String) {
+    match notice {
+        Some(Notice::ElicitationComplete { line, client }) => (client, line.to_string()),
+        other => panic!("not a completion: {other:?}"),
+    }
+}
+
+type Call = tokio::task::JoinHandle<Result<Outcome, UpstreamError>>;
+
+/// A `tools/call` for `to` in flight, and its gateway id.
+async fn tools_call(
+    conn: &Arc<Conn>,
+    wire: &mut mpsc::Receiver<Frame>,
+    to: &Listener,
+) -> (Call, u64) {
+    let (c, to) = (conn.clone(), to.clone());
+    let call = tokio::spawn(async move {
+        c.call(
+            "tools/call",
+            None,
+            Some(to.by_ref()),
+            Duration::from_secs(5),
+        )
+        .await
+    });
+    (call, next_json(wire).await["id"].as_u64().unwrap())
+}
+
+/// Issue 50: a backend's `notifications/elicitation/complete` outside any
+/// call (its GET stream) goes to the client a URL mode elicitation was
+/// handed to: relayed as `elicitation/create`, or listed by a -32042 error
+/// (which reaches its caller byte for byte). Said once; an unknown id
+/// names nobody.
+#[tokio::test]
+async fn an_elicitation_completes_for_the_client_it_was_handed_to() {
+    let (conn, mut wire) = conn();
+    let (ev_a, mut events_a) = listener(1);
+    let (call, id) = tools_call(&conn, &mut wire, &ev_a).await;
+    conn.dispatch(
+        r#"{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"mode":"url","message":"m","url":"https://x.test/","elicitationId":"el-A"}}"#,
+        Some(id),
+    );
+    let asked: Value = serde_json::from_str(&events_a.recv().await.unwrap()).unwrap();
+    assert_eq!(asked["params"]["elicitationId"], "el-A");
+    conn.dispatch(
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#),
+        None,
+    );
+    call.await.unwrap().unwrap();
+
+    // Client B's call is answered -32042, as the backend wrote it.
+    let (ev_b, _events_b) = listener(2);
+    let (call, id) = tools_call(&conn, &mut wire, &ev_b).await;
+    let error = r#"{"code":-32042,"message":"open it","data":{"elicitations":[{"mode":"url","elicitationId":"el-B","url":"https://x.test/b","message":"m"}],"x": 1.50}}"#;
+    conn.dispatch(
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#),
+        None,
+    );
+    let Outcome::Error(got) = call.await.unwrap().unwrap() else {
+        panic!("not an error")
+    };
+    assert_eq!(got.get(), error, "byte for byte");
+
+    let done = |id: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{{"elicitationId":"{id}"}}}}"#
+        )
+    };
+    let (client, line) = completion_for(conn.dispatch(done("el-B"), None));
+    assert_eq!(client, Some(ev_b.client.clone()));
+    assert_eq!(line, done("el-B"));
+    let (client, _) = completion_for(conn.dispatch(done("el-A"), None));
+    assert_eq!(client, Some(ev_a.client.clone()));
+    let (client, _) = completion_for(conn.dispatch(done("el-A"), None));
+    assert_eq!(client, None, "said once");
+    let (client, _) = completion_for(conn.dispatch(done("never-asked"), None));
+    assert_eq!(client, None);
+}
+
+/// On a call's own response stream a completion goes to that call's client.
+#[tokio::test]
+async fn an_elicitation_completed_on_a_calls_stream_goes_to_its_client() {
+    let (conn, mut wire) = conn();
+    let (ev, mut events) = listener(1);
+    let (_call, id) = tools_call(&conn, &mut wire, &ev).await;
+    let line = r#"{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"x"}}"#;
+    assert!(conn.dispatch(line, Some(id)).is_none(), "not a notice");
+    assert_eq!(events.recv().await.unwrap(), line);
 }
