@@ -20,6 +20,18 @@ fn main() -> ExitCode {
         Command::Check { config } => match config::check(&config, &ProcessEnv) {
             Ok((loaded, warnings)) => {
                 print!("{}", config::describe(&loaded));
+                let (sandbox, unenforceable) =
+                    sluice::upstream::sandbox_report(&loaded.config.backends);
+                println!("sandbox (this host):");
+                for line in &sandbox {
+                    println!("  {line}");
+                }
+                if !unenforceable.is_empty() {
+                    for e in &unenforceable {
+                        eprintln!("sluice: config error: {e}");
+                    }
+                    return ExitCode::from(CONFIG_ERROR);
+                }
                 if !warnings.is_empty() {
                     println!("problems:");
                 }

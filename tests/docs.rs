@@ -37,6 +37,7 @@ fn every_config_key_is_documented_under_its_table() {
                         .or_else(|| table.strip_suffix(".oauth.exchange"))
                         .or_else(|| table.strip_suffix(".oauth"))
                         .or_else(|| table.strip_suffix(".tls"))
+                        .or_else(|| table.strip_suffix(".sandbox"))
                         .unwrap_or(table);
                     section(&text, home).is_some_and(|s| s.contains(&format!("`{key}`")))
                 }

@@ -22,6 +22,7 @@ mod code_flow;
 mod discovery;
 mod operations;
 mod principals;
+mod sandbox;
 mod server;
 
 pub(super) const LOOPBACK_ONLY: &str =
@@ -68,6 +69,7 @@ pub(super) fn build(
         proxy_reported: false,
         has_auth: file.auth.is_some(),
         public_url: None,
+        default_sandbox: file.defaults.as_ref().and_then(|d| d.sandbox.clone()),
     };
     let has_auth = b.has_auth;
     // From what the file asks for, not from what was built: an [auth]
@@ -175,6 +177,8 @@ struct Builder<'a> {
     has_auth: bool,
     /// `[server] public_url`, once built.
     public_url: Option<url::Url>,
+    /// `[defaults] sandbox`: for stdio backends without their own.
+    default_sandbox: Option<super::file::FileSandbox>,
 }
 
 /// Every variable the config names as a secret's source, with its key.

@@ -367,6 +367,7 @@ fn transport(t: &Transport) -> String {
             env,
             inherit,
             cwd,
+            sandbox,
         } => {
             let mut s = format!("stdio `{command}` with {} arg(s)", args.len());
             if !env.is_empty() {
@@ -378,6 +379,9 @@ fn transport(t: &Transport) -> String {
             }
             if let Some(cwd) = cwd {
                 let _ = write!(s, ", cwd {}", cwd.display());
+            }
+            if let Some(sandbox) = sandbox {
+                let _ = write!(s, ", sandbox {}", sandboxed(sandbox));
             }
             s
         }
@@ -426,6 +430,7 @@ impl fmt::Debug for Transport {
                 env,
                 inherit,
                 cwd,
+                sandbox,
             } => f
                 .debug_struct("Stdio")
                 .field("command", command)
@@ -433,6 +438,7 @@ impl fmt::Debug for Transport {
                 .field("env", &RedactedValues(env))
                 .field("inherit_env", &inherit.added())
                 .field("cwd", cwd)
+                .field("sandbox", sandbox)
                 .finish(),
             Self::Http { url, headers } => f
                 .debug_struct("Http")
@@ -456,4 +462,31 @@ impl fmt::Debug for RedactedValues<'_> {
             .entries(self.0.iter().map(|(k, _)| (k, format_args!("<redacted>"))))
             .finish()
     }
+}
+
+/// A sandbox in the syntax it is written in (paths in full: they are
+/// not secrets, and a reader checks them).
+fn sandboxed(s: &super::Sandbox) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = s.memory {
+        parts.push(format!("memory = \"{}\"", super::format_bytes(m)));
+    }
+    if let Some(p) = s.processes {
+        parts.push(format!("processes = {p}"));
+    }
+    if let Some(n) = s.open_files {
+        parts.push(format!("open_files = {n}"));
+    }
+    parts.push(format!("network = \"{}\"", s.network.as_str()));
+    for (key, paths) in [("read", &s.read), ("write", &s.write)] {
+        if let Some(paths) = paths {
+            let shown: Vec<String> = paths
+                .iter()
+                .map(|p| format!("{:?}", p.display().to_string()))
+                .collect();
+            parts.push(format!("{key} = [{}]", shown.join(", ")));
+        }
+    }
+    parts.push(format!("require = {}", s.require));
+    format!("{{ {} }}", parts.join(", "))
 }

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 
 use super::duration::FileDuration;
+pub(super) use super::sandbox::FileSandbox;
 
 pub(super) const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 7400));
@@ -51,6 +52,7 @@ pub(super) struct File {
     #[serde(default)]
     pub(super) limits: FileLimits,
     pub(super) tracing: Option<FileTracing>,
+    pub(super) defaults: Option<FileDefaults>,
     #[serde(default)]
     pub(super) backends: IndexMap<String, FileBackend>,
     #[serde(default)]
@@ -224,6 +226,16 @@ pub(super) struct FileBackend {
     pub(super) fallback: Option<FileFallback>,
     /// `oauth.flow = "authorization_code"`: principals' grants kept at once.
     pub(super) max_grants: Option<usize>,
+    /// stdio: the kernel's bounds on the child; replaces `[defaults] sandbox`.
+    pub(super) sandbox: Option<FileSandbox>,
+}
+
+/// `[defaults]`: what every backend gets unless it says otherwise.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileDefaults {
+    /// For every stdio backend without a `sandbox` of its own.
+    pub(super) sandbox: Option<FileSandbox>,
 }
 
 /// One principal's credentials for a backend: `headers` for http and sse

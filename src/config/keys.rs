@@ -20,8 +20,11 @@ pub fn accepted() -> Vec<(&'static str, &'static [&'static str])> {
         ("limits", fields::<file::FileLimits>()),
         ("cluster", fields::<file::FileCluster>()),
         ("tracing", fields::<file::FileTracing>()),
+        ("defaults", fields::<file::FileDefaults>()),
+        ("defaults.sandbox", fields::<file::FileSandbox>()),
         ("backends.NAME", fields::<file::FileBackend>()),
         ("backends.NAME.tools", fields::<file::FileTools>()),
+        ("backends.NAME.sandbox", fields::<file::FileSandbox>()),
         ("backends.NAME.oauth", fields::<file::FileBackendOAuth>()),
         (
             "backends.NAME.oauth.exchange",

@@ -35,6 +35,7 @@ pub mod keys;
 mod lint;
 mod overrides;
 mod reading;
+mod sandbox;
 mod tls;
 mod tools;
 
@@ -57,6 +58,7 @@ pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
 pub use identity::{CodeFlowConfig, Fallback, PrincipalCredentials, PrincipalEntry};
+pub use sandbox::{NetworkAccess, Sandbox, format_bytes};
 pub use tls::{TlsError, TlsFiles, provider as tls_provider};
 pub(crate) use tools::glob;
 pub use tools::{InvalidToolFilter, ToolFilter, ToolScopes};
@@ -347,6 +349,8 @@ pub enum Transport {
         /// Which of the gateway's own variables the child gets.
         inherit: Inherit,
         cwd: Option<PathBuf>,
+        /// The kernel's bounds on the child (None: unbounded).
+        sandbox: Option<Box<Sandbox>>,
     },
     Http {
         url: String,

@@ -11,6 +11,7 @@ mod code_flow;
 mod desktop;
 mod discovery;
 mod env;
+mod sandbox;
 mod tls;
 mod values;
 
@@ -125,6 +126,7 @@ fn design_example_parses() {
             env: vec![],
             inherit: inherit.clone(),
             cwd: None,
+            sandbox: None,
         }
     );
     assert_eq!(everything.isolation, Isolation::Shared);

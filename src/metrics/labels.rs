@@ -104,6 +104,10 @@ pub enum RestartReason {
     closed,
     /// It failed its handshake or a health check, and the gateway ended it.
     unhealthy,
+    /// Its sandbox's cgroup killed it over `memory`.
+    memory,
+    /// It ended after its sandbox refused it a process (`processes`).
+    pids,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

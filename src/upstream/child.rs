@@ -2,10 +2,12 @@
 //! its descendants end together, and reaped by its owner.
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
+use super::sandbox::{Confined, Plan};
 use crate::vocab::BackendName;
 
 /// What to run: a backend's command, and the environment it is given.
@@ -15,6 +17,8 @@ pub(super) struct StdioSpec {
     pub(super) env: Vec<(String, String)>,
     pub(super) inherit: crate::config::Inherit,
     pub(super) cwd: Option<std::path::PathBuf>,
+    /// The kernel's bounds on the child, as this host enforces them.
+    pub(super) sandbox: Option<Arc<Plan>>,
 }
 
 impl StdioSpec {
@@ -38,6 +42,7 @@ impl StdioSpec {
             env,
             inherit: self.inherit.clone(),
             cwd: self.cwd.clone(),
+            sandbox: self.sandbox.clone(),
         }
     }
 }
@@ -50,6 +55,7 @@ impl std::fmt::Debug for StdioSpec {
             .field("args", &self.args.len())
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
             .field("cwd", &self.cwd)
+            .field("sandbox", &self.sandbox.is_some())
             .finish()
     }
 }
@@ -62,17 +68,43 @@ pub(super) struct Spawned {
     pub(super) stdin: ChildStdin,
     pub(super) stdout: ChildStdout,
     pub(super) stderr: ChildStderr,
+    /// Its cgroup and temporary directory, removed after the group ends.
+    pub(super) confined: Option<Confined>,
 }
 
 /// Starts `spec`'s command with an environment of its own: the gateway's
 /// variables that `spec.inherit` passes, then the backend's `env`.
-pub(super) fn spawn(spec: &StdioSpec) -> std::io::Result<Spawned> {
-    let inherited = std::env::vars_os()
-        .filter(|(name, _)| name.to_str().is_some_and(|n| spec.inherit.passes(n)));
+pub(super) fn spawn(spec: &StdioSpec, backend: &BackendName) -> std::io::Result<Spawned> {
+    let inherited: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+        .filter(|(name, _)| name.to_str().is_some_and(|n| spec.inherit.passes(n)))
+        .collect();
+    let mut confined = None;
+    let mut in_child = None;
+    if let Some(plan) = &spec.sandbox {
+        // What the child will see: the backend's own variables win.
+        let env = |name: &str| {
+            let own = spec.env.iter().rev().find(|(k, _)| k == name);
+            own.map(|(_, v)| v.clone()).or_else(|| {
+                inherited
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .and_then(|(_, v)| v.to_str().map(str::to_owned))
+            })
+        };
+        let (c, i) = plan.confine(
+            backend.as_str(),
+            &spec.command,
+            &spec.args,
+            spec.cwd.as_deref(),
+            &env,
+        )?;
+        confined = Some(c);
+        in_child = Some(i);
+    }
     let mut cmd = Command::new(&spec.command);
     cmd.args(&spec.args)
         .env_clear()
-        .envs(inherited)
+        .envs(inherited.iter().map(|(k, v)| (k, v)))
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -82,15 +114,26 @@ pub(super) fn spawn(spec: &StdioSpec) -> std::io::Result<Spawned> {
     if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);
     }
-    // SAFETY: prctl is async-signal-safe. If the gateway dies without
-    // running its shutdown (SIGKILL), the kernel kills the child.
+    if let Some(c) = &confined {
+        cmd.envs(c.env());
+    }
+    // SAFETY: prctl is async-signal-safe, and so is everything `InChild`
+    // does (prepared before the fork). If the gateway dies without running
+    // its shutdown (SIGKILL), the kernel kills the child.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
+            match &mut in_child {
+                Some(sandbox) => sandbox.apply(),
+                None => Ok(()),
+            }
         });
     }
-    let mut child = cmd.spawn()?;
+    let spawned = cmd.spawn();
+    if let Some(c) = &mut confined {
+        c.spawned();
+    }
+    let mut child = spawned?;
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -103,6 +146,7 @@ pub(super) fn spawn(spec: &StdioSpec) -> std::io::Result<Spawned> {
         stdin,
         stdout,
         stderr,
+        confined,
     })
 }
 

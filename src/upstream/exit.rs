@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use parking_lot::Mutex;
 
+use super::sandbox::Broke;
 use crate::metrics::RestartReason;
 
 /// How a backend session ended on its own (or failed its checks).
@@ -23,6 +24,11 @@ pub(super) enum Exit {
     Closed,
     /// It failed its handshake or a health check, so the gateway ended it.
     Unhealthy,
+    /// Its cgroup's OOM killer ended it (or one of its processes) over its
+    /// sandbox's `memory`; with its raw wait status.
+    OverMemory(i32),
+    /// It ended after a fork was refused at its sandbox's `processes`.
+    OverProcesses(i32),
 }
 
 impl Exit {
@@ -39,12 +45,23 @@ impl Exit {
         }
     }
 
+    /// An end its sandbox's cgroup accounts for.
+    pub(super) fn bound(broke: Option<Broke>, status: ExitStatus) -> Exit {
+        match broke {
+            Some(Broke::Memory) => Exit::OverMemory(status.into_raw()),
+            Some(Broke::Processes) => Exit::OverProcesses(status.into_raw()),
+            None => Exit::of(status),
+        }
+    }
+
     pub(super) fn reason(self) -> RestartReason {
         match self {
             Exit::Exited(_) => RestartReason::exited,
             Exit::Signal { .. } => RestartReason::signal,
             Exit::Closed => RestartReason::closed,
             Exit::Unhealthy => RestartReason::unhealthy,
+            Exit::OverMemory(_) => RestartReason::memory,
+            Exit::OverProcesses(_) => RestartReason::pids,
         }
     }
 }
@@ -68,6 +85,16 @@ impl std::fmt::Display for Exit {
             }
             Exit::Closed => f.write_str("closed its output"),
             Exit::Unhealthy => f.write_str("failed its handshake or health check and was ended"),
+            Exit::OverMemory(raw) => write!(
+                f,
+                "went over its sandbox's memory and was killed by the kernel ({})",
+                Exit::of(ExitStatus::from_raw(raw))
+            ),
+            Exit::OverProcesses(raw) => write!(
+                f,
+                "was refused a process over its sandbox's bound ({})",
+                Exit::of(ExitStatus::from_raw(raw))
+            ),
         }
     }
 }

@@ -38,6 +38,7 @@ pub mod oauth;
 mod polling;
 mod pool;
 mod principals;
+mod sandbox;
 mod start;
 mod stdio;
 mod supervisor;
@@ -60,6 +61,7 @@ pub use init_info::InitInfo;
 pub use link::SharedSession;
 pub use notice::Notice;
 pub use pool::Records;
+pub use sandbox::report as sandbox_report;
 pub use start::check;
 
 /// For `fuzzing`: the SSE parser backend streams go through.

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::pool::PerSession;
 use super::principals::Principals;
 use super::{Backend, Glance, Health, LinkCtx, Notice, Pool, TransportSpec};
-use super::{cache, catalog, child, headers, http, supervisor, throttle};
+use super::{cache, catalog, child, headers, http, sandbox, supervisor, throttle};
 use crate::config::{BackendConfig, Isolation, Secret, Transport};
 use crate::metrics::Metrics;
 use crate::protocol::ClientCaps;
@@ -219,12 +219,25 @@ fn transport_spec(config: &BackendConfig) -> Result<TransportSpec, String> {
             env,
             inherit,
             cwd,
+            sandbox,
         } => TransportSpec::Stdio(child::StdioSpec {
             command: command.clone(),
             args: args.clone(),
             env: env.clone(),
             inherit: inherit.clone(),
             cwd: cwd.clone(),
+            sandbox: match sandbox {
+                None => None,
+                Some(s) => {
+                    let plan = sandbox::Plan::new(s, sandbox::Host::get());
+                    plan.check()
+                        .map_err(|why| format!("backend `{}`: {why}", config.name))?;
+                    for m in plan.missing() {
+                        tracing::warn!(backend = %config.name, missing = %m, "sandbox bound not enforced (require = false)");
+                    }
+                    Some(Arc::new(plan))
+                }
+            },
         }),
         Transport::Http { url, headers } => {
             TransportSpec::Http(Arc::new(http_spec(url, headers, config)?))

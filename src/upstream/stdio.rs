@@ -16,6 +16,7 @@ use super::conn::{Conn, Frame, Writes};
 use super::exit::Exit;
 use super::line_reader::{Line, LineReader};
 use super::link::{self, EndReason, Link};
+use super::sandbox::Confined;
 use super::{LinkCtx, UpstreamError};
 use crate::budget::{BODIES, Refused};
 use crate::jsonrpc::{self, Outcome, Payload};
@@ -37,7 +38,8 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
         stdin,
         stdout,
         stderr,
-    } = child::spawn(spec).map_err(|e| {
+        confined,
+    } = child::spawn(spec, &ctx.name).map_err(|e| {
         tracing::warn!(backend = %ctx.name, command = %spec.command, error = %e, "cannot start the backend's command");
         // Health output names the class, never the command.
         match e.kind() {
@@ -62,7 +64,14 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
 
     let handshake = link::handshake(&conn, ctx.timeout, &ctx.offer).await;
     link::establish(conn, handshake, |link| {
-        tokio::spawn(own(link, child, group, reader, closing, ctx.clone()))
+        tokio::spawn(own(
+            link,
+            child,
+            Ending { group, confined },
+            reader,
+            closing,
+            ctx.clone(),
+        ))
     })
     .await
 }
@@ -73,7 +82,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
 async fn own(
     link: Arc<Link>,
     mut child: Child,
-    group: child::Group,
+    ending: Ending,
     mut reader: tokio::task::JoinHandle<()>,
     closing: CancellationToken,
     ctx: LinkCtx,
@@ -97,14 +106,16 @@ async fn own(
         later = child::terminate(&mut child, &ctx.name).await;
     }
     // The leader is reaped; its descendants go with the group.
-    drop(group);
+    drop(ending.group);
     reader.abort();
+    let broke = ending.confined.as_ref().and_then(|c| c.broke());
     // Asked to close for a reason of the gateway's own (idle, shutdown,
     // its client gone): nothing went wrong.
     let asked = link.close_requested().is_cancelled();
     let reason = link.ended();
     if reason == EndReason::Failed {
         ctx.ended_on_its_own(match (status, later) {
+            (Some(s), _) if broke.is_some() => Exit::bound(broke, s),
             (Some(s), _) => Exit::of(s),
             // A process that closed its stdout, then exited as stdin closed.
             (None, Some(s)) if output_closed => Exit::of(s),
@@ -115,6 +126,14 @@ async fn own(
     }
     ctx.metrics
         .backend_session_closed(&ctx.name, reason.label());
+    // Its cgroup (killing what escaped the group) and temporary directory.
+    drop(ending.confined);
+}
+
+/// What ends with the child: its process group, then its sandbox.
+struct Ending {
+    group: child::Group,
+    confined: Option<Confined>,
 }
 
 /// Writes queued lines to the child, telling `conn` which requests got out:

@@ -221,6 +221,7 @@ impl Builder<'_> {
                 ("env", b.env.is_some()),
                 ("inherit_env", b.inherit_env.is_some()),
                 ("cwd", b.cwd.is_some()),
+                ("sandbox", b.sandbox.is_some()),
             ],
         };
         let which = format!("{} = \"{}\"", self.syntax.transport(), kind.as_str());
@@ -281,12 +282,14 @@ impl Builder<'_> {
             env.push(self.expand(&path, value).map(|v| (key.clone(), v)));
         }
         let inherit = self.inherit_env(&[section, name, "inherit_env"], b);
+        let sandbox = self.sandbox(name, b.sandbox.as_ref());
         Some(Transport::Stdio {
             command: command?,
             args: args.into_iter().collect::<Option<_>>()?,
             env: env.into_iter().collect::<Option<_>>()?,
             inherit: inherit?,
             cwd: b.cwd.clone(),
+            sandbox: sandbox?.map(Box::new),
         })
     }
 

@@ -26,6 +26,7 @@ fn desktop_json_both_forms() {
             env: vec![("DEBUG".into(), "1".into()), ("API".into(), "k".into())],
             inherit: Inherit::default(),
             cwd: None,
+            sandbox: None,
         }
     );
     assert_eq!(

@@ -227,6 +227,7 @@ fn demo_config() {
             env: vec![],
             inherit: Inherit::default(),
             cwd: None,
+            sandbox: None,
         }
     );
     assert_eq!(c.namespaces[0].name.as_str(), "default");
