@@ -115,7 +115,8 @@ async fn own(
     let reason = link.ended();
     if reason == EndReason::Failed {
         ctx.ended_on_its_own(match (status, later) {
-            (Some(s), _) if broke.is_some() => Exit::bound(broke, s),
+            // Its cgroup says why, however the end was seen first.
+            (Some(s), _) | (None, Some(s)) if broke.is_some() => Exit::bound(broke, s),
             (Some(s), _) => Exit::of(s),
             // A process that closed its stdout, then exited as stdin closed.
             (None, Some(s)) if output_closed => Exit::of(s),

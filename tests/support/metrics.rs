@@ -219,6 +219,8 @@ fn schema() -> &'static Schema {
             RestartReason::signal,
             RestartReason::closed,
             RestartReason::unhealthy,
+            RestartReason::memory,
+            RestartReason::pids,
         ] {
             m.backend_restarted(&backend, reason);
         }
