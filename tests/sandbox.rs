@@ -400,3 +400,26 @@ async fn without_cgroups_or_namespaces_the_fallbacks_hold() {
     let (code, _, err) = check_config("sluice.toml", &strict, &without);
     assert_eq!(code, 2, "{err}");
 }
+
+/// A gateway killed outright leaves its children's cgroups behind (the
+/// children die with it, by PR_SET_PDEATHSIG); the next gateway on the
+/// host removes them before it makes its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroups_a_killed_gateway_left_are_removed_by_the_next() {
+    let toml = escape_backend("boxed", Some("{ memory = \"128MiB\", processes = 32 }"));
+    let first = Gateway::start(&toml);
+    let pid = first.pid();
+    let left = cgroups_of(pid);
+    assert!(!left.is_empty(), "the child has its cgroups");
+    // SAFETY: killing the gateway this test started, by its pid.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    drop(first); // reaps it
+    assert!(!exists(pid));
+    assert_eq!(cgroups_of(pid), left, "nothing removed them yet");
+    let next = Gateway::start(&toml);
+    assert!(cgroups_of(pid).is_empty(), "{:?}", cgroups_of(pid));
+    assert!(!cgroups_of(next.pid()).is_empty());
+    next.stop();
+}

@@ -73,6 +73,8 @@ impl Cgroups {
         pids: Option<u64>,
     ) -> io::Result<Cgroup> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| self.sweep());
         let leaf = format!(
             "sluice-{}-{name}-{}",
             std::process::id(),
@@ -123,6 +125,43 @@ impl Cgroups {
             }
         }
         Ok(group)
+    }
+}
+
+impl Cgroups {
+    fn bases(&self) -> Vec<PathBuf> {
+        match self {
+            Cgroups::V2 { own } => vec![own.clone()],
+            Cgroups::V1 { memory, pids } => memory.iter().chain(pids).cloned().collect(),
+        }
+    }
+
+    /// Removes the cgroups a gateway that was killed (SIGKILL, a crash)
+    /// left behind: `sluice-PID-...` whose process is gone.
+    fn sweep(&self) {
+        for base in self.bases() {
+            let Ok(entries) = fs::read_dir(&base) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("sluice-"))
+                    .and_then(|n| n.split('-').next())
+                    .and_then(|p| p.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                    kill_all(&e.path());
+                    match fs::remove_dir(e.path()) {
+                        Ok(()) => tracing::info!(cgroup = %e.path().display(), "removed a cgroup a gateway that ended without its shutdown left"),
+                        Err(err) => tracing::warn!(cgroup = %e.path().display(), error = %err, "cannot remove a cgroup an earlier gateway left"),
+                    }
+                }
+            }
+        }
     }
 }
 
