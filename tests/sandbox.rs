@@ -423,3 +423,65 @@ async fn cgroups_a_killed_gateway_left_are_removed_by_the_next() {
     assert!(!cgroups_of(next.pid()).is_empty());
     next.stop();
 }
+
+/// A gateway that is not root has no cgroup to make here: processes are
+/// held by `RLIMIT_NPROC` counted in a user namespace of the child's own
+/// (the user's other processes do not count), the network by a network
+/// namespace inside it, memory by `RLIMIT_DATA`. Run as `nobody` through
+/// `setpriv`, from copies of the binaries it may read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_an_unprivileged_user_a_user_namespace_holds_processes_and_network() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempdir::Dir::new();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sluice = dir.path().join("sluice");
+    let escape_bin = dir.path().join("escape_backend");
+    std::fs::copy(env!("CARGO_BIN_EXE_sluice"), &sluice).unwrap();
+    std::fs::copy(Fixture::bin("escape_backend"), &escape_bin).unwrap();
+    let toml = format!(
+        "[backends.boxed]\ncommand = \"{}\"\nsandbox = {{ memory = \"128MiB\", processes = 16, network = \"none\", read = [], write = [] }}\n",
+        escape_bin.display()
+    );
+    let config = tempdir::write(&dir, "sluice.toml", &toml);
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&sluice)
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0"])
+        .env("SLUICE_LOG", "warn");
+    if let Some(http) = std::env::var_os("SLUICE_HTTP") {
+        cmd.env("SLUICE_HTTP", http);
+    }
+    let gw = Gateway::start_command(cmd, dir);
+    let http = Http::new(gw.url("/mcp"));
+    let s = http.initialize().await;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let forked = escape(&http, &s, "boxed__fork", json!({"count": 40})).await;
+    assert_eq!(forked["ok"], false, "{forked}");
+    assert!(forked["done"].as_u64().unwrap() < 16, "{forked}");
+    escape(&http, &s, "boxed__reap", json!({})).await;
+    let connect = escape(
+        &http,
+        &s,
+        "boxed__connect",
+        json!({"host": "127.0.0.1", "port": port}),
+    )
+    .await;
+    assert!(
+        connect["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unreachable")),
+        "{connect}"
+    );
+    let big = escape(&http, &s, "boxed__allocate", json!({"mib": 300})).await;
+    assert!(
+        big["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Cannot allocate memory")),
+        "{big}"
+    );
+    drop(listener);
+    gw.stop();
+}

@@ -262,6 +262,14 @@ impl Gateway {
         Gateway { child, base, dir }
     }
 
+    /// Starts whatever `cmd` runs (a `sluice serve` behind `setpriv`, say)
+    /// and waits for readiness; `dir` lives as long as the gateway.
+    pub fn start_command(cmd: Command, dir: tempdir::Dir) -> Gateway {
+        let gw = Self::spawn_cmd(cmd, dir, Stdio::inherit());
+        gw.wait_ready();
+        gw
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -156,8 +156,12 @@ impl Cgroups {
                 if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
                     kill_all(&e.path());
                     match fs::remove_dir(e.path()) {
-                        Ok(()) => tracing::info!(cgroup = %e.path().display(), "removed a cgroup a gateway that ended without its shutdown left"),
-                        Err(err) => tracing::warn!(cgroup = %e.path().display(), error = %err, "cannot remove a cgroup an earlier gateway left"),
+                        Ok(()) => {
+                            tracing::info!(cgroup = %e.path().display(), "removed a cgroup a gateway that ended without its shutdown left")
+                        }
+                        Err(err) => {
+                            tracing::warn!(cgroup = %e.path().display(), error = %err, "cannot remove a cgroup an earlier gateway left")
+                        }
                     }
                 }
             }

@@ -95,7 +95,8 @@ impl Host {
         );
         lines.push(match &self.cgroups {
             Some(c) => c.describe(),
-            None => "cgroups: none the gateway may create (memory falls back to RLIMIT_DATA; processes cannot be bounded)".to_owned(),
+            None if rustix::process::geteuid().is_root() => "cgroups: none the gateway may create (memory falls back to RLIMIT_DATA; processes cannot be bounded for a root gateway)".to_owned(),
+            None => "cgroups: none the gateway may create (memory falls back to RLIMIT_DATA; processes to RLIMIT_NPROC in a user namespace)".to_owned(),
         });
         if !self.hidden.is_empty() {
             lines.push(format!(
