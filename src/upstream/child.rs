@@ -11,6 +11,7 @@ use super::sandbox::{Confined, Plan};
 use crate::vocab::BackendName;
 
 /// What to run: a backend's command, and the environment it is given.
+#[derive(Clone)]
 pub(super) struct StdioSpec {
     pub(super) command: String,
     pub(super) args: Vec<String>,

@@ -20,6 +20,7 @@ use super::sandbox::Confined;
 use super::{LinkCtx, UpstreamError};
 use crate::budget::{BODIES, Refused};
 use crate::jsonrpc::{self, Outcome, Payload};
+use crate::vocab::BackendName;
 use crate::workers::Handoff;
 
 /// A line longer than this from a backend is dropped as it is read (its
@@ -39,7 +40,7 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
         stdout,
         stderr,
         confined,
-    } = child::spawn(spec, &ctx.name).map_err(|e| {
+    } = spawn(spec, &ctx.name).await.map_err(|e| {
         tracing::warn!(backend = %ctx.name, command = %spec.command, error = %e, "cannot start the backend's command");
         // Health output names the class, never the command.
         match e.kind() {
@@ -74,6 +75,18 @@ pub(super) async fn open(ctx: &LinkCtx, spec: &StdioSpec) -> Result<Arc<Link>, U
         ))
     })
     .await
+}
+
+/// A sandboxed child's start may wait on the kernel (a cgroup v1 join
+/// waits for an RCU grace period, about 10 ms): off the runtime's workers.
+async fn spawn(spec: &StdioSpec, name: &BackendName) -> std::io::Result<Spawned> {
+    if spec.sandbox.is_none() {
+        return child::spawn(spec, name);
+    }
+    let (spec, name) = (spec.clone(), name.clone());
+    tokio::task::spawn_blocking(move || child::spawn(&spec, &name))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// The owner: waits for a close request or the child's end, then makes
