@@ -21,6 +21,8 @@
 //! - `write {path, text}`: writes `text` to a file.
 //! - `env {}`: adds `vars`, the whole environment, to its result.
 //! - `pid {}`: adds `pid` to its result.
+//! - `signal {pid, signal}`: `kill(pid, signal)`; signal 0 only asks whether
+//!   it may.
 //!
 //! Every call answers with `structuredContent`
 //! `{"ok": bool, "done": N, "error": "<os error>" | null}` (the same JSON as
@@ -190,6 +192,7 @@ fn tools() -> Vec<Value> {
         tool("write", &[("path", &string), ("text", &string)]),
         tool("env", &[]),
         tool("pid", &[]),
+        tool("signal", &[("pid", &number), ("signal", &number)]),
     ]
 }
 
@@ -243,6 +246,18 @@ fn call(held: &mut Held, name: &str, args: &Value) -> Result<Outcome, (i64, Stri
             let mut outcome = Outcome::new(vars.len() as u64, None);
             outcome.extra = Some(("vars", Value::Object(vars)));
             outcome
+        }
+        "signal" => {
+            let pid = i32::try_from(number("pid")?).map_err(|_| (-32602, "pid".to_owned()))?;
+            let sig =
+                i32::try_from(number("signal")?).map_err(|_| (-32602, "signal".to_owned()))?;
+            // SAFETY: kill only sends a signal (0: checks that it may).
+            let sent = unsafe { libc::kill(pid, sig) };
+            let result = match sent {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            };
+            Outcome::of(result, |()| 1)
         }
         "pid" => {
             let mut outcome = Outcome::new(1, None);

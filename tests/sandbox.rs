@@ -88,8 +88,13 @@ async fn each_escape_is_stopped_under_the_sandbox_and_succeeds_without_it() {
     let port = port.local_addr().unwrap().port();
     let secret = path(&files.outside.join("secret.txt"));
     let shared = path(&files.readable.join("shared.txt"));
+    let gateway_env = format!("/proc/{}/environ", gw.pid());
     let escapes = [
         ("fork", json!({"count": 40})),
+        // The gateway's environment, through /proc, and a signal to it
+        // (0: only whether it may).
+        ("read", json!({"path": gateway_env})),
+        ("signal", json!({"pid": gw.pid(), "signal": 0})),
         ("open_files", json!({"count": 200})),
         ("connect", json!({"host": "127.0.0.1", "port": port})),
         ("read", json!({"path": secret})),
@@ -103,9 +108,12 @@ async fn each_escape_is_stopped_under_the_sandbox_and_succeeds_without_it() {
         let free = escape(&http, &s, &format!("free__{tool}"), args.clone()).await;
         assert_eq!(free["ok"], true, "{tool} without a sandbox: {free}");
         let boxed = escape(&http, &s, &format!("boxed__{tool}"), args.clone()).await;
-        assert_eq!(boxed["ok"], false, "{tool} under the sandbox: {boxed}");
+        assert_eq!(
+            boxed["ok"], false,
+            "{tool} {args} under the sandbox: {boxed}"
+        );
         assert!(boxed["error"].is_string(), "{tool}: {boxed}");
-        stopped.insert(*tool, boxed);
+        stopped.entry(*tool).or_insert(boxed);
         // What the escape holds goes, so the next one starts clean.
         let undo = match *tool {
             "fork" => "reap",
@@ -236,6 +244,14 @@ async fn over_its_memory_a_child_is_killed_counted_and_restarted_alone() {
     let before = escape(&http, &s, "boxed__pid", json!({})).await["pid"].clone();
     let groups = cgroups_of(gw.pid());
     assert!(!groups.is_empty(), "the child has a cgroup of its own");
+    // Out of its cgroup, into the gateway's: refused (it could, as root,
+    // were its cgroup hierarchy writable); the free child may write there.
+    let parent = groups[0].parent().unwrap().join("cgroup.procs");
+    let leave = json!({"path": path(&parent), "text": "0"});
+    let left = escape(&http, &s, "boxed__write", leave.clone()).await;
+    assert_eq!(left["ok"], false, "{left}");
+    let free = escape(&http, &s, "free__write", leave).await;
+    assert_eq!(free["ok"], true, "{free}");
     let held = escape(&http, &s, "free__allocate", json!({"mib": 128})).await;
     assert_eq!(held["ok"], true, "{held}");
     let reply = http

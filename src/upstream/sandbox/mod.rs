@@ -27,6 +27,9 @@ use crate::config::{NetworkAccess, Sandbox, format_bytes};
 use cgroup::Cgroup;
 pub(crate) use host::{Host, Namespaces};
 
+/// Where cgroup hierarchies are mounted: never writable by a child in one.
+const CGROUPS: &str = "/sys/fs/cgroup";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MemoryBy {
     Cgroup,
@@ -105,9 +108,18 @@ impl Plan {
             },
         };
         let wants_files = config.read.is_some() || config.write.is_some();
-        let files = wants_files && host.landlock > 0;
-        if wants_files && !files {
+        // A child that may write its cgroup hierarchy may move itself out
+        // of its cgroup: the Landlock rules keep it from that, always.
+        let in_cgroup = memory == Some(MemoryBy::Cgroup) || processes == Some(ProcessesBy::Cgroup);
+        let files = (wants_files || in_cgroup) && host.landlock > 0;
+        if wants_files && host.landlock == 0 {
             missing.push("read/write: Landlock is not available".to_owned());
+        }
+        if in_cgroup && host.landlock == 0 {
+            missing.push(
+                "memory/processes: no Landlock to keep the child from moving itself out of its cgroup"
+                    .to_owned(),
+            );
         }
         Plan {
             config: config.clone(),
@@ -185,7 +197,11 @@ impl Plan {
             parts.push(format!(
                 "reads {} / writes {} (Landlock ABI {})",
                 shown(&c.read),
-                shown(&c.write).replace("what it needs to run", "its private temporary directory"),
+                match &c.write {
+                    None if self.uses_cgroup() => format!("anything but {CGROUPS}"),
+                    w =>
+                        shown(w).replace("what it needs to run", "its private temporary directory"),
+                },
                 self.landlock
             ));
         }
@@ -296,6 +312,7 @@ impl Plan {
                 Some(extra) => paths::readable(command, args, cwd, extra),
             };
             let write = match &c.write {
+                None if self.uses_cgroup() => paths::all_but(Path::new(CGROUPS)),
                 None => vec![PathBuf::from("/")],
                 Some(extra) => paths::writable(command, env, tmp, extra),
             };
@@ -451,8 +468,34 @@ impl InChild {
             },
             None => rustix::thread::set_no_new_privs(true).map_err(io::Error::from)?,
         }
-        Ok(())
+        drop_capabilities()
     }
+}
+
+/// A child of a root gateway would run with every capability: enough to
+/// ptrace the gateway (its secrets in memory), join the host's network
+/// namespace again or leave its cgroup. It keeps none, and (its bounding
+/// and inheritable sets emptied) gains none when it runs its command as
+/// uid 0. For any other user this changes nothing.
+fn drop_capabilities() -> io::Result<()> {
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    for cap in CapabilitySet::all().iter() {
+        match rustix::thread::remove_capability_from_bounding_set(cap) {
+            // One this kernel does not have.
+            Ok(()) | Err(rustix::io::Errno::INVAL) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    rustix::thread::clear_ambient_capability_set().map_err(io::Error::from)?;
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    rustix::thread::set_capabilities(None, none).map_err(io::Error::from)
 }
 
 fn set_limit(resource: Resource, n: u64) -> io::Result<()> {

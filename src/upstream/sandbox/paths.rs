@@ -142,6 +142,24 @@ fn launcher_caches(command: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<
     .collect()
 }
 
+/// Everything but `hidden`: the entries beside each of its ancestors
+/// (a Landlock rule gives a directory and all beneath it, so "all but"
+/// is said as every sibling on the way down).
+pub(super) fn all_but(hidden: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dir = PathBuf::from("/");
+    for part in hidden.components().skip(1) {
+        let next = dir.join(part);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.path() != next {
+                out.push(entry.path());
+            }
+        }
+        dir = next;
+    }
+    out
+}
+
 /// Landlock opens each path: one that does not exist is left out.
 fn existing(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     paths.retain(|p| p.exists());
