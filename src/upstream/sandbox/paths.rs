@@ -31,6 +31,9 @@ const SYSTEM_READ: &[&str] = &[
     "/etc/passwd",
     "/etc/group",
     "/etc/localtime",
+    // glibc's locale aliases (Debian: /usr/share/locale/locale.alias is a
+    // link to it, and Landlock checks the file the link names).
+    "/etc/locale.alias",
     "/etc/mime.types",
     "/etc/npmrc",
     "/proc",
