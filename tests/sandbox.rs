@@ -197,6 +197,19 @@ async fn each_escape_is_stopped_under_the_sandbox_and_succeeds_without_it() {
         escape(&http, &s, tool, json!({})).await;
     }
     assert!(files.outside.join("planted.txt").exists(), "free wrote it");
+    // A child that ends after its cgroup refused it a process is counted
+    // under `pids` (this one is ended from outside, as a crash would).
+    let pid = escape(&http, &s, "boxed__pid", json!({})).await["pid"]
+        .as_i64()
+        .unwrap();
+    // SAFETY: the gateway's child, started by this test's gateway.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    let pids = r#"sluice_backend_restarts_total{backend="boxed",reason="pids"}"#;
+    wait_until(Duration::from_secs(15), || {
+        gw.metrics().get_or_untouched(pids) == 1.0
+    });
     gw.stop();
     // The child's temporary directory and cgroup go with it.
     assert!(!Path::new(&tmp).exists(), "{tmp} left behind");
