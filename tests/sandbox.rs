@@ -179,7 +179,10 @@ async fn each_escape_is_stopped_under_the_sandbox_and_succeeds_without_it() {
         .as_str()
         .expect("TMPDIR given")
         .to_owned();
-    assert!(tmp.contains("sluice-boxed-"), "{tmp}");
+    assert!(
+        tmp.contains(&format!("sluice-{}-boxed-", gw.pid())),
+        "{tmp}"
+    );
     let in_tmp = format!("{tmp}/scratch");
     let wrote = escape(
         &http,
@@ -430,9 +433,9 @@ async fn without_cgroups_or_namespaces_the_fallbacks_hold() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// A gateway killed outright leaves its children's cgroups behind (the
-/// children die with it, by PR_SET_PDEATHSIG); the next gateway on the
-/// host removes them before it makes its own.
+/// A gateway killed outright leaves its children's cgroups and temporary
+/// directories behind (the children die with it, by PR_SET_PDEATHSIG);
+/// the next gateway on the host removes them before it makes its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cgroups_a_killed_gateway_left_are_removed_by_the_next() {
     let toml = escape_backend("boxed", Some("{ memory = \"128MiB\", processes = 32 }"));
@@ -440,6 +443,10 @@ async fn cgroups_a_killed_gateway_left_are_removed_by_the_next() {
     let pid = first.pid();
     let left = cgroups_of(pid);
     assert!(!left.is_empty(), "the child has its cgroups");
+    let http = Http::new(first.url("/mcp"));
+    let s = http.initialize().await;
+    let env = escape(&http, &s, "boxed__env", json!({})).await;
+    let left_tmp = PathBuf::from(env["vars"]["TMPDIR"].as_str().unwrap());
     // SAFETY: killing the gateway this test started, by its pid.
     unsafe {
         libc::kill(pid as i32, libc::SIGKILL);
@@ -447,8 +454,10 @@ async fn cgroups_a_killed_gateway_left_are_removed_by_the_next() {
     drop(first); // reaps it
     assert!(!exists(pid));
     assert_eq!(cgroups_of(pid), left, "nothing removed them yet");
+    assert!(left_tmp.exists());
     let next = Gateway::start(&toml);
     assert!(cgroups_of(pid).is_empty(), "{:?}", cgroups_of(pid));
+    assert!(!left_tmp.exists(), "{} left behind", left_tmp.display());
     assert!(!cgroups_of(next.pid()).is_empty());
     next.stop();
 }

@@ -10,42 +10,29 @@
 //! the principal it was made for. No token is logged or shown, nor written
 //! to the store but sealed.
 //!
-//! Under `[cluster]` (a `GrantStore` joined) the store holds every grant
-//! and `grants` is this replica's copies: one read again after
-//! `CACHE_FRESH`, or at once when another replica says it changed (the
-//! bus); one missing is read through at the next list or call. A refresh
-//! is made under the store's lock of (backend, principal), so a rotating
-//! refresh token is never spent twice by two replicas.
+//! Where the grants are kept, here and under `[cluster]` in the store, is
+//! `backend_grants.rs`'s; a refresh is made here, under the store's lock
+//! of (backend, principal), so a rotating refresh token is never spent
+//! twice by two replicas.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
 use url::Url;
 
+use super::backend_grants::{BackendGrants, Lock};
 use super::fetch::{self, Endpoints};
 use super::starts::{MAX_PER_PRINCIPAL, MAX_STARTS, Starts};
 use super::store::{self, GrantStore, StartRecord, TakenStart};
 use super::{
-    AuthorizationRequest, ClientIdentity, Connection, FLOW_TTL, FlowStates, Grant, Grants, Pkce,
+    AuthorizationRequest, ClientIdentity, Connection, FLOW_TTL, FlowStates, Grant, Pkce,
     StateRefused, TokenForm,
 };
 use crate::config::{CodeFlowConfig, Secret};
 use crate::http1::client::Client;
 use crate::sessions::sealed::KeyRing;
-use crate::vocab::{BackendName, Principal, hex};
-
-/// A replica's copy of a grant is read from the store again after this.
-/// The bus says sooner; this bounds how long a lost message matters.
-const CACHE_FRESH: u64 = 30;
-/// The refresh lock lasts this long at most: the token request's own
-/// deadline (10 s) and a margin.
-const REFRESH_LOCK: Duration = Duration::from_secs(15);
-/// How long a call waits for another replica's refresh, and how often it
-/// looks.
-const REFRESH_WAIT: Duration = Duration::from_secs(12);
-const REFRESH_POLL: Duration = Duration::from_millis(100);
+use crate::vocab::{BackendName, Principal, hex, unix_now as now};
 
 /// What every backend's flows share on one node: the key that seals
 /// states without the sessions' key ring (made at start: a restart loses
@@ -62,12 +49,6 @@ static SHARED: LazyLock<Shared> = LazyLock::new(|| Shared {
     states: FlowStates::new(),
     starts: Starts::new(MAX_STARTS, MAX_PER_PRINCIPAL),
 });
-
-pub(super) fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
 
 fn random_hex() -> String {
     let mut bytes = [0u8; 16];
@@ -109,18 +90,6 @@ impl Refused {
     }
 }
 
-/// What became of a refresh lock.
-enum Lock {
-    /// Taken: refresh, then give it back with this token.
-    Taken(String),
-    /// The store cannot be asked: refreshed here alone.
-    Alone,
-    /// Another replica refreshed (or dropped) the grant meanwhile.
-    Landed(Option<Grant>),
-    /// Another replica holds it and did not finish in time.
-    Late,
-}
-
 /// The authorization server as discovered, and who the gateway is there.
 struct Setup {
     endpoints: Endpoints,
@@ -134,10 +103,9 @@ pub struct CodeFlow {
     /// The backend's MCP URL.
     url: Url,
     client: Client,
-    /// Every grant (one node), or this replica's copies (cluster).
-    grants: Grants,
-    /// Set in cluster mode: where the grants and start ids are.
-    store: OnceLock<Arc<dyn GrantStore>>,
+    /// Its grants, here and (cluster mode) in the store, which also holds
+    /// the start ids.
+    grants: BackendGrants,
     /// Discovered and registered once; a failure is tried again next time.
     setup: tokio::sync::Mutex<Option<Arc<Setup>>>,
     /// One refresh at a time here: a rotated refresh token is spent once
@@ -157,12 +125,11 @@ impl CodeFlow {
         client: Client,
     ) -> CodeFlow {
         CodeFlow {
-            grants: Grants::new(config.max_grants),
+            grants: BackendGrants::new(backend.clone(), config.max_grants),
             backend,
             config,
             url,
             client,
-            store: OnceLock::new(),
             setup: tokio::sync::Mutex::new(None),
             refreshing: tokio::sync::Mutex::new(()),
             ready: Mutex::new(HashMap::new()),
@@ -171,7 +138,7 @@ impl CodeFlow {
 
     /// Cluster mode: grants and start ids are kept in `store` from now on.
     pub fn join_cluster(&self, store: Arc<dyn GrantStore>) {
-        let _ = self.store.set(store);
+        self.grants.join(store);
     }
 
     pub fn max_grants(&self) -> usize {
@@ -186,7 +153,7 @@ impl CodeFlow {
     /// use, for `FLOW_TTL`; the same one while it is fresh and unopened.
     pub async fn start_url(&self, principal: &Principal) -> Url {
         let fresh = random_hex();
-        let shared = match (self.store.get(), store::field(principal)) {
+        let shared = match (self.grants.store(), store::field(principal)) {
             (Some(store), Some(field)) => {
                 let record = StartRecord {
                     principal: principal.clone(),
@@ -235,7 +202,7 @@ impl CodeFlow {
     /// one node) one of this process's table (a replica that does not
     /// know an id asks its own table: then only this one opens it).
     pub fn start_url_now(&self, principal: &Principal) -> Url {
-        if self.store.get().is_some()
+        if self.grants.store().is_some()
             && let Some((url, expires)) = self.ready.lock().get(principal)
             && now() < *expires
         {
@@ -250,7 +217,7 @@ impl CodeFlow {
     /// Cluster mode: asks the store for `principal`'s start URL now, so
     /// that a call answered without waiting names one every replica opens.
     pub async fn ready_start(&self, principal: &Principal) {
-        if self.store.get().is_none() {
+        if self.grants.store().is_none() {
             return;
         }
         let url = self.start_url(principal).await;
@@ -353,8 +320,10 @@ impl CodeFlow {
                 .await
                 .map_err(|e| e.to_string())
         };
-        let (Some(store), Some(ring)) = (self.store.get(), self.store.get().and_then(|s| s.ring()))
-        else {
+        let (Some(store), Some(ring)) = (
+            self.grants.store(),
+            self.grants.store().and_then(|s| s.ring()),
+        ) else {
             return register().await;
         };
         let (backend, tag) = (
@@ -439,118 +408,33 @@ impl CodeFlow {
         )
         .await
         .map_err(|e| Refused::Failed(e.to_string()))?;
-        self.keep(principal, grant).await;
+        self.grants.keep(principal, grant).await;
         tracing::info!(target: "sluice::audit", backend = %self.backend, principal = %principal, "oauth connected");
         Ok(())
-    }
-
-    /// Keeps `principal`'s new or refreshed grant: here, and in the store
-    /// (sealed), whose least recently used grants past `max_grants` go.
-    async fn keep(&self, principal: &Principal, grant: Grant) {
-        let evicted = self.grants.put_fetched(principal, grant.clone(), now());
-        let Some(store) = self.store.get() else {
-            if let Some(evicted) = evicted {
-                tracing::info!(target: "sluice::audit", backend = %self.backend, principal = %evicted, "oauth grant forgotten: max_grants reached");
-            }
-            return;
-        };
-        let (Some(ring), Some(field)) = (store.ring(), store::field(principal)) else {
-            return;
-        };
-        let Some(sealed) = store::seal_grant(&ring, &self.backend, principal, &grant) else {
-            return;
-        };
-        let backend = self.backend.as_str();
-        match store.save(backend, &field, sealed, self.max_grants()).await {
-            Some(evicted) => {
-                for (field, sealed) in evicted {
-                    if let Some((who, _)) = store::open_grant(&ring, &self.backend, &field, &sealed)
-                    {
-                        self.grants.remove(&who);
-                        store.changed(backend, &who);
-                        tracing::info!(target: "sluice::audit", backend = %self.backend, principal = %who, "oauth grant forgotten: max_grants reached");
-                    }
-                }
-            }
-            None => {
-                tracing::warn!(backend = %self.backend, principal = %principal, "oauth grant kept on this replica only: the store is unreachable");
-            }
-        }
-        store.changed(backend, principal);
-    }
-
-    /// Reads `principal`'s grant from the store into this replica's copy
-    /// (cluster mode); on one node, or with the store unreachable, the
-    /// copy as it is.
-    async fn load(&self, principal: &Principal) -> Option<Grant> {
-        let (Some(store), Some(field)) = (self.store.get(), store::field(principal)) else {
-            return self.grants.get(principal);
-        };
-        let Some(found) = store.load(self.backend.as_str(), &field).await else {
-            return self.grants.get(principal);
-        };
-        let opened = found.and_then(|text| {
-            let ring = store.ring()?;
-            store::open_grant(&ring, &self.backend, &field, &text)
-        });
-        match opened {
-            Some((_, grant)) => {
-                self.grants.put_fetched(principal, grant.clone(), now());
-                Some(grant)
-            }
-            None => {
-                self.grants.remove(principal);
-                None
-            }
-        }
-    }
-
-    /// `principal`'s grant: this replica's copy while fresh, else read
-    /// again from the store.
-    async fn grant(&self, principal: &Principal) -> Option<Grant> {
-        match self.grants.get_fetched(principal) {
-            Some((grant, fetched))
-                if self.store.get().is_none() || now() < fetched + CACHE_FRESH =>
-            {
-                Some(grant)
-            }
-            _ => self.load(principal).await,
-        }
-    }
-
-    /// Makes sure this replica knows whether `principal` holds a grant
-    /// (cluster mode: read through on a miss or a stale copy), before a
-    /// list or a call decides whether the backend is there for them.
-    pub async fn warm(&self, principal: &Principal) {
-        if self.store.get().is_some() {
-            self.grant(principal).await;
-        }
-    }
-
-    /// Another replica changed `principal`'s grant: this copy is dropped,
-    /// and read again when next needed.
-    pub fn changed_elsewhere(&self, principal: &Principal) {
-        self.grants.remove(principal);
     }
 
     /// The access token to send for `principal`, refreshed first when due;
     /// None without a usable grant (a refused refresh drops it).
     pub async fn access(&self, principal: &Principal) -> Option<Secret> {
-        let grant = self.grant(principal).await?;
+        let grant = self.grants.grant(principal).await?;
         if !grant.refresh_due(now()) {
             return Some(grant.access);
         }
         let _one = self.refreshing.lock().await;
         // Refreshed by another call (or replica) meanwhile?
-        let grant = self.load(principal).await?;
+        let grant = self.grants.load(principal).await?;
         if !grant.refresh_due(now()) {
             return Some(grant.access);
         }
-        let store = self.store.get();
+        let store = self.grants.store();
         let field = store::field(principal);
         let lock = match (store, &field) {
             (Some(store), Some(field)) => {
-                match self.refresh_lock(store.as_ref(), principal, field).await {
+                match self
+                    .grants
+                    .refresh_lock(store.as_ref(), principal, field)
+                    .await
+                {
                     Lock::Taken(token) => Some(token),
                     Lock::Alone => None,
                     // Another replica's refresh: its outcome, or (not
@@ -566,7 +450,7 @@ impl CodeFlow {
         let result = match lock {
             // Under the lock: read again, another replica may have just
             // refreshed it.
-            Some(_) => match self.load(principal).await {
+            Some(_) => match self.grants.load(principal).await {
                 Some(grant) if !grant.refresh_due(now()) => Ok(grant),
                 Some(grant) => self.refresh(&grant).await,
                 None => Err("the grant was dropped meanwhile".into()),
@@ -577,13 +461,13 @@ impl CodeFlow {
             Ok(fresh) => {
                 let access = fresh.access.clone();
                 if fresh != grant {
-                    self.keep(principal, fresh).await;
+                    self.grants.keep(principal, fresh).await;
                     tracing::info!(backend = %self.backend, principal = %principal, "oauth grant refreshed");
                 }
                 Some(access)
             }
             Err(why) => {
-                self.drop_grant(principal).await;
+                self.grants.drop_grant(principal).await;
                 tracing::warn!(target: "sluice::audit", backend = %self.backend, principal = %principal, "oauth refresh failed, grant dropped: {why}");
                 None
             }
@@ -592,33 +476,6 @@ impl CodeFlow {
             store.unlock(self.backend.as_str(), &field, token).await;
         }
         access
-    }
-
-    /// The store's refresh lock of `principal`. While another replica
-    /// holds it, waits (at most `REFRESH_WAIT`) for its refresh to land.
-    async fn refresh_lock(
-        &self,
-        store: &dyn GrantStore,
-        principal: &Principal,
-        field: &str,
-    ) -> Lock {
-        let deadline = tokio::time::Instant::now() + REFRESH_WAIT;
-        loop {
-            match store.lock(self.backend.as_str(), field, REFRESH_LOCK).await {
-                Some(Some(token)) => return Lock::Taken(token),
-                None => return Lock::Alone,
-                Some(None) => {}
-            }
-            if tokio::time::Instant::now() >= deadline {
-                tracing::warn!(backend = %self.backend, principal = %principal, "oauth refresh: another replica's did not land in time");
-                return Lock::Late;
-            }
-            tokio::time::sleep(REFRESH_POLL).await;
-            match self.load(principal).await {
-                Some(grant) if grant.refresh_due(now()) => {}
-                landed => return Lock::Landed(landed),
-            }
-        }
     }
 
     async fn refresh(&self, grant: &Grant) -> Result<Grant, String> {
@@ -638,66 +495,58 @@ impl CodeFlow {
         .map_err(|e| e.to_string())
     }
 
-    /// Forgets `principal`'s grant here and in the store (telling the
-    /// other replicas); returns it, for revocation at the server.
-    async fn drop_grant(&self, principal: &Principal) -> Option<Grant> {
-        let here = self.grants.remove(principal);
-        let (Some(store), Some(field)) = (self.store.get(), store::field(principal)) else {
-            return here;
-        };
-        let stored = store.remove(self.backend.as_str(), &field).await;
-        store.changed(self.backend.as_str(), principal);
-        let stored = stored.flatten().and_then(|text| {
-            let ring = store.ring()?;
-            store::open_grant(&ring, &self.backend, &field, &text).map(|(_, g)| g)
-        });
-        stored.or(here)
+    /// Makes sure this replica knows whether `principal` holds a grant
+    /// (cluster mode: read through on a miss or a stale copy), before a
+    /// list or a call decides whether the backend is there for them.
+    pub async fn warm(&self, principal: &Principal) {
+        self.grants.warm(principal).await;
+    }
+
+    /// Another replica changed `principal`'s grant: this copy is dropped,
+    /// and read again when next needed.
+    pub fn changed_elsewhere(&self, principal: &Principal) {
+        self.grants.changed_elsewhere(principal);
+    }
+
+    /// `principal`'s access token as this replica holds it (no refresh).
+    pub fn current(&self, principal: &Principal) -> Option<Secret> {
+        self.grants.current(principal)
+    }
+
+    /// Whether `principal` holds a grant here (without using it).
+    pub fn connected(&self, principal: &Principal) -> bool {
+        self.grants.connected(principal)
+    }
+
+    /// Grants held (`sluice_oauth_grants{backend}`): the store's count in
+    /// cluster mode (this replica's copies when it cannot be asked).
+    pub async fn grants(&self) -> usize {
+        self.grants.count().await
     }
 
     /// Drops `principal`'s grant without revoking it (it is no good); the
     /// store forgets it on its own task.
     pub fn forget(self: &Arc<Self>, principal: &Principal, why: &str) {
-        let here = self.grants.remove(principal).is_some();
-        if self.store.get().is_some() {
+        let here = self.grants.drop_here(principal).is_some();
+        if self.grants.store().is_some() {
             let (me, who) = (self.clone(), principal.clone());
-            tokio::spawn(async move { me.drop_grant(&who).await });
+            tokio::spawn(async move { me.grants.drop_grant(&who).await });
         }
         if here {
             tracing::warn!(target: "sluice::audit", backend = %self.backend, principal = %principal, "oauth grant dropped: {why}");
         }
     }
 
-    /// `principal`'s access token as this replica holds it (no refresh).
-    pub fn current(&self, principal: &Principal) -> Option<Secret> {
-        self.grants.get(principal).map(|g| g.access)
-    }
-
-    /// Whether `principal` holds a grant here (without using it).
-    pub fn connected(&self, principal: &Principal) -> bool {
-        self.grants.connection(principal).is_some()
-    }
-
     /// What `/oauth/connections` shows of `principal`'s grant: no token.
     pub async fn connection(&self, principal: &Principal) -> Option<Connection> {
-        self.warm(principal).await;
+        self.grants.warm(principal).await;
         self.grants.connection(principal)
-    }
-
-    /// Grants held (`sluice_oauth_grants{backend}`): the store's count in
-    /// cluster mode (this replica's copies when it cannot be asked).
-    pub async fn grants(&self) -> usize {
-        if let Some(store) = self.store.get()
-            && let Some(count) = store.count(self.backend.as_str()).await
-        {
-            return count;
-        }
-        self.grants.len()
     }
 
     /// Forgets `principal`'s grant, revoking it at the server first when
     /// it offers RFC 7009. False: there was none.
     pub async fn disconnect(&self, principal: &Principal) -> bool {
-        let Some(grant) = self.drop_grant(principal).await else {
+        let Some(grant) = self.grants.drop_grant(principal).await else {
             return false;
         };
         let revoked = match self.setup().await {

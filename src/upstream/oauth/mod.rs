@@ -14,6 +14,7 @@
 //! backend's flow at run time (`flow`), which the front's `/oauth/*`
 //! endpoints and a principal's calls use.
 
+mod backend_grants;
 mod client;
 mod discovery;
 mod fetch;

@@ -58,12 +58,71 @@ pub(super) struct PrivateTmp {
 impl PrivateTmp {
     pub(super) fn new(name: &str) -> io::Result<PrivateTmp> {
         use std::os::unix::fs::DirBuilderExt as _;
-        let mut random = [0u8; 8];
-        getrandom::fill(&mut random).map_err(|e| io::Error::other(e.to_string()))?;
-        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        let path = std::env::temp_dir().join(format!("sluice-{name}-{suffix}"));
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(sweep);
+        let suffix = crate::vocab::random::hex(8);
+        let pid = std::process::id();
+        let path = std::env::temp_dir().join(format!("sluice-{pid}-{name}-{suffix}"));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(PrivateTmp { path })
+    }
+}
+
+/// Removes the temporary directories a gateway that was killed outright
+/// left: `sluice-PID-NAME-HEX16` whose process is gone, 0700 and ours.
+fn sweep() {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(left_by) else {
+            continue;
+        };
+        let ours = entry
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o777 == 0o700);
+        if ours && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(path = %entry.path().display(), "removed a child's temporary directory a gateway that ended without its shutdown left")
+                }
+                Err(e) => {
+                    tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove a temporary directory an earlier gateway left")
+                }
+            }
+        }
+    }
+}
+
+/// The gateway pid in a private directory's name, if it is one.
+fn left_by(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("sluice-")?;
+    let (pid, rest) = rest.split_once('-')?;
+    let (backend, hex) = rest.rsplit_once('-')?;
+    let hex_ok = hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex_ok && !backend.is_empty())
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_childs_own_directory_names_a_gateway() {
+        assert_eq!(
+            super::left_by("sluice-123-files-0123456789abcdef"),
+            Some(123)
+        );
+        assert_eq!(
+            super::left_by("sluice-123-my-files-0123456789abcdef"),
+            Some(123)
+        );
+        assert_eq!(super::left_by("sluice-test-0123456789abcdef"), None);
+        assert_eq!(super::left_by("sluice-bench-k540r_18"), None);
+        assert_eq!(super::left_by("sluice-unit-77"), None);
     }
 }
 
