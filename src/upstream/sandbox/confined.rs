@@ -108,6 +108,14 @@ fn left_by(name: &str) -> Option<u32> {
         .flatten()
 }
 
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot remove a child's temporary directory");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -123,13 +131,5 @@ mod tests {
         assert_eq!(super::left_by("sluice-test-0123456789abcdef"), None);
         assert_eq!(super::left_by("sluice-bench-k540r_18"), None);
         assert_eq!(super::left_by("sluice-unit-77"), None);
-    }
-}
-
-impl Drop for PrivateTmp {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            tracing::warn!(path = %self.path.display(), error = %e, "cannot remove a child's temporary directory");
-        }
     }
 }
