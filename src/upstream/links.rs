@@ -71,7 +71,7 @@ impl Backend {
 
     /// `oauth.flow = "authorization_code"`: the backend's flow (the front's
     /// `/oauth/*` endpoints use it).
-    pub fn code_flow(&self) -> Option<&Arc<super::oauth::CodeFlow>> {
+    pub(crate) fn code_flow(&self) -> Option<&Arc<super::oauth::CodeFlow>> {
         self.code_entries().map(|c| &c.flow)
     }
 
@@ -391,7 +391,7 @@ impl Backend {
 
     /// Cluster mode: what this backend announces is also handed to
     /// `relay`, and its per-session backend sessions to `records`.
-    pub fn join_cluster(
+    pub(crate) fn join_cluster(
         &self,
         relay: Relay,
         records: Arc<dyn Records>,

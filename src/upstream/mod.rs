@@ -34,7 +34,7 @@ mod links;
 mod lists;
 pub(crate) mod meta;
 mod notice;
-pub mod oauth;
+pub(crate) mod oauth;
 mod polling;
 mod pool;
 mod principals;

@@ -15,15 +15,15 @@ use crate::config::Secret;
 
 /// The gateway's identity at one authorization server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientIdentity {
-    pub client_id: String,
+pub(crate) struct ClientIdentity {
+    pub(crate) client_id: String,
     /// Sent with `client_secret_basic` when present.
-    pub client_secret: Option<Secret>,
+    pub(crate) client_secret: Option<Secret>,
 }
 
 /// Why a registration's answer cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistrationError {
+pub(crate) enum RegistrationError {
     #[error("the registration answer is not valid JSON of RFC 7591: {0}")]
     BadAnswer(String),
     #[error("the authorization server refused the registration: {0}")]
@@ -31,7 +31,7 @@ pub enum RegistrationError {
 }
 
 /// The RFC 7591 request body for a gateway whose callback is `redirect`.
-pub fn registration_request(redirect: &Url, client_name: &str) -> serde_json::Value {
+pub(crate) fn registration_request(redirect: &Url, client_name: &str) -> serde_json::Value {
     serde_json::json!({
         "client_name": client_name,
         "redirect_uris": [redirect.as_str()],
@@ -44,7 +44,7 @@ pub fn registration_request(redirect: &Url, client_name: &str) -> serde_json::Va
 
 /// The Client ID Metadata Document served at `id` (its own URL, the
 /// `client_id`): what a registration asks, as the client it names.
-pub fn metadata_document(id: &Url, redirect: &Url, client_name: &str) -> serde_json::Value {
+pub(crate) fn metadata_document(id: &Url, redirect: &Url, client_name: &str) -> serde_json::Value {
     let mut document = registration_request(redirect, client_name);
     document["client_id"] = id.as_str().into();
     document
@@ -60,7 +60,7 @@ struct Answer {
 
 impl ClientIdentity {
     /// A configured client.
-    pub fn configured(client_id: &str, client_secret: Option<Secret>) -> ClientIdentity {
+    pub(crate) fn configured(client_id: &str, client_secret: Option<Secret>) -> ClientIdentity {
         ClientIdentity {
             client_id: client_id.to_owned(),
             client_secret,
@@ -69,7 +69,7 @@ impl ClientIdentity {
 
     /// The identity a registration's answer gives (any status: an error
     /// body is read for its `error`).
-    pub fn registered(body: &[u8]) -> Result<ClientIdentity, RegistrationError> {
+    pub(crate) fn registered(body: &[u8]) -> Result<ClientIdentity, RegistrationError> {
         let answer: Answer = serde_json::from_slice(body)
             .map_err(|e| RegistrationError::BadAnswer(e.to_string()))?;
         if let Some(error) = answer.error {

@@ -20,7 +20,7 @@ use url::Url;
 
 /// Why discovery cannot go on; its text names the document, never a token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DiscoveryError {
+pub(crate) enum DiscoveryError {
     #[error("the protected resource metadata is not valid JSON of RFC 9728: {0}")]
     BadResourceMetadata(String),
     #[error("the protected resource metadata is for {found}, not {wanted}")]
@@ -37,16 +37,16 @@ pub enum DiscoveryError {
 
 /// What a 401 from the backend says about where to look.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Challenge {
-    pub resource_metadata: Option<String>,
+pub(crate) struct Challenge {
+    pub(crate) resource_metadata: Option<String>,
     /// The scope the backend asks for, preferred over `scopes_supported`.
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
 }
 
 impl Challenge {
     /// Reads every `WWW-Authenticate` value the 401 carried; only the
     /// `Bearer` challenge's parameters count.
-    pub fn parse<'a>(values: impl IntoIterator<Item = &'a str>) -> Challenge {
+    pub(crate) fn parse<'a>(values: impl IntoIterator<Item = &'a str>) -> Challenge {
         let mut out = Challenge::default();
         for value in values {
             let mut in_bearer = false;
@@ -128,13 +128,13 @@ fn auth_params(value: &str) -> Vec<(Option<String>, String, String)> {
 }
 
 /// RFC 9728's well-known URLs for `resource`, in the order to try them.
-pub fn resource_metadata_urls(resource: &Url) -> Vec<Url> {
+pub(crate) fn resource_metadata_urls(resource: &Url) -> Vec<Url> {
     well_known(resource, "oauth-protected-resource", false)
 }
 
 /// RFC 8414's and OpenID Connect's metadata URLs for `issuer`, in the
 /// order the MCP spec has a client try them.
-pub fn server_metadata_urls(issuer: &Url) -> Vec<Url> {
+pub(crate) fn server_metadata_urls(issuer: &Url) -> Vec<Url> {
     let mut out = well_known(issuer, "oauth-authorization-server", true);
     out.extend(well_known(issuer, "openid-configuration", true));
     if has_path(issuer) {
@@ -181,10 +181,10 @@ fn well_known(url: &Url, name: &str, inserted_only: bool) -> Vec<Url> {
 
 /// RFC 9728's document, as far as a client needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceMetadata {
-    pub resource: String,
-    pub authorization_server: Url,
-    pub scopes_supported: Vec<String>,
+pub(crate) struct ResourceMetadata {
+    pub(crate) resource: String,
+    pub(crate) authorization_server: Url,
+    pub(crate) scopes_supported: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -198,7 +198,7 @@ struct ResourceJson {
 
 impl ResourceMetadata {
     /// Reads the document served for `backend` (the backend's URL).
-    pub fn parse(body: &[u8], backend: &Url) -> Result<ResourceMetadata, DiscoveryError> {
+    pub(crate) fn parse(body: &[u8], backend: &Url) -> Result<ResourceMetadata, DiscoveryError> {
         let json: ResourceJson = serde_json::from_slice(body)
             .map_err(|e| DiscoveryError::BadResourceMetadata(e.to_string()))?;
         if !resource_covers(&json.resource, backend) {
@@ -236,13 +236,13 @@ fn resource_covers(resource: &str, backend: &Url) -> bool {
 
 /// RFC 8414's document, as far as a client needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerMetadata {
-    pub issuer: String,
-    pub authorization_endpoint: Url,
-    pub token_endpoint: Url,
-    pub registration_endpoint: Option<Url>,
-    pub revocation_endpoint: Option<Url>,
-    pub client_id_metadata_document_supported: bool,
+pub(crate) struct ServerMetadata {
+    pub(crate) issuer: String,
+    pub(crate) authorization_endpoint: Url,
+    pub(crate) token_endpoint: Url,
+    pub(crate) registration_endpoint: Option<Url>,
+    pub(crate) revocation_endpoint: Option<Url>,
+    pub(crate) client_id_metadata_document_supported: bool,
 }
 
 #[derive(Deserialize)]
@@ -260,7 +260,7 @@ struct ServerJson {
 
 impl ServerMetadata {
     /// Reads the document fetched for `issuer`.
-    pub fn parse(body: &[u8], issuer: &Url) -> Result<ServerMetadata, DiscoveryError> {
+    pub(crate) fn parse(body: &[u8], issuer: &Url) -> Result<ServerMetadata, DiscoveryError> {
         let json: ServerJson = serde_json::from_slice(body)
             .map_err(|e| DiscoveryError::BadServerMetadata(e.to_string()))?;
         let same = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');

@@ -26,18 +26,18 @@ const MAX_ANSWER: usize = 256 * 1024;
 
 /// Where a backend's authorization server is, and what it offers.
 #[derive(Debug, Clone)]
-pub struct Endpoints {
+pub(crate) struct Endpoints {
     /// The RFC 8707 resource: the backend's URL as its metadata names it.
-    pub resource: Url,
-    pub server: ServerMetadata,
+    pub(crate) resource: Url,
+    pub(crate) server: ServerMetadata,
     /// The scope to ask for: the 401's, else the metadata's supported ones.
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
 }
 
 /// What went wrong in one of the flow's requests (no secret in it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct FetchError(pub String);
+pub(crate) struct FetchError(pub String);
 
 fn err(step: &str, why: impl std::fmt::Display) -> FetchError {
     FetchError(format!("{step}: {why}"))

@@ -59,7 +59,7 @@ fn random_hex() -> String {
 /// Why `/oauth/start/{id}` or `/oauth/callback` is refused: its text goes
 /// on the plain 400 page.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("this link is unknown; ask again from your MCP client")]
     UnknownStart,
     #[error("this link has already been used; ask again from your MCP client")]
@@ -76,7 +76,7 @@ pub enum Refused {
 
 impl Refused {
     /// The `result` label of `sluice_oauth_flows_total`.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Refused::UnknownStart => "unknown",
             Refused::UsedStart => "used",
@@ -97,7 +97,7 @@ struct Setup {
 }
 
 /// One backend's flow.
-pub struct CodeFlow {
+pub(crate) struct CodeFlow {
     backend: BackendName,
     config: CodeFlowConfig,
     /// The backend's MCP URL.
@@ -137,21 +137,17 @@ impl CodeFlow {
     }
 
     /// Cluster mode: grants and start ids are kept in `store` from now on.
-    pub fn join_cluster(&self, store: Arc<dyn GrantStore>) {
+    pub(crate) fn join_cluster(&self, store: Arc<dyn GrantStore>) {
         self.grants.join(store);
     }
 
-    pub fn max_grants(&self) -> usize {
+    pub(crate) fn max_grants(&self) -> usize {
         self.grants.max()
-    }
-
-    pub fn backend(&self) -> &BackendName {
-        &self.backend
     }
 
     /// A start URL for `principal`: `{public_url}/oauth/start/{id}`, single
     /// use, for `FLOW_TTL`; the same one while it is fresh and unopened.
-    pub async fn start_url(&self, principal: &Principal) -> Url {
+    pub(crate) async fn start_url(&self, principal: &Principal) -> Url {
         let fresh = random_hex();
         let shared = match (self.grants.store(), store::field(principal)) {
             (Some(store), Some(field)) => {
@@ -191,7 +187,7 @@ impl CodeFlow {
     /// `/.well-known/oauth-client/{backend}`: the document, when the
     /// gateway may be known by it (no `client_id` configured, an https
     /// `public_url`, as the draft requires of a client id).
-    pub fn metadata_document(&self) -> Option<serde_json::Value> {
+    pub(crate) fn metadata_document(&self) -> Option<serde_json::Value> {
         (self.config.client_id.is_none() && self.secure()).then(|| {
             super::metadata_document(&self.metadata_url(), &self.config.callback(), "sluice")
         })
@@ -201,7 +197,7 @@ impl CodeFlow {
     /// got from the store while it surely lives, else (and on
     /// one node) one of this process's table (a replica that does not
     /// know an id asks its own table: then only this one opens it).
-    pub fn start_url_now(&self, principal: &Principal) -> Url {
+    pub(crate) fn start_url_now(&self, principal: &Principal) -> Url {
         if self.grants.store().is_some()
             && let Some((url, expires)) = self.ready.lock().get(principal)
             && now() < *expires
@@ -216,7 +212,7 @@ impl CodeFlow {
 
     /// Cluster mode: asks the store for `principal`'s start URL now, so
     /// that a call answered without waiting names one every replica opens.
-    pub async fn ready_start(&self, principal: &Principal) {
+    pub(crate) async fn ready_start(&self, principal: &Principal) {
         if self.grants.store().is_none() {
             return;
         }
@@ -233,19 +229,19 @@ impl CodeFlow {
     }
 
     /// The callback's path (the flow cookie's `Path`).
-    pub fn callback_path(&self) -> String {
+    pub(crate) fn callback_path(&self) -> String {
         self.config.callback().path().to_owned()
     }
 
     /// Whether the start URL is https (the flow cookie is then `Secure`).
-    pub fn secure(&self) -> bool {
+    pub(crate) fn secure(&self) -> bool {
         self.config.public_url.scheme() == "https"
     }
 
     /// The backend a start id is for, taking the id out (single use): from
     /// `store` in cluster mode (else, or when it does not know the id, this
     /// process's table).
-    pub async fn take_start(
+    pub(crate) async fn take_start(
         store: Option<&dyn GrantStore>,
         id: &str,
     ) -> Result<(Principal, BackendName), Refused> {
@@ -272,7 +268,7 @@ impl CodeFlow {
     /// sessions' key ring when there is one (states then open on any
     /// replica holding it); in cluster mode `store` says whether another
     /// replica opened it already.
-    pub async fn open_state(
+    pub(crate) async fn open_state(
         ring: Option<&KeyRing>,
         store: Option<&dyn GrantStore>,
         state: &str,
@@ -351,7 +347,7 @@ impl CodeFlow {
     /// `/oauth/start/{id}` for `principal`: the flow cookie to set and
     /// the authorization URL to send the browser to. `id`: the start id it
     /// came from; `ring`: the sessions' key ring, when there is one.
-    pub async fn begin(
+    pub(crate) async fn begin(
         &self,
         principal: &Principal,
         id: &str,
@@ -385,7 +381,7 @@ impl CodeFlow {
     }
 
     /// `/oauth/callback`: the code exchanged for the principal's grant.
-    pub async fn finish(
+    pub(crate) async fn finish(
         &self,
         principal: &Principal,
         pkce: &Pkce,
@@ -415,7 +411,7 @@ impl CodeFlow {
 
     /// The access token to send for `principal`, refreshed first when due;
     /// None without a usable grant (a refused refresh drops it).
-    pub async fn access(&self, principal: &Principal) -> Option<Secret> {
+    pub(crate) async fn access(&self, principal: &Principal) -> Option<Secret> {
         let grant = self.grants.grant(principal).await?;
         if !grant.refresh_due(now()) {
             return Some(grant.access);
@@ -495,38 +491,31 @@ impl CodeFlow {
         .map_err(|e| e.to_string())
     }
 
-    /// Makes sure this replica knows whether `principal` holds a grant
-    /// (cluster mode: read through on a miss or a stale copy), before a
-    /// list or a call decides whether the backend is there for them.
-    pub async fn warm(&self, principal: &Principal) {
-        self.grants.warm(principal).await;
-    }
-
     /// Another replica changed `principal`'s grant: this copy is dropped,
     /// and read again when next needed.
-    pub fn changed_elsewhere(&self, principal: &Principal) {
+    pub(crate) fn changed_elsewhere(&self, principal: &Principal) {
         self.grants.changed_elsewhere(principal);
     }
 
     /// `principal`'s access token as this replica holds it (no refresh).
-    pub fn current(&self, principal: &Principal) -> Option<Secret> {
+    pub(crate) fn current(&self, principal: &Principal) -> Option<Secret> {
         self.grants.current(principal)
     }
 
     /// Whether `principal` holds a grant here (without using it).
-    pub fn connected(&self, principal: &Principal) -> bool {
+    pub(crate) fn connected(&self, principal: &Principal) -> bool {
         self.grants.connected(principal)
     }
 
     /// Grants held (`sluice_oauth_grants{backend}`): the store's count in
     /// cluster mode (this replica's copies when it cannot be asked).
-    pub async fn grants(&self) -> usize {
+    pub(crate) async fn grants(&self) -> usize {
         self.grants.count().await
     }
 
     /// Drops `principal`'s grant without revoking it (it is no good); the
     /// store forgets it on its own task.
-    pub fn forget(self: &Arc<Self>, principal: &Principal, why: &str) {
+    pub(crate) fn forget(self: &Arc<Self>, principal: &Principal, why: &str) {
         let here = self.grants.drop_here(principal).is_some();
         if self.grants.store().is_some() {
             let (me, who) = (self.clone(), principal.clone());
@@ -538,14 +527,14 @@ impl CodeFlow {
     }
 
     /// What `/oauth/connections` shows of `principal`'s grant: no token.
-    pub async fn connection(&self, principal: &Principal) -> Option<Connection> {
+    pub(crate) async fn connection(&self, principal: &Principal) -> Option<Connection> {
         self.grants.warm(principal).await;
         self.grants.connection(principal)
     }
 
     /// Forgets `principal`'s grant, revoking it at the server first when
     /// it offers RFC 7009. False: there was none.
-    pub async fn disconnect(&self, principal: &Principal) -> bool {
+    pub(crate) async fn disconnect(&self, principal: &Principal) -> bool {
         let Some(grant) = self.grants.drop_grant(principal).await else {
             return false;
         };

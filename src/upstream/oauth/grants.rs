@@ -16,31 +16,28 @@ use parking_lot::Mutex;
 use crate::config::Secret;
 use crate::vocab::Principal;
 
-/// `max_grants` when the config says nothing.
-pub const DEFAULT_MAX_GRANTS: usize = 10_000;
-
 /// Refreshed this long before the access token's expiry, so a call made
 /// just before it does not reach the backend with a dead token.
-pub const REFRESH_AHEAD: u64 = 60;
+pub(crate) const REFRESH_AHEAD: u64 = 60;
 
 /// What one principal's consent gave, for one backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
-    pub access: Secret,
-    pub refresh: Option<Secret>,
+pub(crate) struct Grant {
+    pub(crate) access: Secret,
+    pub(crate) refresh: Option<Secret>,
     /// Unix seconds; None when the server did not say (`expires_in`).
-    pub expires: Option<u64>,
+    pub(crate) expires: Option<u64>,
     /// The scope granted, as the server said it.
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
     /// Unix seconds: when the principal connected (kept across refreshes).
-    pub connected: u64,
+    pub(crate) connected: u64,
 }
 
 impl Grant {
     /// Whether the access token should be refreshed before use at `now`:
     /// within `REFRESH_AHEAD` of its expiry (or within a tenth of a short
     /// lifetime, so a 30-second token is not refreshed at every call).
-    pub fn refresh_due(&self, now: u64) -> bool {
+    pub(crate) fn refresh_due(&self, now: u64) -> bool {
         let Some(expires) = self.expires else {
             return false;
         };
@@ -52,15 +49,15 @@ impl Grant {
 
 /// What `/oauth/connections` shows of a grant: no token.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Connection {
-    pub connected: u64,
-    pub expires: Option<u64>,
-    pub scope: Option<String>,
-    pub refreshable: bool,
+pub(crate) struct Connection {
+    pub(crate) connected: u64,
+    pub(crate) expires: Option<u64>,
+    pub(crate) scope: Option<String>,
+    pub(crate) refreshable: bool,
 }
 
 /// One backend's grants, by principal, least recently used first out.
-pub struct Grants {
+pub(crate) struct Grants {
     max: usize,
     inner: Mutex<Table>,
 }
@@ -89,7 +86,7 @@ impl Table {
 
 impl Grants {
     /// At most `max` grants (at least one).
-    pub fn new(max: usize) -> Grants {
+    pub(crate) fn new(max: usize) -> Grants {
         Grants {
             max: max.max(1),
             inner: Mutex::new(Table::default()),
@@ -97,12 +94,12 @@ impl Grants {
     }
 
     /// `principal`'s grant, now its most recently used.
-    pub fn get(&self, principal: &Principal) -> Option<Grant> {
+    pub(crate) fn get(&self, principal: &Principal) -> Option<Grant> {
         self.get_fetched(principal).map(|(g, _)| g)
     }
 
     /// `get`, with when the grant was read from the store.
-    pub fn get_fetched(&self, principal: &Principal) -> Option<(Grant, u64)> {
+    pub(crate) fn get_fetched(&self, principal: &Principal) -> Option<(Grant, u64)> {
         let mut table = self.inner.lock();
         table.touch(principal);
         table
@@ -113,12 +110,13 @@ impl Grants {
 
     /// Keeps `grant` for `principal` (replacing theirs, as a refresh does).
     /// Returns the principal whose grant was forgotten to make room.
-    pub fn put(&self, principal: &Principal, grant: Grant) -> Option<Principal> {
+    #[cfg(test)]
+    pub(crate) fn put(&self, principal: &Principal, grant: Grant) -> Option<Principal> {
         self.put_fetched(principal, grant, 0)
     }
 
     /// `put`, noting when the grant was read from the store.
-    pub fn put_fetched(
+    pub(crate) fn put_fetched(
         &self,
         principal: &Principal,
         grant: Grant,
@@ -147,7 +145,7 @@ impl Grants {
 
     /// Forgets `principal`'s grant (a deleted connection, a failed
     /// refresh); returns it, for revocation at the server.
-    pub fn remove(&self, principal: &Principal) -> Option<Grant> {
+    pub(crate) fn remove(&self, principal: &Principal) -> Option<Grant> {
         let mut table = self.inner.lock();
         let (grant, used, _) = table.by_principal.remove(principal)?;
         table.by_use.remove(&used);
@@ -155,7 +153,7 @@ impl Grants {
     }
 
     /// What `principal` may see of their grant here, without using it.
-    pub fn connection(&self, principal: &Principal) -> Option<Connection> {
+    pub(crate) fn connection(&self, principal: &Principal) -> Option<Connection> {
         let table = self.inner.lock();
         table
             .by_principal
@@ -169,15 +167,11 @@ impl Grants {
     }
 
     /// Grants held (`sluice_oauth_grants{backend}`).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.lock().by_principal.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn max(&self) -> usize {
+    pub(crate) fn max(&self) -> usize {
         self.max
     }
 }

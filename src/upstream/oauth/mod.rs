@@ -26,19 +26,13 @@ mod state;
 mod store;
 mod token;
 
-pub use client::{ClientIdentity, RegistrationError, metadata_document, registration_request};
-pub use discovery::{
-    Challenge, DiscoveryError, ResourceMetadata, ServerMetadata, resource_metadata_urls,
-    server_metadata_urls,
+pub(crate) use client::{ClientIdentity, metadata_document, registration_request};
+pub(crate) use discovery::{
+    Challenge, ResourceMetadata, ServerMetadata, resource_metadata_urls, server_metadata_urls,
 };
-pub use fetch::{Endpoints, FetchError};
-pub use flow::{CodeFlow, Refused};
-pub use grants::{Connection, DEFAULT_MAX_GRANTS, Grant, Grants, REFRESH_AHEAD};
-pub use pkce::Pkce;
-pub use starts::{MAX_PER_PRINCIPAL, MAX_STARTS, Starts};
-pub use state::{FLOW_TTL, FlowState, FlowStates, MAX_USED, StateRefused};
-pub use store::{
-    GrantStore, StartRecord, TakenStart, client_tag, field, open_client, open_grant, seal_client,
-    seal_grant,
-};
-pub use token::{AuthorizationRequest, TokenError, TokenForm, read_token_answer};
+pub(crate) use flow::{CodeFlow, Refused};
+pub(crate) use grants::{Connection, Grant, Grants};
+pub(crate) use pkce::Pkce;
+pub(crate) use state::{FLOW_TTL, FlowState, FlowStates, StateRefused};
+pub(crate) use store::{GrantStore, TakenStart};
+pub(crate) use token::{AuthorizationRequest, TokenForm, read_token_answer};

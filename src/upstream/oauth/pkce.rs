@@ -13,16 +13,16 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL
 
 /// One flow's code verifier.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Pkce {
+pub(crate) struct Pkce {
     verifier: String,
 }
 
 impl Pkce {
     /// `code_challenge_method`: S256 only.
-    pub const METHOD: &'static str = "S256";
+    pub(crate) const METHOD: &'static str = "S256";
 
     /// A new verifier from the OS's randomness.
-    pub fn generate() -> Pkce {
+    pub(crate) fn generate() -> Pkce {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).expect("OS randomness is unavailable");
         Pkce {
@@ -32,7 +32,7 @@ impl Pkce {
 
     /// A verifier read back (from an opened `state`); None unless it is
     /// one RFC 7636 allows (43 to 128 unreserved characters).
-    pub fn from_verifier(verifier: &str) -> Option<Pkce> {
+    pub(crate) fn from_verifier(verifier: &str) -> Option<Pkce> {
         let ok = (43..=128).contains(&verifier.len())
             && verifier
                 .bytes()
@@ -43,12 +43,12 @@ impl Pkce {
     }
 
     /// `code_verifier`, for the token request only.
-    pub fn verifier(&self) -> &str {
+    pub(crate) fn verifier(&self) -> &str {
         &self.verifier
     }
 
     /// `code_challenge`, for the authorization request.
-    pub fn challenge(&self) -> String {
+    pub(crate) fn challenge(&self) -> String {
         B64.encode(sha2::Sha256::digest(self.verifier.as_bytes()))
     }
 }

@@ -22,12 +22,12 @@ use crate::vocab::{BackendName, Principal};
 pub(super) type Started = (Principal, BackendName);
 
 /// Ids kept at once, across backends and principals.
-pub const MAX_STARTS: usize = 100_000;
+pub(crate) const MAX_STARTS: usize = 100_000;
 /// Unopened ids one principal may hold (one per backend with the flow:
 /// this bites only past that many such backends).
-pub const MAX_PER_PRINCIPAL: usize = 32;
+pub(crate) const MAX_PER_PRINCIPAL: usize = 32;
 
-pub struct Starts {
+pub(crate) struct Starts {
     max: usize,
     per_principal: usize,
     inner: Mutex<Inner>,
@@ -93,7 +93,7 @@ impl Inner {
 
 impl Starts {
     /// At most `max` ids, `per_principal` unopened ones each (at least 1).
-    pub fn new(max: usize, per_principal: usize) -> Starts {
+    pub(crate) fn new(max: usize, per_principal: usize) -> Starts {
         Starts {
             max: max.max(1),
             per_principal: per_principal.max(1),
@@ -103,7 +103,7 @@ impl Starts {
 
     /// `principal`'s unopened id for `backend` if it has half its life
     /// left, else `fresh` (a new random id) put in at `now`.
-    pub fn issue(
+    pub(crate) fn issue(
         &self,
         principal: &Principal,
         backend: &BackendName,
@@ -156,7 +156,7 @@ impl Starts {
     }
 
     /// Opens `id` once at `now`: whom it is for, and where.
-    pub fn take(&self, id: &str, now: u64) -> Result<Started, Refused> {
+    pub(crate) fn take(&self, id: &str, now: u64) -> Result<Started, Refused> {
         let mut t = self.inner.lock();
         let entry = t.by_id.get_mut(id).ok_or(Refused::UnknownStart)?;
         if now >= entry.expires {
@@ -167,14 +167,12 @@ impl Starts {
         t.unpend(&who, id);
         Ok(who)
     }
+}
 
-    /// Ids kept now (opened ones until their expiry included).
-    pub fn len(&self) -> usize {
+#[cfg(test)]
+impl Starts {
+    pub(crate) fn len(&self) -> usize {
         self.inner.lock().by_id.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

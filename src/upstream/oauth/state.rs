@@ -24,10 +24,10 @@ use crate::sessions::sealed::KeyRing;
 use crate::vocab::{BackendName, Principal, hex, unhex};
 
 /// How long a flow may take, from the start URL to the callback.
-pub const FLOW_TTL: Duration = Duration::from_secs(600);
+pub(crate) const FLOW_TTL: Duration = Duration::from_secs(600);
 
 /// Used serials remembered at once.
-pub const MAX_USED: usize = 100_000;
+pub(crate) const MAX_USED: usize = 100_000;
 
 /// Its own prefix: a session id never opens as a state, nor the reverse.
 const PREFIX: &str = "f1.";
@@ -36,28 +36,28 @@ const MAX_PLAIN: usize = 1024;
 
 /// What a state says, once opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowState {
-    pub principal: Principal,
-    pub backend: BackendName,
-    pub pkce: Pkce,
+pub(crate) struct FlowState {
+    pub(crate) principal: Principal,
+    pub(crate) backend: BackendName,
+    pub(crate) pkce: Pkce,
     /// Unix seconds.
-    pub expires: u64,
+    pub(crate) expires: u64,
     /// The start id the flow began from: a client that was asked by URL
     /// elicitation knows it as the `elicitationId` to be told complete.
-    pub started: String,
+    pub(crate) started: String,
     serial: [u8; 16],
 }
 
 impl FlowState {
     /// What names this flow (replicas remember it used, cluster mode).
-    pub fn serial_hex(&self) -> String {
+    pub(crate) fn serial_hex(&self) -> String {
         hex(&self.serial)
     }
 }
 
 /// Why a callback's state is refused. Its text goes on the plain 400 page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum StateRefused {
+pub(crate) enum StateRefused {
     #[error("this sign-in link was not issued by this gateway for this browser")]
     Unknown,
     #[error("this sign-in link has expired; start again from your MCP client")]
@@ -78,7 +78,7 @@ struct Plain {
 }
 
 /// Seals and opens states, each at most once.
-pub struct FlowStates {
+pub(crate) struct FlowStates {
     max_used: usize,
     /// Serial -> expiry (unix seconds).
     used: Mutex<HashMap<[u8; 16], u64>>,
@@ -91,12 +91,12 @@ impl Default for FlowStates {
 }
 
 impl FlowStates {
-    pub fn new() -> FlowStates {
+    pub(crate) fn new() -> FlowStates {
         FlowStates::with_max(MAX_USED)
     }
 
     /// At most `max_used` serials remembered.
-    pub fn with_max(max_used: usize) -> FlowStates {
+    pub(crate) fn with_max(max_used: usize) -> FlowStates {
         FlowStates {
             max_used: max_used.max(1),
             used: Mutex::new(HashMap::new()),
@@ -106,7 +106,7 @@ impl FlowStates {
     /// A new flow's state: for `principal` at `backend`, begun from the
     /// start id `started`, at `now` (unix seconds), bound to `browser`
     /// (the flow cookie's value).
-    pub fn seal(
+    pub(crate) fn seal(
         &self,
         ring: &KeyRing,
         (principal, backend, started): (&Principal, &BackendName, &str),
@@ -131,7 +131,7 @@ impl FlowStates {
 
     /// Opens `text` for the browser that presents `browser`, and marks it
     /// used: a second call with the same state is refused.
-    pub fn finish(
+    pub(crate) fn finish(
         &self,
         ring: &KeyRing,
         text: &str,
@@ -173,7 +173,8 @@ impl FlowStates {
     }
 
     /// Serials remembered now.
-    pub fn used(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
         self.used.lock().len()
     }
 }

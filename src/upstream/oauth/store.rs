@@ -28,7 +28,7 @@ const MAX_PLAIN: usize = 16 * 1024;
 
 /// What `take_start` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TakenStart {
+pub(crate) enum TakenStart {
     /// No such id (or it expired long ago).
     Unknown,
     /// Already opened once.
@@ -40,7 +40,7 @@ pub enum TakenStart {
 /// Where grants live when replicas share them. Every method answers None
 /// when the store could not be asked (Redis down, or no answer within its
 /// deadline): the caller then does what it can with what it holds.
-pub trait GrantStore: Send + Sync {
+pub(crate) trait GrantStore: Send + Sync {
     /// The key ring grants are sealed with: the sessions' own, as it is now
     /// (a reload may rotate it).
     fn ring(&self) -> Option<Arc<KeyRing>>;
@@ -104,7 +104,7 @@ pub trait GrantStore: Send + Sync {
 
 /// Where a registration is kept: a digest of the server and the redirect
 /// URI it was made for (another `public_url` or server registers anew).
-pub fn client_tag(issuer: &str, redirect: &str) -> String {
+pub(crate) fn client_tag(issuer: &str, redirect: &str) -> String {
     use sha2::Digest as _;
     let mut h = sha2::Sha256::new();
     h.update(b"sluice-oauth-client\0");
@@ -121,7 +121,7 @@ struct PlainClient {
 }
 
 /// A registration sealed for the store (its secret, if any, is one).
-pub fn seal_client(
+pub(crate) fn seal_client(
     ring: &KeyRing,
     backend: &BackendName,
     tag: &str,
@@ -136,7 +136,7 @@ pub fn seal_client(
 }
 
 /// A registration as `seal_client` sealed it for `backend` and `tag`.
-pub fn open_client(
+pub(crate) fn open_client(
     ring: &KeyRing,
     backend: &BackendName,
     tag: &str,
@@ -161,16 +161,16 @@ fn client_binding(backend: &BackendName, tag: &str) -> Vec<u8> {
 
 /// What a start id stands for, as the store holds it (no secret).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StartRecord {
-    pub principal: Principal,
-    pub backend: String,
+pub(crate) struct StartRecord {
+    pub(crate) principal: Principal,
+    pub(crate) backend: String,
     /// Unix seconds.
-    pub expires: u64,
+    pub(crate) expires: u64,
 }
 
 /// A principal's field in the store: a digest, alike on every replica
 /// (None for the anonymous principal, which has no grants).
-pub fn field(principal: &Principal) -> Option<String> {
+pub(crate) fn field(principal: &Principal) -> Option<String> {
     ClientKey::Principal(principal.clone()).principal_tag()
 }
 
@@ -190,7 +190,7 @@ fn binding(backend: &BackendName, field: &str) -> Vec<u8> {
 }
 
 /// `grant` of `principal` at `backend`, sealed for the store.
-pub fn seal_grant(
+pub(crate) fn seal_grant(
     ring: &KeyRing,
     backend: &BackendName,
     principal: &Principal,
@@ -213,7 +213,7 @@ pub fn seal_grant(
 /// A sealed grant opened: whose it is, and what it holds. None if it is
 /// not one of ours, was altered, or was sealed for another field (another
 /// principal) or backend.
-pub fn open_grant(
+pub(crate) fn open_grant(
     ring: &KeyRing,
     backend: &BackendName,
     field: &str,

@@ -19,18 +19,18 @@ use super::pkce::Pkce;
 use crate::config::Secret;
 
 /// What the authorization request asks for.
-pub struct AuthorizationRequest<'a> {
-    pub client: &'a ClientIdentity,
-    pub redirect: &'a Url,
-    pub resource: &'a Url,
-    pub scope: Option<&'a str>,
-    pub pkce: &'a Pkce,
-    pub state: &'a str,
+pub(crate) struct AuthorizationRequest<'a> {
+    pub(crate) client: &'a ClientIdentity,
+    pub(crate) redirect: &'a Url,
+    pub(crate) resource: &'a Url,
+    pub(crate) scope: Option<&'a str>,
+    pub(crate) pkce: &'a Pkce,
+    pub(crate) state: &'a str,
 }
 
 impl AuthorizationRequest<'_> {
     /// The URL at `endpoint` the browser is redirected to.
-    pub fn url(&self, endpoint: &Url) -> Url {
+    pub(crate) fn url(&self, endpoint: &Url) -> Url {
         let mut url = endpoint.clone();
         {
             let mut q = url.query_pairs_mut();
@@ -52,9 +52,9 @@ impl AuthorizationRequest<'_> {
 /// A form for the token (or revocation) endpoint: its body, and the
 /// `Authorization` header a client with a secret sends. Neither may be
 /// logged.
-pub struct TokenForm {
-    pub body: String,
-    pub authorization: Option<Secret>,
+pub(crate) struct TokenForm {
+    pub(crate) body: String,
+    pub(crate) authorization: Option<Secret>,
 }
 
 impl TokenForm {
@@ -85,7 +85,7 @@ impl TokenForm {
     }
 
     /// The code exchanged (with its verifier) for the first grant.
-    pub fn code(
+    pub(crate) fn code(
         client: &ClientIdentity,
         code: &str,
         redirect: &Url,
@@ -105,7 +105,7 @@ impl TokenForm {
     }
 
     /// A grant refreshed.
-    pub fn refresh(client: &ClientIdentity, refresh: &Secret, resource: &Url) -> TokenForm {
+    pub(crate) fn refresh(client: &ClientIdentity, refresh: &Secret, resource: &Url) -> TokenForm {
         TokenForm::new(
             client,
             &[
@@ -118,7 +118,7 @@ impl TokenForm {
 
     /// A token revoked (RFC 7009): the refresh token when there is one,
     /// which ends the grant's access tokens too at most servers.
-    pub fn revoke(client: &ClientIdentity, grant: &Grant) -> TokenForm {
+    pub(crate) fn revoke(client: &ClientIdentity, grant: &Grant) -> TokenForm {
         let (token, hint) = match &grant.refresh {
             Some(r) => (r.expose(), "refresh_token"),
             None => (grant.access.expose(), "access_token"),
@@ -129,7 +129,7 @@ impl TokenForm {
 
 /// Why a token answer gives no grant. Never holds a token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     #[error("the token endpoint refused: {0}")]
     Refused(String),
     #[error("the token endpoint's answer is not valid JSON of RFC 6749: {0}")]
@@ -153,7 +153,7 @@ struct Answer {
 /// answer is read with the grant it refreshes as `before`: its refresh
 /// token is kept when the server did not rotate it, and its connection
 /// time stays.
-pub fn read_token_answer(
+pub(crate) fn read_token_answer(
     body: &[u8],
     now: u64,
     before: Option<&Grant>,
