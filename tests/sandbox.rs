@@ -218,6 +218,32 @@ async fn each_escape_is_stopped_under_the_sandbox_and_succeeds_without_it() {
     assert!(!Path::new(&tmp).exists(), "{tmp} left behind");
 }
 
+/// `read` restricted and `write` left out: reads are held to what the
+/// child needs, writes are open (but for its cgroup hierarchy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_held_while_writes_are_left_open() {
+    let files = Files::new();
+    // With a cgroup (writes open but for its hierarchy) and without.
+    let toml = format!(
+        "{}{}",
+        escape_backend("grouped", Some("{ memory = \"256MiB\", read = [] }")),
+        escape_backend("plain", Some("{ read = [] }"))
+    );
+    let gw = Gateway::start(&toml);
+    let http = Http::new(gw.url("/mcp"));
+    let s = http.initialize().await;
+    let secret = path(&files.outside.join("secret.txt"));
+    for name in ["grouped", "plain"] {
+        let read = escape(&http, &s, &format!("{name}__read"), json!({"path": secret})).await;
+        assert_eq!(read["ok"], false, "{name}: {read}");
+        let planted = path(&files.outside.join(format!("{name}.txt")));
+        let args = json!({"path": planted, "text": "x"});
+        let wrote = escape(&http, &s, &format!("{name}__write"), args).await;
+        assert_eq!(wrote["ok"], true, "{name}: {wrote}");
+    }
+    gw.stop();
+}
+
 fn cgroups_of(gateway: u32) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let prefix = format!("sluice-{gateway}-");

@@ -302,15 +302,21 @@ impl Plan {
                 None => vec![PathBuf::from("/")],
                 Some(extra) => paths::readable(command, args, cwd, extra),
             };
-            let write = match &c.write {
-                None if self.uses_cgroup() => paths::all_but(Path::new(CGROUPS)),
-                None => vec![PathBuf::from("/")],
-                Some(extra) => paths::writable(command, env, tmp, extra),
+            // Writes left open give writing only: reading stays as `read`
+            // says. Paths listed in `write` (and the child's own) are read
+            // too.
+            let (write, write_access) = match &c.write {
+                None if self.uses_cgroup() => (
+                    paths::all_but(Path::new(CGROUPS)),
+                    AccessFs::from_write(abi),
+                ),
+                None => (vec![PathBuf::from("/")], AccessFs::from_write(abi)),
+                Some(extra) => (
+                    paths::writable(command, env, tmp, extra),
+                    AccessFs::from_all(abi),
+                ),
             };
-            for (list, access) in [
-                (read, AccessFs::from_read(abi)),
-                (write, AccessFs::from_all(abi)),
-            ] {
+            for (list, access) in [(read, AccessFs::from_read(abi)), (write, write_access)] {
                 for path in list {
                     let access = if path.is_dir() {
                         access
