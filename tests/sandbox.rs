@@ -240,6 +240,20 @@ async fn reads_held_while_writes_are_left_open() {
         let args = json!({"path": planted, "text": "x"});
         let wrote = escape(&http, &s, &format!("{name}__write"), args).await;
         assert_eq!(wrote["ok"], true, "{name}: {wrote}");
+        // Its own TMPDIR is read back, not only written.
+        let env = escape(&http, &s, &format!("{name}__env"), json!({})).await;
+        let scratch = format!("{}/scratch", env["vars"]["TMPDIR"].as_str().unwrap());
+        let args = json!({"path": scratch, "text": "y"});
+        let wrote = escape(&http, &s, &format!("{name}__write"), args).await;
+        assert_eq!(wrote["ok"], true, "{name}: {wrote}");
+        let back = escape(
+            &http,
+            &s,
+            &format!("{name}__read"),
+            json!({"path": scratch}),
+        )
+        .await;
+        assert_eq!(back["ok"], true, "{name}: {back}");
     }
     gw.stop();
 }

@@ -47,15 +47,21 @@ const SYSTEM_READ: &[&str] = &[
 const SYSTEM_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// Read: the system's paths, the command's installation, script
-/// arguments' directories, the working directory, then `extra`.
+/// arguments' directories, the working directory, the private temporary
+/// directory and the launcher's caches (read back whether or not writes
+/// are restricted), then `extra`.
 pub(super) fn readable(
     command: &Path,
     args: &[String],
     cwd: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    tmp: &Path,
     extra: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
     paths.extend(installation(command));
+    paths.push(tmp.to_owned());
+    paths.extend(launcher_caches(command, env));
     // `python /srv/app/server.py`: the script and the modules beside it.
     for arg in args {
         let p = Path::new(arg);

@@ -300,7 +300,7 @@ impl Plan {
             let c = &self.config;
             let read = match &c.read {
                 None => vec![PathBuf::from("/")],
-                Some(extra) => paths::readable(command, args, cwd, extra),
+                Some(extra) => paths::readable(command, args, cwd, env, tmp, extra),
             };
             // Writes left open give writing only: reading stays as `read`
             // says. Paths listed in `write` (and the child's own) are read
