@@ -58,6 +58,8 @@ pub use child_env::{Inherit, SecretVars};
 pub use env::{Env, ProcessEnv};
 pub use error::ConfigError;
 pub use identity::{CodeFlowConfig, Fallback, PrincipalCredentials, PrincipalEntry};
+/// Where a command is, as `execvp` finds it (`sluice check` and the sandbox).
+pub(crate) use lint::resolve as resolve_command;
 pub use sandbox::{NetworkAccess, Sandbox, format_bytes};
 pub use tls::{TlsError, TlsFiles, provider as tls_provider};
 pub(crate) use tools::glob;

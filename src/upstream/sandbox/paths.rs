@@ -176,23 +176,6 @@ fn existing(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
     paths
 }
 
-/// `command` as the child's `PATH` finds it.
-pub(super) fn resolve(command: &str, path_var: Option<&str>, cwd: Option<&Path>) -> PathBuf {
-    let c = Path::new(command);
-    if command.contains('/') {
-        return match (c.is_relative(), cwd) {
-            (true, Some(dir)) => dir.join(c),
-            _ => c.to_owned(),
-        };
-    }
-    path_var
-        .unwrap_or("/usr/local/bin:/usr/bin:/bin")
-        .split(':')
-        .map(|dir| Path::new(dir).join(command))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| c.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

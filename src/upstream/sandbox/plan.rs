@@ -244,7 +244,9 @@ impl Plan {
             (false, Some(NetworkBy::Namespace)) => Some(UnshareFlags::NEWNET),
             _ => None,
         };
-        let command = paths::resolve(command, env("PATH").as_deref(), cwd);
+        // Not found: the spawn itself fails, and says so.
+        let command = crate::config::resolve_command(command, env("PATH").as_deref(), cwd)
+            .unwrap_or_else(|| PathBuf::from(command));
         let ruleset = self
             .ruleset(&command, args, cwd, env, &tmp.path)
             .map_err(|e| io::Error::other(format!("Landlock: {e}")))?;
